@@ -1,0 +1,170 @@
+//! Who is calling: bearer tokens, the principals they stand for, and what each may do.
+
+use std::sync::Arc;
+
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+use crate::ids::{DeviceId, ProjectId, TenantId};
+use crate::store::Store;
+use crate::{Error, Result};
+
+/// The caller behind a bearer token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// A tenant administrator: everything inside the tenant. The system administrator is the
+    /// administrator of the default tenant and may also create tenants.
+    Admin { tenant: TenantId, system: bool },
+    /// A project's `applicationAccessToken`: that project and its devices, and reading models.
+    Application { tenant: TenantId, project: ProjectId },
+    /// A device's `accessToken`: that device only.
+    Device { tenant: TenantId, project: ProjectId, device: DeviceId, locked: bool },
+}
+
+impl Principal {
+    pub fn tenant(&self) -> &TenantId {
+        match self {
+            Principal::Admin { tenant, .. } | Principal::Application { tenant, .. } | Principal::Device { tenant, .. } => {
+                tenant
+            }
+        }
+    }
+
+    /// What records created by this caller show as `createdBy` / `updatedBy`.
+    pub fn actor(&self) -> String {
+        match self {
+            Principal::Admin { system: true, .. } => "system".to_owned(),
+            Principal::Admin { .. } => "admin".to_owned(),
+            Principal::Application { project, .. } => format!("application:{project}"),
+            Principal::Device { .. } => "DEVICE".to_owned(),
+        }
+    }
+
+    pub fn require_admin(&self) -> Result<&TenantId> {
+        match self {
+            Principal::Admin { tenant, .. } => Ok(tenant),
+            _ => Err(Error::forbidden("this operation needs a tenant administrator token")),
+        }
+    }
+
+    pub fn require_system(&self) -> Result<()> {
+        match self {
+            Principal::Admin { system: true, .. } => Ok(()),
+            _ => Err(Error::forbidden("this operation needs the system administrator token")),
+        }
+    }
+
+    /// Reading a project and its listings: administrators, and the project's own applications.
+    pub fn require_project(&self, project: &ProjectId) -> Result<()> {
+        match self {
+            Principal::Admin { .. } => Ok(()),
+            Principal::Application { project: own, .. } if own == project => Ok(()),
+            _ => Err(Error::forbidden("this token does not grant access to that project")),
+        }
+    }
+
+    /// Reading a device: administrators, its project's applications and the device itself.
+    pub fn require_device_read(&self, project: &ProjectId, device: &DeviceId) -> Result<()> {
+        match self {
+            Principal::Device { device: own, .. } if own == device => Ok(()),
+            Principal::Device { .. } => Err(Error::forbidden("a device token grants access to its own device only")),
+            _ => self.require_project(project),
+        }
+    }
+
+    /// Writing data of a device (its events): as reading, but a Locked device's own token is refused.
+    pub fn require_device_write(&self, project: &ProjectId, device: &DeviceId) -> Result<()> {
+        self.require_device_read(project, device)?;
+        match self {
+            Principal::Device { locked: true, .. } => Err(Error::forbidden("the device is Locked")),
+            _ => Ok(()),
+        }
+    }
+
+    /// Managing a device (update, delete, control, routes): administrators and its project's applications.
+    pub fn require_device_manage(&self, project: &ProjectId) -> Result<()> {
+        match self {
+            Principal::Device { .. } => Err(Error::forbidden("a device token cannot manage devices")),
+            _ => self.require_project(project),
+        }
+    }
+}
+
+/// A new random bearer token: 192 bits, hex.
+pub fn generate_token() -> String {
+    let mut bytes = [0u8; 24];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+/// Tokens are looked up by this hash, so the lookup does not compare secrets byte by byte.
+pub fn hash_token(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Turns bearer tokens into principals.
+pub struct AuthService {
+    store: Arc<dyn Store>,
+}
+
+impl AuthService {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    pub async fn authenticate(&self, token: &str) -> Result<Principal> {
+        if token.is_empty() || token.len() > 256 {
+            return Err(Error::Unauthorized);
+        }
+        self.store.principal_for_token(&hash_token(token)).await?.ok_or(Error::Unauthorized)
+    }
+
+    /// Makes sure the default tenant exists and sets the system administrator's token: `fixed`
+    /// when given (replacing any earlier one), else a generated one when none exists yet.
+    /// Returns the token when it was generated now.
+    pub async fn bootstrap(&self, fixed: Option<&str>) -> Result<Option<String>> {
+        self.store.ensure_default_tenant(crate::time::now_ms()).await?;
+        let tenant = TenantId::default_tenant();
+        if let Some(token) = fixed {
+            self.store.set_system_token(&tenant, &hash_token(token)).await?;
+            return Ok(None);
+        }
+        if self.store.has_system_token().await? {
+            return Ok(None);
+        }
+        let token = generate_token();
+        self.store.set_system_token(&tenant, &hash_token(&token)).await?;
+        Ok(Some(token))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_long_and_distinct() {
+        let (a, b) = (generate_token(), generate_token());
+        assert_eq!(a.len(), 48);
+        assert_ne!(a, b);
+        assert_eq!(hash_token(&a), hash_token(&a));
+        assert_ne!(hash_token(&a), hash_token(&b));
+    }
+
+    #[test]
+    fn scopes() {
+        let t = TenantId::default_tenant();
+        let (p1, p2) = (ProjectId::generate(), ProjectId::generate());
+        let d1 = DeviceId::generate();
+        let app = Principal::Application { tenant: t.clone(), project: p1.clone() };
+        assert!(app.require_project(&p1).is_ok());
+        assert!(matches!(app.require_project(&p2), Err(Error::Forbidden(_))));
+        assert!(app.require_admin().is_err());
+        let dev = Principal::Device { tenant: t.clone(), project: p1.clone(), device: d1.clone(), locked: true };
+        assert!(dev.require_device_read(&p1, &d1).is_ok());
+        assert!(dev.require_device_write(&p1, &d1).is_err());
+        assert!(dev.require_device_read(&p1, &DeviceId::generate()).is_err());
+        assert!(dev.require_device_manage(&p1).is_err());
+        assert_eq!(dev.actor(), "DEVICE");
+    }
+}

@@ -1,0 +1,502 @@
+//! Use cases of the catalog: tenants, device models, projects and devices.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::auth::{Principal, generate_token, hash_token};
+use crate::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable};
+use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
+use crate::names::{Code, Name};
+use crate::paging::{Page, PageRequest};
+use crate::records::{ActionParams, Device, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant};
+use crate::store::{DeviceQuery, ProjectQuery, Store};
+use crate::time::now_ms;
+use crate::{Error, PublicAddrs, Result};
+
+/// `POST /api/v1/tenants` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct TenantInput {
+    pub name: String,
+}
+
+/// A tenant just created, with its administrator's token (shown this once).
+#[derive(Debug, Clone, serde::Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedTenant {
+    #[serde(flatten)]
+    pub tenant: Tenant,
+    pub admin_token: String,
+}
+
+/// An attribute as a request sends it.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttributeInput {
+    pub name: Option<String>,
+    /// Defaults to the map key; when given it must equal the key.
+    pub code: Option<String>,
+    pub data_type: DataType,
+    pub description: Option<String>,
+    /// Defaults to R.
+    pub readable: Option<Readable>,
+    /// Defaults to m.
+    pub channel: Option<Channel>,
+}
+
+/// An action parameter as a request sends it.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ParamInput {
+    pub name: Option<String>,
+    pub code: Option<String>,
+    pub description: Option<String>,
+    pub required: Option<bool>,
+    #[serde(rename = "type")]
+    pub data_type: DataType,
+}
+
+/// An action as a request sends it.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionInput {
+    pub name: Option<String>,
+    pub code: Option<String>,
+    pub description: Option<String>,
+    pub params_map: Option<BTreeMap<String, ParamInput>>,
+}
+
+/// Body of model creation and update. On update, absent fields keep their stored values.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInput {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    /// Defaults to ROOT on creation.
+    pub device_type: Option<DeviceType>,
+    pub image_url: Option<String>,
+    pub attributes_map: Option<BTreeMap<String, AttributeInput>>,
+    pub actions_map: Option<BTreeMap<String, ActionInput>>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<JsonMap>,
+    pub gateway_id: Option<String>,
+}
+
+/// Body of project creation and update. On update, absent fields keep their stored values.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectInput {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub image_url: Option<String>,
+    /// Defaults to development on creation.
+    pub status: Option<ProjectStatus>,
+    pub address: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub map_info: Option<JsonMap>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<JsonMap>,
+    pub template_id: Option<String>,
+}
+
+/// Body of device creation and update. On update, absent fields keep their stored values and
+/// `modelId` cannot change.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceInput {
+    pub device_name: Option<String>,
+    pub project_id: Option<ProjectId>,
+    pub model_id: Option<ModelId>,
+    /// Defaults to Active on creation.
+    pub status: Option<DeviceStatus>,
+    pub comments: Option<String>,
+    /// Defaults to false on creation.
+    #[serde(rename = "virtual")]
+    pub virtual_: Option<bool>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<JsonMap>,
+}
+
+pub struct CatalogService {
+    store: Arc<dyn Store>,
+    addrs: PublicAddrs,
+}
+
+impl CatalogService {
+    pub fn new(store: Arc<dyn Store>, addrs: PublicAddrs) -> Self {
+        Self { store, addrs }
+    }
+
+    // ---- tenants ---------------------------------------------------------------------------
+
+    pub async fn create_tenant(&self, who: &Principal, input: TenantInput) -> Result<CreatedTenant> {
+        who.require_system()?;
+        let name = Name::parse("name", &input.name)?.into_inner();
+        let tenant = Tenant { id: TenantId::generate(), name, record: RecordMeta::created(who.tenant().clone(), &who.actor(), now_ms()) };
+        let tenant = Tenant { record: RecordMeta { tenant_id: tenant.id.clone(), ..tenant.record }, ..tenant };
+        let admin_token = generate_token();
+        self.store.insert_tenant(&tenant, &hash_token(&admin_token)).await?;
+        Ok(CreatedTenant { tenant, admin_token })
+    }
+
+    // ---- device models ---------------------------------------------------------------------
+
+    pub async fn create_model(&self, who: &Principal, input: ModelInput) -> Result<DeviceModel> {
+        let tenant = who.require_admin()?.clone();
+        let name = Name::parse("name", input.name.as_deref().ok_or_else(|| Error::invalid("name", "is required"))?)?;
+        let model = DeviceModel {
+            id: ModelId::generate(),
+            name: name.into_inner(),
+            description: input.description,
+            device_type: input.device_type.unwrap_or(DeviceType::Root),
+            image_url: input.image_url,
+            attributes_map: parse_attributes(input.attributes_map.unwrap_or_default())?,
+            actions_map: parse_actions(input.actions_map.unwrap_or_default())?,
+            metadata: input.metadata.unwrap_or_default(),
+            gateway_id: input.gateway_id,
+            record: RecordMeta::created(tenant, &who.actor(), now_ms()),
+        };
+        require_attributes_or_actions(&model)?;
+        self.store.insert_model(&model).await?;
+        Ok(model)
+    }
+
+    pub async fn update_model(&self, who: &Principal, id: &ModelId, input: ModelInput) -> Result<DeviceModel> {
+        let tenant = who.require_admin()?;
+        let mut model = self.load_model(tenant, id).await?;
+        if let Some(name) = input.name {
+            model.name = Name::parse("name", &name)?.into_inner();
+        }
+        set_if_some(&mut model.description, input.description);
+        set_if_some(&mut model.image_url, input.image_url);
+        set_if_some(&mut model.gateway_id, input.gateway_id);
+        if let Some(device_type) = input.device_type {
+            model.device_type = device_type;
+        }
+        if let Some(attributes) = input.attributes_map {
+            model.attributes_map = parse_attributes(attributes)?;
+        }
+        if let Some(actions) = input.actions_map {
+            model.actions_map = parse_actions(actions)?;
+        }
+        if let Some(metadata) = input.metadata {
+            model.metadata = metadata;
+        }
+        require_attributes_or_actions(&model)?;
+        model.record.touch(&who.actor(), now_ms());
+        self.store.update_model(&model).await?;
+        Ok(model)
+    }
+
+    pub async fn get_model(&self, who: &Principal, id: &ModelId) -> Result<DeviceModel> {
+        if let Principal::Device { .. } = who {
+            return Err(Error::forbidden("a device token cannot read models"));
+        }
+        self.load_model(who.tenant(), id).await
+    }
+
+    pub async fn list_models(&self, who: &Principal, page: PageRequest) -> Result<Page<DeviceModel>> {
+        if let Principal::Device { .. } = who {
+            return Err(Error::forbidden("a device token cannot list models"));
+        }
+        self.store.list_models(who.tenant(), page).await
+    }
+
+    pub async fn model_devices(&self, who: &Principal, id: &ModelId, page: PageRequest) -> Result<Page<Device>> {
+        let mut query = DeviceQuery { model: Some(id.clone()), ..DeviceQuery::default() };
+        match who {
+            Principal::Admin { .. } => {}
+            Principal::Application { project, .. } => query.project = Some(project.clone()),
+            Principal::Device { .. } => return Err(Error::forbidden("a device token cannot list devices")),
+        }
+        self.load_model(who.tenant(), id).await?;
+        self.store.list_devices(who.tenant(), &query, page).await
+    }
+
+    pub async fn delete_model(&self, who: &Principal, id: &ModelId) -> Result<()> {
+        let tenant = who.require_admin()?;
+        self.store.delete_model(tenant, id, &who.actor(), now_ms()).await
+    }
+
+    async fn load_model(&self, tenant: &TenantId, id: &ModelId) -> Result<DeviceModel> {
+        self.store.get_model(tenant, id).await?.ok_or_else(|| Error::not_found("device model", id))
+    }
+
+    // ---- projects --------------------------------------------------------------------------
+
+    pub async fn create_project(&self, who: &Principal, input: ProjectInput) -> Result<Project> {
+        let tenant = who.require_admin()?.clone();
+        let name = Name::parse("name", input.name.as_deref().ok_or_else(|| Error::invalid("name", "is required"))?)?;
+        let token = generate_token();
+        let project = Project {
+            id: ProjectId::generate(),
+            name: name.into_inner(),
+            description: input.description,
+            image_url: input.image_url,
+            status: input.status.unwrap_or(ProjectStatus::Development),
+            address: input.address,
+            map_info: input.map_info,
+            application_access_token: token.clone(),
+            restful_api_addr: self.addrs.rest.clone(),
+            mq_api_addr: self.addrs.mq.clone(),
+            template_id: input.template_id,
+            metadata: input.metadata.unwrap_or_default(),
+            record: RecordMeta::created(tenant, &who.actor(), now_ms()),
+        };
+        self.store.insert_project(&project, &hash_token(&token)).await?;
+        Ok(project)
+    }
+
+    pub async fn update_project(&self, who: &Principal, id: &ProjectId, input: ProjectInput) -> Result<Project> {
+        who.require_project(id)?;
+        let mut project = self.get_project(who, id).await?;
+        if let Some(name) = input.name {
+            project.name = Name::parse("name", &name)?.into_inner();
+        }
+        set_if_some(&mut project.description, input.description);
+        set_if_some(&mut project.image_url, input.image_url);
+        set_if_some(&mut project.address, input.address);
+        set_if_some(&mut project.map_info, input.map_info);
+        set_if_some(&mut project.template_id, input.template_id);
+        if let Some(status) = input.status {
+            project.status = status;
+        }
+        if let Some(metadata) = input.metadata {
+            project.metadata = metadata;
+        }
+        project.record.touch(&who.actor(), now_ms());
+        self.store.update_project(&project).await?;
+        Ok(project)
+    }
+
+    pub async fn get_project(&self, who: &Principal, id: &ProjectId) -> Result<Project> {
+        let project = self.store.get_project(who.tenant(), id).await?.ok_or_else(|| Error::not_found("project", id))?;
+        who.require_project(id)?;
+        Ok(self.with_addrs(project))
+    }
+
+    pub async fn list_projects(&self, who: &Principal, status: Option<ProjectStatus>, page: PageRequest) -> Result<Page<Project>> {
+        let only = match who {
+            Principal::Admin { .. } => None,
+            Principal::Application { project, .. } => Some(project.clone()),
+            Principal::Device { .. } => return Err(Error::forbidden("a device token cannot list projects")),
+        };
+        let page = self.store.list_projects(who.tenant(), &ProjectQuery { status, only }, page).await?;
+        Ok(page.map(|p| self.with_addrs(p)))
+    }
+
+    pub async fn project_models(&self, who: &Principal, id: &ProjectId) -> Result<Vec<DeviceModel>> {
+        self.get_project(who, id).await?;
+        self.store.project_models(who.tenant(), id).await
+    }
+
+    pub async fn project_devices(&self, who: &Principal, id: &ProjectId, mut query: DeviceQuery, page: PageRequest) -> Result<Page<Device>> {
+        self.get_project(who, id).await?;
+        query.project = Some(id.clone());
+        self.store.list_devices(who.tenant(), &query, page).await
+    }
+
+    pub async fn delete_project(&self, who: &Principal, id: &ProjectId) -> Result<()> {
+        let tenant = who.require_admin()?;
+        self.store.delete_project(tenant, id, &who.actor(), now_ms()).await
+    }
+
+    /// The advertised addresses are configuration, so they follow the running service.
+    fn with_addrs(&self, mut project: Project) -> Project {
+        project.restful_api_addr.clone_from(&self.addrs.rest);
+        project.mq_api_addr.clone_from(&self.addrs.mq);
+        project
+    }
+
+    // ---- devices ---------------------------------------------------------------------------
+
+    pub async fn create_device(&self, who: &Principal, input: DeviceInput) -> Result<Device> {
+        let name = Name::parse("deviceName", input.device_name.as_deref().ok_or_else(|| Error::invalid("deviceName", "is required"))?)?;
+        let project_id = input.project_id.ok_or_else(|| Error::invalid("projectId", "is required"))?;
+        let model_id = input.model_id.ok_or_else(|| Error::invalid("modelId", "is required"))?;
+        who.require_device_manage(&project_id)?;
+        let project = self.get_project(who, &project_id).await?;
+        let model = self.load_model(who.tenant(), &model_id).await?;
+        let token = generate_token();
+        let is_virtual = input.virtual_.unwrap_or(false);
+        let device = Device {
+            id: DeviceId::generate(),
+            device_name: name.into_inner(),
+            project_id,
+            model_id,
+            status: input.status.unwrap_or(DeviceStatus::Active),
+            access_token: token.clone(),
+            is_virtual,
+            virtual_: is_virtual,
+            comments: input.comments,
+            metadata: input.metadata.unwrap_or_default(),
+            device_model_type: model.device_type,
+            device_model_name: model.name,
+            project_name: project.name,
+            has_actions: !model.actions_map.is_empty(),
+            device_model_url: model.image_url,
+            record: RecordMeta::created(who.tenant().clone(), &who.actor(), now_ms()),
+        };
+        self.store.insert_device(&device, &hash_token(&token)).await?;
+        Ok(device)
+    }
+
+    pub async fn update_device(&self, who: &Principal, id: &DeviceId, input: DeviceInput) -> Result<Device> {
+        let mut device = self.load_device(who.tenant(), id).await?;
+        who.require_device_manage(&device.project_id)?;
+        if let Some(model_id) = &input.model_id
+            && model_id != &device.model_id
+        {
+            return Err(Error::invalid("modelId", "the model of a device cannot change"));
+        }
+        if let Some(name) = input.device_name {
+            device.device_name = Name::parse("deviceName", &name)?.into_inner();
+        }
+        if let Some(project_id) = input.project_id
+            && project_id != device.project_id
+        {
+            who.require_device_manage(&project_id)?;
+            self.get_project(who, &project_id).await?;
+            device.project_id = project_id;
+        }
+        if let Some(status) = input.status {
+            device.status = status;
+        }
+        set_if_some(&mut device.comments, input.comments);
+        if let Some(is_virtual) = input.virtual_ {
+            device.is_virtual = is_virtual;
+            device.virtual_ = is_virtual;
+        }
+        if let Some(metadata) = input.metadata {
+            device.metadata = metadata;
+        }
+        device.record.touch(&who.actor(), now_ms());
+        self.store.update_device(&device).await?;
+        self.load_device(who.tenant(), id).await
+    }
+
+    pub async fn get_device(&self, who: &Principal, id: &DeviceId) -> Result<Device> {
+        let device = self.load_device(who.tenant(), id).await?;
+        who.require_device_read(&device.project_id, &device.id)?;
+        Ok(device)
+    }
+
+    pub async fn delete_device(&self, who: &Principal, id: &DeviceId) -> Result<()> {
+        let device = self.load_device(who.tenant(), id).await?;
+        who.require_device_manage(&device.project_id)?;
+        self.store.delete_device(who.tenant(), id, &who.actor(), now_ms()).await
+    }
+
+    pub async fn load_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Device> {
+        self.store.get_device(tenant, id).await?.ok_or_else(|| Error::not_found("device", id))
+    }
+}
+
+fn set_if_some<T>(slot: &mut Option<T>, value: Option<T>) {
+    if value.is_some() {
+        *slot = value;
+    }
+}
+
+fn require_attributes_or_actions(model: &DeviceModel) -> Result<()> {
+    if model.attributes_map.is_empty() && model.actions_map.is_empty() {
+        return Err(Error::invalid("attributesMap", "attributesMap and actionsMap must not both be empty"));
+    }
+    Ok(())
+}
+
+/// The code of a map entry: the key, which must follow the naming rule, and `code`, which
+/// must equal it when given.
+fn entry_code(field: &str, key: &str, code: Option<&str>) -> Result<String> {
+    let key = Code::parse(field, key)?.into_inner();
+    match code {
+        Some(code) if code != key => Err(Error::invalid(format!("{field}.code"), format!("`{code}` differs from its key `{key}`"))),
+        _ => Ok(key),
+    }
+}
+
+fn parse_attributes(input: BTreeMap<String, AttributeInput>) -> Result<BTreeMap<String, ModelAttribute>> {
+    input
+        .into_iter()
+        .map(|(key, a)| {
+            let code = entry_code(&format!("attributesMap.{key}"), &key, a.code.as_deref())?;
+            let attribute = ModelAttribute {
+                name: a.name,
+                code: code.clone(),
+                data_type: a.data_type,
+                description: a.description,
+                readable: a.readable.unwrap_or(Readable::R),
+                channel: a.channel.unwrap_or(Channel::M),
+            };
+            Ok((code, attribute))
+        })
+        .collect()
+}
+
+fn parse_actions(input: BTreeMap<String, ActionInput>) -> Result<BTreeMap<String, ModelAction>> {
+    input
+        .into_iter()
+        .map(|(key, a)| {
+            let field = format!("actionsMap.{key}");
+            let code = entry_code(&field, &key, a.code.as_deref())?;
+            let params = a
+                .params_map
+                .map(|params| {
+                    params
+                        .into_iter()
+                        .map(|(pkey, p)| {
+                            let pcode = entry_code(&format!("{field}.paramsMap.{pkey}"), &pkey, p.code.as_deref())?;
+                            let param = ActionParams {
+                                name: p.name,
+                                code: pcode.clone(),
+                                description: p.description,
+                                required: p.required.unwrap_or(false),
+                                data_type: p.data_type,
+                            };
+                            Ok((pcode, param))
+                        })
+                        .collect::<Result<BTreeMap<_, _>>>()
+                })
+                .transpose()?;
+            Ok((code.clone(), ModelAction { name: a.name, code, description: a.description, params_map: params }))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(code: Option<&str>) -> AttributeInput {
+        AttributeInput { name: None, code: code.map(str::to_owned), data_type: DataType::Float, description: None, readable: None, channel: None }
+    }
+
+    #[test]
+    fn attribute_codes_come_from_keys() {
+        let parsed = parse_attributes(BTreeMap::from([("temp".to_owned(), attr(None))])).unwrap();
+        assert_eq!(parsed["temp"].code, "temp");
+        assert_eq!(parsed["temp"].readable, Readable::R);
+        assert_eq!(parsed["temp"].channel, Channel::M);
+        let err = parse_attributes(BTreeMap::from([("temp".to_owned(), attr(Some("other")))])).unwrap_err();
+        assert!(err.to_string().starts_with("attributesMap.temp.code"), "{err}");
+        let err = parse_attributes(BTreeMap::from([("1bad".to_owned(), attr(None))])).unwrap_err();
+        assert!(err.to_string().starts_with("attributesMap.1bad"), "{err}");
+    }
+
+    #[test]
+    fn params_default_to_not_required() {
+        let action = ActionInput {
+            name: None,
+            code: None,
+            description: None,
+            params_map: Some(BTreeMap::from([(
+                "delay".to_owned(),
+                ParamInput { name: None, code: None, description: None, required: None, data_type: DataType::Integer },
+            )])),
+        };
+        let parsed = parse_actions(BTreeMap::from([("reboot".to_owned(), action)])).unwrap();
+        assert!(!parsed["reboot"].params_map.as_ref().unwrap()["delay"].required);
+    }
+}

@@ -1,0 +1,148 @@
+//! The closed sets of the specification, spelled exactly as it spells them.
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+        pub enum $name {
+            $(#[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The wire and stored spelling.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+
+            pub fn parse(text: &str) -> Option<Self> {
+                match text { $($text => Some($name::$variant),)+ _ => None }
+            }
+
+            /// Parses a query or stored value, naming `field` in the error.
+            pub fn parse_field(text: &str, field: &str) -> crate::Result<Self> {
+                Self::parse(text).ok_or_else(|| crate::Error::invalid(
+                    field,
+                    format!("`{text}` is not one of {}", Self::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")),
+                ))
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// The kind of machine a model describes.
+    DeviceType {
+        Root = "ROOT", Light = "Light", Camera = "Camera", BallCamera = "BallCamera",
+        GunCamera = "GunCamera", LocationTracker = "LocationTracker",
+        PersonalTracker = "PersonalTracker", Helmet = "Helmet", VehicleTracker = "VehicleTracker",
+        AecMachinery = "AECMachinery", Vehicle = "Vehicle", MiningMachinery = "MiningMachinery",
+        Excavator = "Excavator", Crane = "Crane", TowerCrane = "TowerCrane", Elevator = "Elevator",
+        CompactionMachinery = "CompactionMachinery", PileDrivingMachinery = "PileDrivingMachinery",
+        ConcreteMachinery = "ConcreteMachinery", ConcreteMixingStation = "ConcreteMixingStation",
+        SteelMachine = "SteelMachine", RoadMachine = "RoadMachine",
+        DrillingMachinery = "DrillingMachinery", DecorationMachinery = "DecorationMachinery",
+        TunnelingMachinery = "TunnelingMachinery", ShieldMachine = "ShieldMachine",
+        EnvironmentControlEquipment = "EnvironmentControlEquipment",
+        WeightingEquipment = "WeightingEquipment", Hvac = "HVAC", Gateway = "GATEWAY",
+    }
+);
+
+string_enum!(
+    /// The type of an attribute or action parameter value.
+    DataType { Integer = "Integer", Float = "Float", String = "String", Boolean = "Boolean" }
+);
+
+string_enum!(
+    /// Direction of an attribute: R upstream only, W downstream only, RW both.
+    Readable { R = "R", Rw = "RW", W = "W" }
+);
+
+string_enum!(
+    /// m ordinary message, w alarm, g geographic location.
+    Channel { M = "m", W = "w", G = "g" }
+);
+
+string_enum!(
+    /// Whether a device may work (Active) or is shut out (Locked).
+    DeviceStatus { Active = "Active", Locked = "Locked" }
+);
+
+string_enum!(
+    /// development (in preparation), product (in progress), closed (finished).
+    ProjectStatus { Development = "development", Product = "product", Closed = "closed" }
+);
+
+string_enum!(
+    /// ASC or DESC.
+    SortOrder { Asc = "ASC", Desc = "DESC" }
+);
+
+string_enum!(
+    /// Where an event came from.
+    EventSource { SourceDevice = "source_device", SourceRest = "source_rest" }
+);
+
+string_enum!(
+    /// Message types: m measurement, log, ack response, c configuration command.
+    MessageType { M = "m", Log = "log", Ack = "ack", C = "c" }
+);
+
+impl DataType {
+    /// Whether a JSON value is of this type: Integer an i64, Float any number, String a string,
+    /// Boolean true or false.
+    pub fn accepts(self, value: &serde_json::Value) -> bool {
+        match self {
+            DataType::Integer => value.is_i64() || value.is_u64() && value.as_i64().is_some(),
+            DataType::Float => value.is_number(),
+            DataType::String => value.is_string(),
+            DataType::Boolean => value.is_boolean(),
+        }
+    }
+}
+
+impl Readable {
+    /// Whether values of the attribute may be sent down to the device.
+    pub fn writable(self) -> bool {
+        matches!(self, Readable::W | Readable::Rw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn spellings_round_trip() {
+        for t in DeviceType::ALL {
+            assert_eq!(DeviceType::parse(t.as_str()), Some(*t));
+            assert_eq!(serde_json::to_value(t).unwrap(), json!(t.as_str()));
+        }
+        assert_eq!(DeviceType::parse("AECMachinery"), Some(DeviceType::AecMachinery));
+        assert_eq!(DeviceType::parse("Toaster"), None);
+        assert_eq!(DeviceType::ALL.len(), 30);
+    }
+
+    #[test]
+    fn data_types_accept_their_values() {
+        assert!(DataType::Integer.accepts(&json!(7)));
+        assert!(!DataType::Integer.accepts(&json!(7.5)));
+        assert!(!DataType::Integer.accepts(&json!(u64::MAX)));
+        assert!(DataType::Float.accepts(&json!(7)));
+        assert!(DataType::Float.accepts(&json!(7.5)));
+        assert!(!DataType::Float.accepts(&json!("7.5")));
+        assert!(DataType::String.accepts(&json!("x")));
+        assert!(DataType::Boolean.accepts(&json!(false)));
+        assert!(!DataType::Boolean.accepts(&json!("yes")));
+    }
+}

@@ -1,0 +1,43 @@
+//! The one error type of the domain; the API maps it to a status and a `returnCode` in one place.
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{field}: {reason}")]
+    Invalid { field: String, reason: String },
+    #[error("missing or unknown bearer token")]
+    Unauthorized,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{kind} {id} not found")]
+    NotFound { kind: &'static str, id: String },
+    #[error("{0}")]
+    Duplicate(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("too many requests: {0}")]
+    Busy(String),
+    #[error("the service is shutting down")]
+    Unavailable,
+    #[error("store failure")]
+    Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl Error {
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Invalid { field: field.into(), reason: reason.into() }
+    }
+
+    pub fn not_found(kind: &'static str, id: impl std::fmt::Display) -> Self {
+        Error::NotFound { kind, id: id.to_string() }
+    }
+
+    pub fn forbidden(what: impl Into<String>) -> Self {
+        Error::Forbidden(what.into())
+    }
+
+    pub fn store(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Store(Box::new(source))
+    }
+}

@@ -1,0 +1,57 @@
+//! Identifier newtypes: one type per kind of record, so a device id is never passed as a project id.
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! id_type {
+    ($($(#[$meta:meta])* $name:ident),+ $(,)?) => {$(
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
+        #[serde(transparent)]
+        #[schema(value_type = String)]
+        pub struct $name(String);
+
+        impl $name {
+            /// A fresh identifier: a UUID whose leading bits are the creation time, so new
+            /// records land at the end of their index.
+            pub fn generate() -> Self {
+                Self(uuid::Uuid::now_v7().to_string())
+            }
+            /// Wraps an identifier read from a path, a body or the store. Unknown ids are not an
+            /// input error: they simply find nothing.
+            pub fn from_string(s: impl Into<String>) -> Self {
+                Self(s.into())
+            }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    )+};
+}
+
+id_type!(
+    /// A tenant: the unit of isolation between customers.
+    TenantId,
+    /// A project.
+    ProjectId,
+    /// A device model.
+    ModelId,
+    /// A device.
+    DeviceId,
+    /// A stored device event.
+    EventId,
+);
+
+/// The tenant every fresh store starts with; the system administrator administers it.
+pub const DEFAULT_TENANT: &str = "00000000-0000-0000-0000-000000000000";
+
+impl TenantId {
+    pub fn default_tenant() -> Self {
+        Self::from_string(DEFAULT_TENANT)
+    }
+}

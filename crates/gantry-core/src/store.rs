@@ -1,0 +1,129 @@
+//! What the services need from storage: small traits per resource, combined into one `Store`.
+//! Every read and write is scoped by tenant, so one tenant never sees another's records.
+
+use async_trait::async_trait;
+
+use crate::Result;
+use crate::auth::Principal;
+use crate::enums::{DeviceStatus, DeviceType, ProjectStatus, SortOrder};
+use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
+use crate::paging::{Page, PageRequest};
+use crate::records::{Device, DeviceModel, Project, Tenant};
+
+#[async_trait]
+pub trait TenantStore: Send + Sync {
+    /// Creates the default tenant unless it exists.
+    async fn ensure_default_tenant(&self, now: i64) -> Result<()>;
+    /// Creates a tenant with its administrator's token hash. A taken name is `Duplicate`.
+    async fn insert_tenant(&self, tenant: &Tenant, admin_token_hash: &str) -> Result<()>;
+    /// Replaces the system administrator's token.
+    async fn set_system_token(&self, tenant: &TenantId, token_hash: &str) -> Result<()>;
+    async fn has_system_token(&self) -> Result<bool>;
+    /// The principal a token hash stands for, if any (a deleted project's or device's is none).
+    async fn principal_for_token(&self, token_hash: &str) -> Result<Option<Principal>>;
+}
+
+#[async_trait]
+pub trait ModelStore: Send + Sync {
+    /// A taken name is `Duplicate`.
+    async fn insert_model(&self, model: &DeviceModel) -> Result<()>;
+    /// A taken name is `Duplicate`; a missing model `NotFound`.
+    async fn update_model(&self, model: &DeviceModel) -> Result<()>;
+    async fn get_model(&self, tenant: &TenantId, id: &ModelId) -> Result<Option<DeviceModel>>;
+    /// Ordered by creation time, then id.
+    async fn list_models(&self, tenant: &TenantId, page: PageRequest) -> Result<Page<DeviceModel>>;
+    /// The distinct models of the project's devices, ordered by name.
+    async fn project_models(&self, tenant: &TenantId, project: &ProjectId) -> Result<Vec<DeviceModel>>;
+    /// Soft-deletes; `Conflict` while devices use the model.
+    async fn delete_model(&self, tenant: &TenantId, id: &ModelId, by: &str, at: i64) -> Result<()>;
+}
+
+/// Filters of the project listing.
+#[derive(Debug, Clone, Default)]
+pub struct ProjectQuery {
+    pub status: Option<ProjectStatus>,
+    /// Restricts the listing to one project (an application sees only its own).
+    pub only: Option<ProjectId>,
+}
+
+#[async_trait]
+pub trait ProjectStore: Send + Sync {
+    /// Stores the project and its application token's hash. A taken name is `Duplicate`.
+    async fn insert_project(&self, project: &Project, app_token_hash: &str) -> Result<()>;
+    async fn update_project(&self, project: &Project) -> Result<()>;
+    async fn get_project(&self, tenant: &TenantId, id: &ProjectId) -> Result<Option<Project>>;
+    /// Ordered by creation time, then id.
+    async fn list_projects(&self, tenant: &TenantId, query: &ProjectQuery, page: PageRequest) -> Result<Page<Project>>;
+    /// Soft-deletes and revokes the application token; `Conflict` while the project has devices.
+    async fn delete_project(&self, tenant: &TenantId, id: &ProjectId, by: &str, at: i64) -> Result<()>;
+}
+
+/// Sort fields of device listings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSort {
+    UpdatedTime,
+    CreatedTime,
+    DeviceName,
+    Status,
+}
+
+impl DeviceSort {
+    pub const NAMES: &'static [&'static str] = &["updatedTime", "createdTime", "deviceName", "status"];
+
+    pub fn parse(text: &str) -> Result<Self> {
+        match text {
+            "updatedTime" => Ok(Self::UpdatedTime),
+            "createdTime" => Ok(Self::CreatedTime),
+            "deviceName" => Ok(Self::DeviceName),
+            "status" => Ok(Self::Status),
+            _ => Err(crate::Error::invalid("sortBy", format!("`{text}` is not one of {}", Self::NAMES.join(", ")))),
+        }
+    }
+}
+
+/// Filters and order of a device listing.
+#[derive(Debug, Clone)]
+pub struct DeviceQuery {
+    pub project: Option<ProjectId>,
+    pub model: Option<ModelId>,
+    /// Case-insensitive substring of the device name.
+    pub device_name: Option<String>,
+    pub device_type: Option<DeviceType>,
+    pub is_virtual: Option<bool>,
+    pub status: Option<DeviceStatus>,
+    pub sort_by: DeviceSort,
+    pub sort_order: SortOrder,
+}
+
+impl Default for DeviceQuery {
+    fn default() -> Self {
+        Self {
+            project: None,
+            model: None,
+            device_name: None,
+            device_type: None,
+            is_virtual: None,
+            status: None,
+            sort_by: DeviceSort::UpdatedTime,
+            sort_order: SortOrder::Desc,
+        }
+    }
+}
+
+#[async_trait]
+pub trait DeviceStore: Send + Sync {
+    /// Stores the device (its derived fields are ignored) and its token's hash. A taken name is `Duplicate`.
+    async fn insert_device(&self, device: &Device, token_hash: &str) -> Result<()>;
+    /// Stores name, project, status, comments, virtual flag, metadata and the update fields.
+    async fn update_device(&self, device: &Device) -> Result<()>;
+    /// The device with the fields derived from its model and project.
+    async fn get_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Option<Device>>;
+    async fn list_devices(&self, tenant: &TenantId, query: &DeviceQuery, page: PageRequest) -> Result<Page<Device>>;
+    /// Soft-deletes and revokes the device's token.
+    async fn delete_device(&self, tenant: &TenantId, id: &DeviceId, by: &str, at: i64) -> Result<()>;
+}
+
+/// All of storage, as the services see it.
+pub trait Store: TenantStore + ModelStore + ProjectStore + DeviceStore {}
+
+impl<T: TenantStore + ModelStore + ProjectStore + DeviceStore> Store for T {}
