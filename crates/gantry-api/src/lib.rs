@@ -1,1 +1,67 @@
-//! placeholder
+//! Gantry's REST API: the axum router over the core services, its error mapping and its
+//! OpenAPI document.
+
+mod devices;
+mod envelope;
+mod error;
+mod events;
+mod extract;
+mod health;
+pub mod metrics;
+mod models;
+pub mod openapi;
+mod projects;
+mod tenants;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use gantry_core::Services;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_swagger_ui::SwaggerUi;
+
+pub use error::{ApiError, ErrorBody, ReturnCode};
+
+/// What every handler gets: the core services and the request metrics.
+#[derive(Clone)]
+pub struct AppState {
+    pub services: Arc<Services>,
+    pub metrics: Arc<metrics::Metrics>,
+}
+
+/// Limits of the HTTP front end.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Largest accepted request body; larger ones get 413.
+    pub body_limit: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            body_limit: 1024 * 1024,
+        }
+    }
+}
+
+/// The whole HTTP surface: `/api/v1`, health, metrics, the OpenAPI document and Swagger UI.
+pub fn router(state: AppState, config: &ApiConfig) -> Router {
+    let api = Router::new()
+        .merge(tenants::routes())
+        .merge(models::routes())
+        .merge(projects::routes())
+        .merge(devices::routes())
+        .merge(events::routes())
+        .layer(DefaultBodyLimit::max(config.body_limit));
+    Router::new()
+        .nest("/api/v1", api)
+        .merge(health::routes())
+        .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", openapi::ApiDoc::openapi()))
+        .fallback(error::no_route)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}

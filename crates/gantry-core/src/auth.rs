@@ -18,15 +18,20 @@ pub enum Principal {
     /// A project's `applicationAccessToken`: that project and its devices, and reading models.
     Application { tenant: TenantId, project: ProjectId },
     /// A device's `accessToken`: that device only.
-    Device { tenant: TenantId, project: ProjectId, device: DeviceId, locked: bool },
+    Device {
+        tenant: TenantId,
+        project: ProjectId,
+        device: DeviceId,
+        locked: bool,
+    },
 }
 
 impl Principal {
     pub fn tenant(&self) -> &TenantId {
         match self {
-            Principal::Admin { tenant, .. } | Principal::Application { tenant, .. } | Principal::Device { tenant, .. } => {
-                tenant
-            }
+            Principal::Admin { tenant, .. }
+            | Principal::Application { tenant, .. }
+            | Principal::Device { tenant, .. } => tenant,
         }
     }
 
@@ -116,7 +121,10 @@ impl AuthService {
         if token.is_empty() || token.len() > 256 {
             return Err(Error::Unauthorized);
         }
-        self.store.principal_for_token(&hash_token(token)).await?.ok_or(Error::Unauthorized)
+        self.store
+            .principal_for_token(&hash_token(token))
+            .await?
+            .ok_or(Error::Unauthorized)
     }
 
     /// Makes sure the default tenant exists and sets the system administrator's token: `fixed`
@@ -156,11 +164,19 @@ mod tests {
         let t = TenantId::default_tenant();
         let (p1, p2) = (ProjectId::generate(), ProjectId::generate());
         let d1 = DeviceId::generate();
-        let app = Principal::Application { tenant: t.clone(), project: p1.clone() };
+        let app = Principal::Application {
+            tenant: t.clone(),
+            project: p1.clone(),
+        };
         assert!(app.require_project(&p1).is_ok());
         assert!(matches!(app.require_project(&p2), Err(Error::Forbidden(_))));
         assert!(app.require_admin().is_err());
-        let dev = Principal::Device { tenant: t.clone(), project: p1.clone(), device: d1.clone(), locked: true };
+        let dev = Principal::Device {
+            tenant: t.clone(),
+            project: p1.clone(),
+            device: d1.clone(),
+            locked: true,
+        };
         assert!(dev.require_device_read(&p1, &d1).is_ok());
         assert!(dev.require_device_write(&p1, &d1).is_err());
         assert!(dev.require_device_read(&p1, &DeviceId::generate()).is_err());

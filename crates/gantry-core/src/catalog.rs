@@ -11,7 +11,9 @@ use crate::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, R
 use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
 use crate::names::{Code, Name};
 use crate::paging::{Page, PageRequest};
-use crate::records::{ActionParams, Device, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant};
+use crate::records::{
+    ActionParams, Device, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant,
+};
 use crate::store::{DeviceQuery, ProjectQuery, Store};
 use crate::time::now_ms;
 use crate::{Error, PublicAddrs, Result};
@@ -134,8 +136,18 @@ impl CatalogService {
     pub async fn create_tenant(&self, who: &Principal, input: TenantInput) -> Result<CreatedTenant> {
         who.require_system()?;
         let name = Name::parse("name", &input.name)?.into_inner();
-        let tenant = Tenant { id: TenantId::generate(), name, record: RecordMeta::created(who.tenant().clone(), &who.actor(), now_ms()) };
-        let tenant = Tenant { record: RecordMeta { tenant_id: tenant.id.clone(), ..tenant.record }, ..tenant };
+        let tenant = Tenant {
+            id: TenantId::generate(),
+            name,
+            record: RecordMeta::created(who.tenant().clone(), &who.actor(), now_ms()),
+        };
+        let tenant = Tenant {
+            record: RecordMeta {
+                tenant_id: tenant.id.clone(),
+                ..tenant.record
+            },
+            ..tenant
+        };
         let admin_token = generate_token();
         self.store.insert_tenant(&tenant, &hash_token(&admin_token)).await?;
         Ok(CreatedTenant { tenant, admin_token })
@@ -145,7 +157,13 @@ impl CatalogService {
 
     pub async fn create_model(&self, who: &Principal, input: ModelInput) -> Result<DeviceModel> {
         let tenant = who.require_admin()?.clone();
-        let name = Name::parse("name", input.name.as_deref().ok_or_else(|| Error::invalid("name", "is required"))?)?;
+        let name = Name::parse(
+            "name",
+            input
+                .name
+                .as_deref()
+                .ok_or_else(|| Error::invalid("name", "is required"))?,
+        )?;
         let model = DeviceModel {
             id: ModelId::generate(),
             name: name.into_inner(),
@@ -205,7 +223,10 @@ impl CatalogService {
     }
 
     pub async fn model_devices(&self, who: &Principal, id: &ModelId, page: PageRequest) -> Result<Page<Device>> {
-        let mut query = DeviceQuery { model: Some(id.clone()), ..DeviceQuery::default() };
+        let mut query = DeviceQuery {
+            model: Some(id.clone()),
+            ..DeviceQuery::default()
+        };
         match who {
             Principal::Admin { .. } => {}
             Principal::Application { project, .. } => query.project = Some(project.clone()),
@@ -220,15 +241,24 @@ impl CatalogService {
         self.store.delete_model(tenant, id, &who.actor(), now_ms()).await
     }
 
-    async fn load_model(&self, tenant: &TenantId, id: &ModelId) -> Result<DeviceModel> {
-        self.store.get_model(tenant, id).await?.ok_or_else(|| Error::not_found("device model", id))
+    pub async fn load_model(&self, tenant: &TenantId, id: &ModelId) -> Result<DeviceModel> {
+        self.store
+            .get_model(tenant, id)
+            .await?
+            .ok_or_else(|| Error::not_found("device model", id))
     }
 
     // ---- projects --------------------------------------------------------------------------
 
     pub async fn create_project(&self, who: &Principal, input: ProjectInput) -> Result<Project> {
         let tenant = who.require_admin()?.clone();
-        let name = Name::parse("name", input.name.as_deref().ok_or_else(|| Error::invalid("name", "is required"))?)?;
+        let name = Name::parse(
+            "name",
+            input
+                .name
+                .as_deref()
+                .ok_or_else(|| Error::invalid("name", "is required"))?,
+        )?;
         let token = generate_token();
         let project = Project {
             id: ProjectId::generate(),
@@ -272,18 +302,30 @@ impl CatalogService {
     }
 
     pub async fn get_project(&self, who: &Principal, id: &ProjectId) -> Result<Project> {
-        let project = self.store.get_project(who.tenant(), id).await?.ok_or_else(|| Error::not_found("project", id))?;
+        let project = self
+            .store
+            .get_project(who.tenant(), id)
+            .await?
+            .ok_or_else(|| Error::not_found("project", id))?;
         who.require_project(id)?;
         Ok(self.with_addrs(project))
     }
 
-    pub async fn list_projects(&self, who: &Principal, status: Option<ProjectStatus>, page: PageRequest) -> Result<Page<Project>> {
+    pub async fn list_projects(
+        &self,
+        who: &Principal,
+        status: Option<ProjectStatus>,
+        page: PageRequest,
+    ) -> Result<Page<Project>> {
         let only = match who {
             Principal::Admin { .. } => None,
             Principal::Application { project, .. } => Some(project.clone()),
             Principal::Device { .. } => return Err(Error::forbidden("a device token cannot list projects")),
         };
-        let page = self.store.list_projects(who.tenant(), &ProjectQuery { status, only }, page).await?;
+        let page = self
+            .store
+            .list_projects(who.tenant(), &ProjectQuery { status, only }, page)
+            .await?;
         Ok(page.map(|p| self.with_addrs(p)))
     }
 
@@ -292,7 +334,13 @@ impl CatalogService {
         self.store.project_models(who.tenant(), id).await
     }
 
-    pub async fn project_devices(&self, who: &Principal, id: &ProjectId, mut query: DeviceQuery, page: PageRequest) -> Result<Page<Device>> {
+    pub async fn project_devices(
+        &self,
+        who: &Principal,
+        id: &ProjectId,
+        mut query: DeviceQuery,
+        page: PageRequest,
+    ) -> Result<Page<Device>> {
         self.get_project(who, id).await?;
         query.project = Some(id.clone());
         self.store.list_devices(who.tenant(), &query, page).await
@@ -313,8 +361,16 @@ impl CatalogService {
     // ---- devices ---------------------------------------------------------------------------
 
     pub async fn create_device(&self, who: &Principal, input: DeviceInput) -> Result<Device> {
-        let name = Name::parse("deviceName", input.device_name.as_deref().ok_or_else(|| Error::invalid("deviceName", "is required"))?)?;
-        let project_id = input.project_id.ok_or_else(|| Error::invalid("projectId", "is required"))?;
+        let name = Name::parse(
+            "deviceName",
+            input
+                .device_name
+                .as_deref()
+                .ok_or_else(|| Error::invalid("deviceName", "is required"))?,
+        )?;
+        let project_id = input
+            .project_id
+            .ok_or_else(|| Error::invalid("projectId", "is required"))?;
         let model_id = input.model_id.ok_or_else(|| Error::invalid("modelId", "is required"))?;
         who.require_device_manage(&project_id)?;
         let project = self.get_project(who, &project_id).await?;
@@ -390,7 +446,10 @@ impl CatalogService {
     }
 
     pub async fn load_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Device> {
-        self.store.get_device(tenant, id).await?.ok_or_else(|| Error::not_found("device", id))
+        self.store
+            .get_device(tenant, id)
+            .await?
+            .ok_or_else(|| Error::not_found("device", id))
     }
 }
 
@@ -402,7 +461,10 @@ fn set_if_some<T>(slot: &mut Option<T>, value: Option<T>) {
 
 fn require_attributes_or_actions(model: &DeviceModel) -> Result<()> {
     if model.attributes_map.is_empty() && model.actions_map.is_empty() {
-        return Err(Error::invalid("attributesMap", "attributesMap and actionsMap must not both be empty"));
+        return Err(Error::invalid(
+            "attributesMap",
+            "attributesMap and actionsMap must not both be empty",
+        ));
     }
     Ok(())
 }
@@ -412,7 +474,10 @@ fn require_attributes_or_actions(model: &DeviceModel) -> Result<()> {
 fn entry_code(field: &str, key: &str, code: Option<&str>) -> Result<String> {
     let key = Code::parse(field, key)?.into_inner();
     match code {
-        Some(code) if code != key => Err(Error::invalid(format!("{field}.code"), format!("`{code}` differs from its key `{key}`"))),
+        Some(code) if code != key => Err(Error::invalid(
+            format!("{field}.code"),
+            format!("`{code}` differs from its key `{key}`"),
+        )),
         _ => Ok(key),
     }
 }
@@ -460,7 +525,15 @@ fn parse_actions(input: BTreeMap<String, ActionInput>) -> Result<BTreeMap<String
                         .collect::<Result<BTreeMap<_, _>>>()
                 })
                 .transpose()?;
-            Ok((code.clone(), ModelAction { name: a.name, code, description: a.description, params_map: params }))
+            Ok((
+                code.clone(),
+                ModelAction {
+                    name: a.name,
+                    code,
+                    description: a.description,
+                    params_map: params,
+                },
+            ))
         })
         .collect()
 }
@@ -470,7 +543,14 @@ mod tests {
     use super::*;
 
     fn attr(code: Option<&str>) -> AttributeInput {
-        AttributeInput { name: None, code: code.map(str::to_owned), data_type: DataType::Float, description: None, readable: None, channel: None }
+        AttributeInput {
+            name: None,
+            code: code.map(str::to_owned),
+            data_type: DataType::Float,
+            description: None,
+            readable: None,
+            channel: None,
+        }
     }
 
     #[test]
@@ -493,7 +573,13 @@ mod tests {
             description: None,
             params_map: Some(BTreeMap::from([(
                 "delay".to_owned(),
-                ParamInput { name: None, code: None, description: None, required: None, data_type: DataType::Integer },
+                ParamInput {
+                    name: None,
+                    code: None,
+                    description: None,
+                    required: None,
+                    data_type: DataType::Integer,
+                },
             )])),
         };
         let parsed = parse_actions(BTreeMap::from([("reboot".to_owned(), action)])).unwrap();

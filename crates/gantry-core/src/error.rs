@@ -26,11 +26,17 @@ pub enum Error {
 
 impl Error {
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Invalid { field: field.into(), reason: reason.into() }
+        Error::Invalid {
+            field: field.into(),
+            reason: reason.into(),
+        }
     }
 
     pub fn not_found(kind: &'static str, id: impl std::fmt::Display) -> Self {
-        Error::NotFound { kind, id: id.to_string() }
+        Error::NotFound {
+            kind,
+            id: id.to_string(),
+        }
     }
 
     pub fn forbidden(what: impl Into<String>) -> Self {

@@ -6,10 +6,12 @@ pub mod catalog;
 pub mod enums;
 pub mod error;
 pub mod ids;
+pub mod ingest;
 pub mod names;
 pub mod paging;
 pub mod records;
 pub mod store;
+pub mod telemetry;
 pub mod time;
 
 pub use error::{Error, Result};
@@ -19,7 +21,8 @@ use std::sync::Arc;
 /// Every service the front ends call, built once over one store.
 pub struct Services {
     pub auth: auth::AuthService,
-    pub catalog: catalog::CatalogService,
+    pub catalog: Arc<catalog::CatalogService>,
+    pub telemetry: telemetry::TelemetryService,
 }
 
 /// Addresses that projects advertise to their applications.
@@ -32,10 +35,13 @@ pub struct PublicAddrs {
 }
 
 impl Services {
-    pub fn new(store: Arc<dyn store::Store>, addrs: PublicAddrs) -> Self {
+    /// Wires the services over `store`; events go through `ingest`.
+    pub fn new(store: Arc<dyn store::Store>, addrs: PublicAddrs, ingest: ingest::Ingest) -> Self {
+        let catalog = Arc::new(catalog::CatalogService::new(store.clone(), addrs));
         Self {
             auth: auth::AuthService::new(store.clone()),
-            catalog: catalog::CatalogService::new(store, addrs),
+            telemetry: telemetry::TelemetryService::new(store, catalog.clone(), ingest),
+            catalog,
         }
     }
 }

@@ -15,7 +15,10 @@ impl Name {
             return Err(Error::invalid(field, "must not be empty"));
         }
         if trimmed.chars().count() > Self::MAX_CHARS {
-            return Err(Error::invalid(field, format!("must be at most {} characters", Self::MAX_CHARS)));
+            return Err(Error::invalid(
+                field,
+                format!("must be at most {} characters", Self::MAX_CHARS),
+            ));
         }
         if trimmed.chars().any(char::is_control) {
             return Err(Error::invalid(field, "must not contain control characters"));
@@ -46,7 +49,10 @@ impl Code {
             ));
         }
         if raw.len() > Self::MAX_CHARS {
-            return Err(Error::invalid(field, format!("must be at most {} characters", Self::MAX_CHARS)));
+            return Err(Error::invalid(
+                field,
+                format!("must be at most {} characters", Self::MAX_CHARS),
+            ));
         }
         Ok(Self(raw.to_owned()))
     }

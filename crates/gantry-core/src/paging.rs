@@ -21,9 +21,15 @@ impl PageRequest {
         }
         let page_size = page_size.unwrap_or(i64::from(default_size));
         if !(1..=i64::from(MAX_PAGE_SIZE)).contains(&page_size) {
-            return Err(Error::invalid("pageSize", format!("must be a whole number from 1 to {MAX_PAGE_SIZE}")));
+            return Err(Error::invalid(
+                "pageSize",
+                format!("must be a whole number from 1 to {MAX_PAGE_SIZE}"),
+            ));
         }
-        Ok(Self { page_no: page_no as u32, page_size: page_size as u32 })
+        Ok(Self {
+            page_no: page_no as u32,
+            page_size: page_size as u32,
+        })
     }
 
     pub fn offset(&self) -> i64 {
@@ -45,7 +51,11 @@ pub struct Page<T> {
 
 impl<T> Page<T> {
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
-        Page { request: self.request, total: self.total, items: self.items.into_iter().map(f).collect() }
+        Page {
+            request: self.request,
+            total: self.total,
+            items: self.items.into_iter().map(f).collect(),
+        }
     }
 }
 
@@ -55,11 +65,27 @@ mod tests {
 
     #[test]
     fn defaults_and_bounds() {
-        assert_eq!(PageRequest::parse(None, None, 20).unwrap(), PageRequest { page_no: 1, page_size: 20 });
+        assert_eq!(
+            PageRequest::parse(None, None, 20).unwrap(),
+            PageRequest {
+                page_no: 1,
+                page_size: 20
+            }
+        );
         assert_eq!(PageRequest::parse(None, None, 100).unwrap().page_size, 100);
         assert_eq!(PageRequest::parse(Some(3), Some(7), 20).unwrap().offset(), 14);
-        assert!(PageRequest::parse(Some(0), None, 20).unwrap_err().to_string().starts_with("pageNo"));
-        assert!(PageRequest::parse(None, Some(-5), 20).unwrap_err().to_string().starts_with("pageSize"));
+        assert!(
+            PageRequest::parse(Some(0), None, 20)
+                .unwrap_err()
+                .to_string()
+                .starts_with("pageNo")
+        );
+        assert!(
+            PageRequest::parse(None, Some(-5), 20)
+                .unwrap_err()
+                .to_string()
+                .starts_with("pageSize")
+        );
         assert!(PageRequest::parse(None, Some(1001), 20).is_err());
         assert!(PageRequest::parse(None, Some(1000), 20).is_ok());
     }

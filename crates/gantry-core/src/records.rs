@@ -31,7 +31,14 @@ pub struct RecordMeta {
 
 impl RecordMeta {
     pub fn created(tenant_id: TenantId, by: &str, at: i64) -> Self {
-        Self { tenant_id, created_by: by.to_owned(), created_time: at, updated_by: None, updated_time: None, deleted: false }
+        Self {
+            tenant_id,
+            created_by: by.to_owned(),
+            created_time: at,
+            updated_by: None,
+            updated_time: None,
+            deleted: false,
+        }
     }
 
     pub fn touch(&mut self, by: &str, at: i64) {

@@ -76,7 +76,10 @@ impl DeviceSort {
             "createdTime" => Ok(Self::CreatedTime),
             "deviceName" => Ok(Self::DeviceName),
             "status" => Ok(Self::Status),
-            _ => Err(crate::Error::invalid("sortBy", format!("`{text}` is not one of {}", Self::NAMES.join(", ")))),
+            _ => Err(crate::Error::invalid(
+                "sortBy",
+                format!("`{text}` is not one of {}", Self::NAMES.join(", ")),
+            )),
         }
     }
 }
@@ -123,7 +126,35 @@ pub trait DeviceStore: Send + Sync {
     async fn delete_device(&self, tenant: &TenantId, id: &DeviceId, by: &str, at: i64) -> Result<()>;
 }
 
-/// All of storage, as the services see it.
-pub trait Store: TenantStore + ModelStore + ProjectStore + DeviceStore {}
+/// Device events and shadows.
+#[async_trait]
+pub trait EventStore: Send + Sync {
+    /// Stores the events and applies them to the shadows in one transaction: per device and
+    /// attribute, the shadow keeps the value with the newest device time.
+    async fn append_events(&self, events: &[crate::telemetry::DeviceEvent]) -> Result<()>;
+    async fn get_event(
+        &self,
+        tenant: &TenantId,
+        id: &crate::ids::EventId,
+    ) -> Result<Option<crate::telemetry::DeviceEvent>>;
+    /// Removes the event; false when there was none.
+    async fn delete_event(&self, tenant: &TenantId, id: &crate::ids::EventId) -> Result<bool>;
+    /// Newest first by the queried time, then by id (descending), with the exact total.
+    async fn list_events(
+        &self,
+        tenant: &TenantId,
+        query: &crate::telemetry::EventQuery,
+        page: PageRequest,
+    ) -> Result<Page<crate::telemetry::DeviceEvent>>;
+    /// The shadow attributes of a device with the arrival time of each value.
+    async fn shadow(
+        &self,
+        tenant: &TenantId,
+        device: &DeviceId,
+    ) -> Result<Vec<(crate::telemetry::ShadowAttribute, i64)>>;
+}
 
-impl<T: TenantStore + ModelStore + ProjectStore + DeviceStore> Store for T {}
+/// All of storage, as the services see it.
+pub trait Store: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore {}
+
+impl<T: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore> Store for T {}

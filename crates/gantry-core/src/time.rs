@@ -13,13 +13,17 @@ pub fn now_ms() -> i64 {
 /// milliseconds. Anything else, including an impossible date, is an error naming `field`.
 pub fn parse_timestamp(field: &str, text: &str) -> Result<i64> {
     parse(text).ok_or_else(|| {
-        Error::invalid(field, format!("`{text}` is not a time of the form yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm"))
+        Error::invalid(
+            field,
+            format!("`{text}` is not a time of the form yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm"),
+        )
     })
 }
 
 fn parse(text: &str) -> Option<i64> {
     let b = text.as_bytes();
-    if b.len() != 28 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'.' {
+    if b.len() != 28 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'.'
+    {
         return None;
     }
     let num = |from: usize, to: usize| -> Option<u32> {

@@ -1,1 +1,179 @@
-//! placeholder
+//! Gantry's store over SQL: one body of SQL run through sqlx's `Any` driver, so the same code and
+//! migrations serve SQLite (embedded, the default) and PostgreSQL (scale-out).
+
+mod devices;
+mod events;
+mod models;
+mod projects;
+mod row;
+mod sql;
+mod tenants;
+
+use std::path::Path;
+use std::str::FromStr;
+
+use gantry_core::Error;
+use sqlx::AnyPool;
+use sqlx::any::AnyPoolOptions;
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{Any, Executor, Transaction};
+
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+const POOL_SIZE: u32 = 8;
+
+/// busy_timeout comes first so that switching to WAL waits for other connections instead of failing.
+const SQLITE_PRAGMAS: &str =
+    "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    fn of_url(url: &str) -> Result<Self, sqlx::Error> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(sqlx::Error::Configuration(
+                "the database URL must start with sqlite: or postgres:".into(),
+            ))
+        }
+    }
+}
+
+/// The store: every trait of `gantry_core::store` over one connection pool.
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl SqlStore {
+    /// Connects to a `sqlite:` or `postgres:` URL and brings the schema up to date. A SQLite
+    /// database file (and its directory) is created when missing.
+    pub async fn connect(database_url: &str) -> Result<SqlStore, sqlx::Error> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::of_url(database_url)?;
+        if backend == Backend::Sqlite {
+            create_sqlite_file(database_url)?;
+        }
+        let pool = AnyPoolOptions::new()
+            .max_connections(POOL_SIZE)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    if conn.backend_name() == "SQLite" {
+                        conn.execute(SQLITE_PRAGMAS).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(database_url)
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(SqlStore { pool, backend })
+    }
+
+    /// `sqlite` or `postgres`.
+    pub fn backend(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// A transaction that writes. SQLite's takes the write lock at once: a deferred transaction
+    /// that reads first could not wait for the lock later and would fail with SQLITE_BUSY.
+    async fn begin_write(&self) -> gantry_core::Result<Transaction<'static, Any>> {
+        match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Backend::Postgres => self.pool.begin().await,
+        }
+        .map_err(Error::store)
+    }
+
+    /// Text comparison by code point on both engines (PostgreSQL would otherwise follow the
+    /// database's locale), so name orders do not depend on the backend.
+    fn collate(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite => "",
+            Backend::Postgres => " COLLATE \"C\"",
+        }
+    }
+}
+
+/// The URL of the embedded database in `data_dir`.
+pub fn sqlite_url(data_dir: &Path) -> String {
+    let path = data_dir
+        .join("gantry.db")
+        .to_string_lossy()
+        .replace('%', "%25")
+        .replace('?', "%3F")
+        .replace('#', "%23");
+    format!("sqlite://{path}?mode=rwc")
+}
+
+/// SQLite itself creates only the file, and only with `mode=rwc`; a data directory may be new too.
+fn create_sqlite_file(url: &str) -> Result<(), sqlx::Error> {
+    let options = SqliteConnectOptions::from_str(url)?;
+    let file = options.get_filename();
+    let in_memory = url.contains("mode=memory") || file.to_string_lossy().starts_with("file:sqlx-in-memory");
+    if in_memory || url.contains("mode=ro") || file.as_os_str().is_empty() {
+        return Ok(());
+    }
+    if let Some(dir) = file.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::OpenOptions::new().create(true).append(true).open(file)?;
+    Ok(())
+}
+
+/// The failure of a write that creates or renames a record: a unique violation means a record of
+/// that kind and name already exists; anything else is a store failure.
+fn write_error<'a>(kind: &'static str, name: &'a str) -> impl FnOnce(sqlx::Error) -> Error + 'a {
+    move |error| match &error {
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            Error::Duplicate(format!("a {kind} named `{name}` already exists"))
+        }
+        _ => Error::store(error),
+    }
+}
+
+/// "1 device", "3 devices".
+fn device_count(count: i64) -> String {
+    if count == 1 {
+        "1 device".to_owned()
+    } else {
+        format!("{count} devices")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_urls_survive_odd_directory_names() {
+        let url = sqlite_url(Path::new("/tmp/a dir?#%/data"));
+        assert_eq!(url, "sqlite:///tmp/a dir%3F%23%25/data/gantry.db?mode=rwc");
+        let options = SqliteConnectOptions::from_str(&url).unwrap();
+        assert_eq!(options.get_filename(), Path::new("/tmp/a dir?#%/data/gantry.db"));
+    }
+
+    #[test]
+    fn backends_come_from_the_scheme() {
+        assert_eq!(Backend::of_url("sqlite://x.db").unwrap(), Backend::Sqlite);
+        assert_eq!(Backend::of_url("postgres://h/db").unwrap(), Backend::Postgres);
+        assert_eq!(Backend::of_url("postgresql://h/db").unwrap(), Backend::Postgres);
+        assert!(Backend::of_url("mysql://h/db").is_err());
+    }
+}

@@ -1,1 +1,20 @@
-fn main() {}
+//! The `gantry` command: `gantry serve` runs the whole service in one process.
+
+use clap::Parser;
+use gantry::config::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sqlx=warn".into()),
+        )
+        .init();
+    match cli.command {
+        Command::Serve(config) => {
+            let app = gantry::Application::build(config).await?;
+            app.run_until(gantry::shutdown_signal()).await
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! Devices: `/api/v1/devices`.
+
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use gantry_core::catalog::DeviceInput;
+use gantry_core::ids::DeviceId;
+use gantry_core::records::Device;
+
+use crate::AppState;
+use crate::envelope::{Done, Envelope, done, ok};
+use crate::error::{ApiResult, ErrorBody};
+use crate::extract::{AppJson, Auth};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/devices", post(create))
+        .route("/devices/{deviceId}", get(read).put(update).delete(delete))
+}
+
+/// Creates a device with a generated `accessToken`. `deviceName` must be unique; `status` defaults to Active, `virtual` to false.
+#[utoipa::path(post, path = "/api/v1/devices", tag = "Devices", request_body = DeviceInput,
+    responses((status = 200, body = Envelope<Device>), (status = 400, body = ErrorBody), (status = 404, description = "unknown project or model", body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn create(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    AppJson(input): AppJson<DeviceInput>,
+) -> ApiResult<Json<Envelope<Device>>> {
+    Ok(ok(s.services.catalog.create_device(&who, input).await?))
+}
+
+/// Updates a device (name, project, status Active/Locked, comments, virtual, metadata); absent fields keep their values.
+#[utoipa::path(put, path = "/api/v1/devices/{deviceId}", tag = "Devices", request_body = DeviceInput, params(("deviceId" = String, Path)),
+    responses((status = 200, body = Envelope<Device>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn update(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    AppJson(input): AppJson<DeviceInput>,
+) -> ApiResult<Json<Envelope<Device>>> {
+    Ok(ok(s
+        .services
+        .catalog
+        .update_device(&who, &DeviceId::from_string(id), input)
+        .await?))
+}
+
+/// Returns one device.
+#[utoipa::path(get, path = "/api/v1/devices/{deviceId}", tag = "Devices", params(("deviceId" = String, Path)),
+    responses((status = 200, body = Envelope<Device>), (status = 404, body = ErrorBody)))]
+pub async fn read(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Envelope<Device>>> {
+    Ok(ok(s
+        .services
+        .catalog
+        .get_device(&who, &DeviceId::from_string(id))
+        .await?))
+}
+
+/// Deletes a device (soft delete; its access token stops working, its name is free again).
+#[utoipa::path(delete, path = "/api/v1/devices/{deviceId}", tag = "Devices", params(("deviceId" = String, Path)),
+    responses((status = 200, body = Done), (status = 404, body = ErrorBody)))]
+pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
+    s.services
+        .catalog
+        .delete_device(&who, &DeviceId::from_string(id))
+        .await?;
+    Ok(done())
+}

@@ -1,0 +1,118 @@
+//! The one mapping from errors to HTTP: a status and a stable non-zero `returnCode`.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use gantry_core::Error;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    /// Non-zero; stable per kind of error (see the README's table).
+    pub return_code: i32,
+    /// What was wrong, naming the field.
+    pub message: String,
+}
+
+/// The `returnCode` of each kind of error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum ReturnCode {
+    Invalid = 40000,
+    MalformedBody = 40001,
+    Unauthorized = 40100,
+    Forbidden = 40300,
+    NotFound = 40400,
+    MethodNotAllowed = 40500,
+    Duplicate = 40900,
+    Conflict = 40901,
+    TooLarge = 41300,
+    Busy = 42900,
+    Internal = 50000,
+    Unavailable = 50300,
+}
+
+/// An error on its way to the client.
+#[derive(Debug)]
+pub enum ApiError {
+    Core(Error),
+    /// The body is not JSON of the expected shape.
+    MalformedBody(String),
+    TooLarge,
+    NoRoute,
+    MethodNotAllowed,
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        ApiError::Core(e)
+    }
+}
+
+impl ApiError {
+    fn parts(&self) -> (StatusCode, ReturnCode, String) {
+        match self {
+            ApiError::Core(e) => match e {
+                Error::Invalid { .. } => (StatusCode::BAD_REQUEST, ReturnCode::Invalid, e.to_string()),
+                Error::Unauthorized => (StatusCode::UNAUTHORIZED, ReturnCode::Unauthorized, e.to_string()),
+                Error::Forbidden(_) => (StatusCode::FORBIDDEN, ReturnCode::Forbidden, e.to_string()),
+                Error::NotFound { .. } => (StatusCode::NOT_FOUND, ReturnCode::NotFound, e.to_string()),
+                Error::Duplicate(_) => (StatusCode::CONFLICT, ReturnCode::Duplicate, e.to_string()),
+                Error::Conflict(_) => (StatusCode::CONFLICT, ReturnCode::Conflict, e.to_string()),
+                Error::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::Busy, e.to_string()),
+                Error::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, ReturnCode::Unavailable, e.to_string()),
+                Error::Store(source) => {
+                    tracing::error!(error = %source, cause = ?source, "store failure");
+                    (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        ReturnCode::Internal,
+                        "internal error".to_owned(),
+                    )
+                }
+            },
+            ApiError::MalformedBody(why) => (StatusCode::BAD_REQUEST, ReturnCode::MalformedBody, why.clone()),
+            ApiError::TooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ReturnCode::TooLarge,
+                "the request body exceeds the size limit".to_owned(),
+            ),
+            ApiError::NoRoute => (
+                StatusCode::NOT_FOUND,
+                ReturnCode::NotFound,
+                "no such endpoint".to_owned(),
+            ),
+            ApiError::MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                ReturnCode::MethodNotAllowed,
+                "method not allowed on this endpoint".to_owned(),
+            ),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, message) = self.parts();
+        (
+            status,
+            Json(ErrorBody {
+                return_code: code as i32,
+                message,
+            }),
+        )
+            .into_response()
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+pub async fn no_route() -> ApiError {
+    ApiError::NoRoute
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}

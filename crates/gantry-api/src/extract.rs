@@ -1,0 +1,100 @@
+//! Extractors that reject in the API's error shape: the bearer principal, JSON bodies and
+//! query strings, with messages that name the offending field.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use gantry_core::Error;
+use gantry_core::auth::Principal;
+use gantry_core::paging::PageRequest;
+use serde::de::DeserializeOwned;
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// The caller, from `Authorization: Bearer <token>`; 401 when missing or unknown.
+pub struct Auth(pub Principal);
+
+impl FromRequestParts<AppState> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let token = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim)
+            .ok_or(Error::Unauthorized)?;
+        Ok(Auth(state.services.auth.authenticate(token).await?))
+    }
+}
+
+/// A JSON body; malformed JSON, a wrong shape or a wrong field type is 400 naming the field,
+/// a body over the limit 413.
+pub struct AppJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for AppJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::TooLarge
+            } else {
+                ApiError::MalformedBody(rejection.body_text())
+            }
+        })?;
+        parse_json(&bytes).map(AppJson)
+    }
+}
+
+/// Parses a JSON document, naming the path of a field whose type or value is wrong.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::MalformedBody(format!("the body is not valid JSON: {inner}"))
+        } else if path == "." {
+            ApiError::MalformedBody(format!("the body does not have the expected shape: {inner}"))
+        } else {
+            ApiError::Core(Error::invalid(path, strip_position(&inner.to_string())))
+        }
+    })?;
+    de.end()
+        .map_err(|e| ApiError::MalformedBody(format!("the body is not valid JSON: {e}")))?;
+    Ok(value)
+}
+
+fn strip_position(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(at) => message[..at].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// Query parameters; a value of the wrong type is 400 naming the parameter.
+pub struct AppQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for AppQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(de).map(AppQuery).map_err(|e| {
+            let path = e.path().to_string();
+            ApiError::Core(Error::invalid(path, e.into_inner().to_string()))
+        })
+    }
+}
+
+/// Checks `pageNo` and `pageSize` of a listing. (Listing parameters are not flattened into a
+/// shared struct: serde's flatten would hand numbers to serde_urlencoded as strings.)
+pub fn page(page_no: Option<i64>, page_size: Option<i64>, default_size: u32) -> Result<PageRequest, ApiError> {
+    Ok(PageRequest::parse(page_no, page_size, default_size)?)
+}

@@ -1,0 +1,198 @@
+//! Projects: `/api/v1/projects`, with the project's models and devices.
+
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use gantry_core::catalog::ProjectInput;
+use gantry_core::enums::{DeviceStatus, DeviceType, ProjectStatus, SortOrder};
+use gantry_core::ids::{ModelId, ProjectId};
+use gantry_core::records::{Device, DeviceModel, Project};
+use gantry_core::store::{DeviceQuery, DeviceSort};
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::envelope::{Done, Envelope, Paged, done, ok, paged};
+use crate::error::{ApiResult, ErrorBody};
+use crate::extract::{AppJson, AppQuery, Auth, page};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/projects", get(list).post(create))
+        .route("/projects/{projectId}", get(read).put(update).delete(delete))
+        .route("/projects/{projectId}/models", get(models))
+        .route("/projects/{projectId}/devices", get(devices))
+}
+
+/// Filters of the project listing.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Records per page, 1 to 1000 (default 20).
+    page_size: Option<i64>,
+    /// Page number from 1 (default 1).
+    page_no: Option<i64>,
+    /// development, product or closed; default all.
+    status: Option<String>,
+}
+
+/// Filters and order of the project's device listing.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct DeviceParams {
+    /// Records per page, 1 to 1000 (default 20).
+    page_size: Option<i64>,
+    /// Page number from 1 (default 1).
+    page_no: Option<i64>,
+    /// Case-insensitive part of the device name.
+    device_name: Option<String>,
+    /// The device type of the device's model.
+    device_type: Option<String>,
+    is_virtual: Option<bool>,
+    /// Active or Locked.
+    status: Option<String>,
+    /// Only devices of this model.
+    model_id: Option<String>,
+    /// updatedTime (default), createdTime, deviceName or status; ties are ordered by id.
+    sort_by: Option<String>,
+    /// ASC or DESC (default DESC).
+    sort_order: Option<String>,
+}
+
+impl DeviceParams {
+    fn query(&self) -> Result<DeviceQuery, gantry_core::Error> {
+        Ok(DeviceQuery {
+            project: None,
+            model: self.model_id.clone().map(ModelId::from_string),
+            device_name: self.device_name.clone().filter(|n| !n.is_empty()),
+            device_type: self
+                .device_type
+                .as_deref()
+                .map(|t| DeviceType::parse_field(t, "deviceType"))
+                .transpose()?,
+            is_virtual: self.is_virtual,
+            status: self
+                .status
+                .as_deref()
+                .map(|t| DeviceStatus::parse_field(t, "status"))
+                .transpose()?,
+            sort_by: self
+                .sort_by
+                .as_deref()
+                .map(DeviceSort::parse)
+                .transpose()?
+                .unwrap_or(DeviceSort::UpdatedTime),
+            sort_order: self
+                .sort_order
+                .as_deref()
+                .map(|t| SortOrder::parse_field(t, "sortOrder"))
+                .transpose()?
+                .unwrap_or(SortOrder::Desc),
+        })
+    }
+}
+
+/// Creates a project with its `applicationAccessToken`. `name` must be unique; `status` defaults to development.
+#[utoipa::path(post, path = "/api/v1/projects", tag = "Projects", request_body = ProjectInput,
+    responses((status = 200, body = Envelope<Project>), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn create(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    AppJson(input): AppJson<ProjectInput>,
+) -> ApiResult<Json<Envelope<Project>>> {
+    Ok(ok(s.services.catalog.create_project(&who, input).await?))
+}
+
+/// Updates a project; fields absent from the body keep their values.
+#[utoipa::path(put, path = "/api/v1/projects/{projectId}", tag = "Projects", request_body = ProjectInput, params(("projectId" = String, Path)),
+    responses((status = 200, body = Envelope<Project>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn update(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    AppJson(input): AppJson<ProjectInput>,
+) -> ApiResult<Json<Envelope<Project>>> {
+    Ok(ok(s
+        .services
+        .catalog
+        .update_project(&who, &ProjectId::from_string(id), input)
+        .await?))
+}
+
+/// Returns one project.
+#[utoipa::path(get, path = "/api/v1/projects/{projectId}", tag = "Projects", params(("projectId" = String, Path)),
+    responses((status = 200, body = Envelope<Project>), (status = 404, body = ErrorBody)))]
+pub async fn read(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Envelope<Project>>> {
+    Ok(ok(s
+        .services
+        .catalog
+        .get_project(&who, &ProjectId::from_string(id))
+        .await?))
+}
+
+/// Lists the projects the caller can access, oldest first.
+#[utoipa::path(get, path = "/api/v1/projects", tag = "Projects", params(ListParams),
+    responses((status = 200, body = Envelope<Paged<Project>>), (status = 400, body = ErrorBody)))]
+pub async fn list(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    AppQuery(q): AppQuery<ListParams>,
+) -> ApiResult<Json<Envelope<Paged<Project>>>> {
+    let page = page(q.page_no, q.page_size, 20)?;
+    let status = q
+        .status
+        .as_deref()
+        .map(|t| ProjectStatus::parse_field(t, "status"))
+        .transpose()?;
+    Ok(paged(s.services.catalog.list_projects(&who, status, page).await?))
+}
+
+/// The distinct models of the project's devices, as a plain array (no paging).
+#[utoipa::path(get, path = "/api/v1/projects/{projectId}/models", tag = "Projects", params(("projectId" = String, Path)),
+    responses((status = 200, body = Envelope<Vec<DeviceModel>>), (status = 404, body = ErrorBody)))]
+pub async fn models(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Envelope<Vec<DeviceModel>>>> {
+    Ok(ok(s
+        .services
+        .catalog
+        .project_models(&who, &ProjectId::from_string(id))
+        .await?))
+}
+
+/// Lists the devices of a project with filters and order.
+#[utoipa::path(get, path = "/api/v1/projects/{projectId}/devices", tag = "Projects", params(("projectId" = String, Path), DeviceParams),
+    responses((status = 200, body = Envelope<Paged<Device>>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn devices(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    AppQuery(q): AppQuery<DeviceParams>,
+) -> ApiResult<Json<Envelope<Paged<Device>>>> {
+    let page = page(q.page_no, q.page_size, 20)?;
+    let query = q.query()?;
+    Ok(paged(
+        s.services
+            .catalog
+            .project_devices(&who, &ProjectId::from_string(id), query, page)
+            .await?,
+    ))
+}
+
+/// Deletes a project (soft delete; its application token stops working). 409 while it has devices.
+#[utoipa::path(delete, path = "/api/v1/projects/{projectId}", tag = "Projects", params(("projectId" = String, Path)),
+    responses((status = 200, body = Done), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
+    s.services
+        .catalog
+        .delete_project(&who, &ProjectId::from_string(id))
+        .await?;
+    Ok(done())
+}

@@ -1,0 +1,199 @@
+//! The one ingest path for device events, used by REST and MQTT alike: a bounded queue in
+//! front of a single writer that commits events and their shadow updates in batches (group
+//! commit). A caller's `submit` returns only once the batch holding its events is durable.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::store::Store;
+use crate::telemetry::DeviceEvent;
+use crate::{Error, Result};
+
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    /// Submissions the queue holds before callers have to wait.
+    pub queue_capacity: usize,
+    /// Events committed in one transaction at most.
+    pub max_batch: usize,
+    /// How long a caller waits for room in a full queue before it is told to back off (429).
+    pub full_wait: Duration,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 16 * 1024,
+            max_batch: 4096,
+            full_wait: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Counters of the pipeline, exported at `/metrics`.
+#[derive(Debug, Default)]
+pub struct IngestStats {
+    pub submitted: AtomicU64,
+    pub committed: AtomicU64,
+    pub batches: AtomicU64,
+    pub rejected_busy: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+struct Job {
+    events: Vec<DeviceEvent>,
+    done: oneshot::Sender<Result<()>>,
+}
+
+/// The sending side; cheap to clone.
+#[derive(Clone)]
+pub struct Ingest {
+    tx: mpsc::Sender<Job>,
+    stop: Arc<watch::Sender<bool>>,
+    stats: Arc<IngestStats>,
+    full_wait: Duration,
+}
+
+/// The writer task; await it after `Ingest::close` to know everything accepted is committed.
+pub struct IngestWriter(JoinHandle<()>);
+
+impl IngestWriter {
+    pub async fn join(self) {
+        if let Err(e) = self.0.await {
+            tracing::error!(error = %e, "ingest writer panicked");
+        }
+    }
+}
+
+impl Ingest {
+    pub fn start(store: Arc<dyn Store>, config: IngestConfig) -> (Ingest, IngestWriter) {
+        let (tx, rx) = mpsc::channel(config.queue_capacity);
+        let (stop, stopped) = watch::channel(false);
+        let stats = Arc::new(IngestStats::default());
+        let writer = tokio::spawn(write_batches(store, rx, stopped, stats.clone(), config.max_batch));
+        (
+            Ingest {
+                tx,
+                stop: Arc::new(stop),
+                stats,
+                full_wait: config.full_wait,
+            },
+            IngestWriter(writer),
+        )
+    }
+
+    pub fn stats(&self) -> &Arc<IngestStats> {
+        &self.stats
+    }
+
+    /// Submissions waiting for the writer.
+    pub fn backlog(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
+    /// Queues events and waits until they are committed. A queue that stays full for
+    /// `full_wait` gives `Busy`; a closed pipeline `Unavailable`.
+    pub async fn submit(&self, events: Vec<DeviceEvent>) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let count = events.len() as u64;
+        let (done, committed) = oneshot::channel();
+        match tokio::time::timeout(self.full_wait, self.tx.send(Job { events, done })).await {
+            Err(_) => {
+                self.stats.rejected_busy.fetch_add(count, Ordering::Relaxed);
+                return Err(Error::Busy("the ingest queue is full; retry later".to_owned()));
+            }
+            Ok(Err(_)) => return Err(Error::Unavailable),
+            Ok(Ok(())) => {}
+        }
+        self.stats.submitted.fetch_add(count, Ordering::Relaxed);
+        committed.await.map_err(|_| Error::Unavailable)?
+    }
+
+    /// Stops taking submissions; the writer commits what is queued and then ends.
+    pub fn close(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+async fn write_batches(
+    store: Arc<dyn Store>,
+    mut rx: mpsc::Receiver<Job>,
+    mut stopped: watch::Receiver<bool>,
+    stats: Arc<IngestStats>,
+    max_batch: usize,
+) {
+    let mut closing = false;
+    loop {
+        let first = if closing {
+            rx.recv().await
+        } else {
+            tokio::select! {
+                job = rx.recv() => job,
+                _ = stopped.changed() => {
+                    // Refuse new submissions but keep draining what was accepted.
+                    rx.close();
+                    closing = true;
+                    continue;
+                }
+            }
+        };
+        let Some(first) = first else { break };
+        let mut jobs = vec![first];
+        let mut count = jobs[0].events.len();
+        while count < max_batch {
+            match rx.try_recv() {
+                Ok(job) => {
+                    count += job.events.len();
+                    jobs.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        commit(&*store, jobs, &stats).await;
+    }
+    tracing::info!("ingest writer drained and stopped");
+}
+
+/// Commits a batch in one transaction. If that fails, each submission is retried alone, so
+/// one bad submission cannot fail its neighbours.
+async fn commit(store: &dyn Store, jobs: Vec<Job>, stats: &IngestStats) {
+    let mut events = Vec::new();
+    let mut spans: Vec<(Range<usize>, oneshot::Sender<Result<()>>)> = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let start = events.len();
+        events.extend(job.events);
+        spans.push((start..events.len(), job.done));
+    }
+    match store.append_events(&events).await {
+        Ok(()) => {
+            stats.batches.fetch_add(1, Ordering::Relaxed);
+            stats.committed.fetch_add(events.len() as u64, Ordering::Relaxed);
+            for (_, done) in spans {
+                let _ = done.send(Ok(()));
+            }
+        }
+        Err(batch_error) => {
+            tracing::warn!(error = %batch_error, events = events.len(), "batch commit failed; committing submissions one by one");
+            for (range, done) in spans {
+                let result = store.append_events(&events[range.clone()]).await;
+                match &result {
+                    Ok(()) => {
+                        stats.batches.fetch_add(1, Ordering::Relaxed);
+                        stats.committed.fetch_add(range.len() as u64, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, cause = ?e, "event commit failed");
+                        stats.failed.fetch_add(range.len() as u64, Ordering::Relaxed);
+                    }
+                }
+                let _ = done.send(result);
+            }
+        }
+    }
+}

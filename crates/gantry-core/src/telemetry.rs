@@ -1,0 +1,478 @@
+//! Device events and shadows: validation of incoming values against the device's model, the
+//! Message shape, listings and the shadow read. Writes go through the ingest pipeline.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::Principal;
+use crate::catalog::CatalogService;
+use crate::enums::{Channel, DataType, DeviceStatus, EventSource, MessageType};
+use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
+use crate::ingest::Ingest;
+use crate::names::Code;
+use crate::paging::{Page, PageRequest};
+use crate::records::{Device, JsonMap};
+use crate::store::Store;
+use crate::time::{now_ms, parse_timestamp};
+use crate::{Error, Result};
+
+/// A stored device event (`DeviceEvent`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceEvent {
+    pub id: EventId,
+    pub tenant_id: TenantId,
+    pub project_id: ProjectId,
+    pub model_id: ModelId,
+    pub device_id: DeviceId,
+    pub attribute_code: String,
+    /// The model's data type of the attribute.
+    pub attribute_type: DataType,
+    /// The value.
+    #[schema(value_type = Object)]
+    pub attribute_data: serde_json::Value,
+    pub channel: Channel,
+    /// When the event arrived, epoch milliseconds.
+    #[serde(rename = "ingressTimeStamp")]
+    pub ingress_time_stamp: i64,
+    /// When the device produced it, epoch milliseconds.
+    pub device_timestamp: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    /// Additional attributes sent with the event (`context`), as sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<JsonMap>,
+    /// `DEVICE` for events a device sent; otherwise the REST caller.
+    pub created_by: String,
+    pub created_time: i64,
+    pub deleted: bool,
+}
+
+/// `POST /api/v1/deviceEvents` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventInput {
+    pub device_id: Option<DeviceId>,
+    /// Display name; not stored (the model holds the attribute's name).
+    pub attribute_name: Option<String>,
+    pub attribute_code: Option<String>,
+    /// The value; its type must be the model's dataType of the attribute.
+    #[schema(value_type = Object)]
+    pub attribute_data: Option<serde_json::Value>,
+    /// When given, must equal the model's dataType.
+    pub attribute_data_type: Option<DataType>,
+    /// yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm; default: when the request arrives.
+    pub ingress_time: Option<String>,
+    /// yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm; default: when the request arrives.
+    pub device_time: Option<String>,
+    pub source: Option<EventSource>,
+    /// Default: the model's channel of the attribute.
+    pub channel: Option<Channel>,
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<JsonMap>,
+    pub correlation_id: Option<String>,
+}
+
+/// `meta` of a Message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MessageMeta {
+    pub id: String,
+    #[serde(rename = "type", default = "default_type")]
+    pub message_type: MessageType,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deviceid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Unix time in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ts: Option<i64>,
+    #[serde(default)]
+    pub needack: bool,
+    #[serde(rename = "correlationId", skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+}
+
+fn default_type() -> MessageType {
+    MessageType::M
+}
+
+/// An attribute value in a Message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PayloadAttribute {
+    pub code: String,
+    #[schema(value_type = Object)]
+    pub value: serde_json::Value,
+    #[serde(default = "default_channel")]
+    pub channel: Channel,
+}
+
+fn default_channel() -> Channel {
+    Channel::M
+}
+
+/// An action call in a Message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PayloadAction {
+    pub code: String,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub params: JsonMap,
+}
+
+/// `payload` of a Message.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Payload {
+    #[serde(default)]
+    pub attrs: Vec<PayloadAttribute>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<PayloadAction>,
+}
+
+/// The Message: what devices and the service exchange, and what an event reads as.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Message {
+    pub meta: MessageMeta,
+    #[serde(default)]
+    pub payload: Payload,
+}
+
+/// The version string of the Messages the service writes.
+pub const MESSAGE_VERSION: &str = "1.0";
+
+impl Message {
+    /// An event as a Message: `meta.id` is the event id, `meta.ts` the device time in seconds.
+    pub fn of_event(event: &DeviceEvent) -> Self {
+        Message {
+            meta: MessageMeta {
+                id: event.id.to_string(),
+                message_type: MessageType::M,
+                deviceid: Some(event.device_id.to_string()),
+                version: Some(MESSAGE_VERSION.to_owned()),
+                ts: Some(event.device_timestamp.div_euclid(1000)),
+                needack: false,
+                correlation_id: None,
+            },
+            payload: Payload {
+                attrs: vec![PayloadAttribute {
+                    code: event.attribute_code.clone(),
+                    value: event.attribute_data.clone(),
+                    channel: event.channel,
+                }],
+                actions: Vec::new(),
+            },
+        }
+    }
+}
+
+/// One attribute of a shadow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ShadowAttribute {
+    pub code: String,
+    #[schema(value_type = Object)]
+    pub value: serde_json::Value,
+    /// Device time of the value, epoch milliseconds.
+    pub timestamp: i64,
+}
+
+/// A device shadow: the latest value of each attribute, by device time.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Shadow {
+    /// The device id: a device has exactly one shadow.
+    pub id: DeviceId,
+    #[serde(rename = "attributeMap")]
+    pub attribute_map: BTreeMap<String, ShadowAttribute>,
+    #[schema(value_type = Object)]
+    pub metadata: JsonMap,
+    pub tenant_id: TenantId,
+    pub created_by: String,
+    pub created_time: i64,
+    /// When the shadow last changed (arrival time of the newest value it holds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_time: Option<i64>,
+    pub deleted: bool,
+}
+
+/// Which time a listing's date range applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeField {
+    Device,
+    Ingress,
+}
+
+impl TimeField {
+    pub fn parse(text: &str) -> Result<Self> {
+        match text {
+            "deviceTimestamp" => Ok(TimeField::Device),
+            "ingressTimeStamp" => Ok(TimeField::Ingress),
+            _ => Err(Error::invalid(
+                "filterBy",
+                format!("`{text}` is not one of deviceTimestamp, ingressTimeStamp"),
+            )),
+        }
+    }
+}
+
+/// Filters of an event listing: one device, optionally one attribute, an inclusive time range.
+#[derive(Debug, Clone)]
+pub struct EventQuery {
+    pub device: DeviceId,
+    pub attribute_code: Option<String>,
+    pub time_field: TimeField,
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+}
+
+/// The raw listing parameters, as the API receives them.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub attribute_code: Option<String>,
+    pub start_date: Option<String>,
+    pub end_date: Option<String>,
+    pub filter_by: Option<String>,
+}
+
+pub struct TelemetryService {
+    store: Arc<dyn Store>,
+    catalog: Arc<CatalogService>,
+    ingest: Ingest,
+}
+
+impl TelemetryService {
+    pub fn new(store: Arc<dyn Store>, catalog: Arc<CatalogService>, ingest: Ingest) -> Self {
+        Self { store, catalog, ingest }
+    }
+
+    pub fn ingest(&self) -> &Ingest {
+        &self.ingest
+    }
+
+    /// Validates an event against the device's model, stores it durably (with the shadow
+    /// update) and returns it as a Message.
+    pub async fn post_event(&self, who: &Principal, input: EventInput) -> Result<Message> {
+        let arrival = now_ms();
+        let device_id = input
+            .device_id
+            .ok_or_else(|| Error::invalid("deviceId", "is required"))?;
+        let device = self.catalog.load_device(who.tenant(), &device_id).await?;
+        who.require_device_write(&device.project_id, &device.id)?;
+        if device.status == DeviceStatus::Locked {
+            return Err(Error::Conflict(format!("device {} is Locked", device.id)));
+        }
+        let code = Code::parse(
+            "attributeCode",
+            input
+                .attribute_code
+                .as_deref()
+                .ok_or_else(|| Error::invalid("attributeCode", "is required"))?,
+        )?
+        .into_inner();
+        let value = input
+            .attribute_data
+            .ok_or_else(|| Error::invalid("attributeData", "is required"))?;
+        let model = self.catalog.load_model(who.tenant(), &device.model_id).await?;
+        let attribute = model.attributes_map.get(&code).ok_or_else(|| {
+            Error::invalid(
+                "attributeCode",
+                format!("`{code}` is not an attribute of model {}", model.name),
+            )
+        })?;
+        if let Some(declared) = input.attribute_data_type
+            && declared != attribute.data_type
+        {
+            return Err(Error::invalid(
+                "attributeDataType",
+                format!("`{declared}` differs from the model's dataType {}", attribute.data_type),
+            ));
+        }
+        check_value("attributeData", attribute.data_type, &value)?;
+        let device_time = input
+            .device_time
+            .as_deref()
+            .map(|t| parse_timestamp("deviceTime", t))
+            .transpose()?
+            .unwrap_or(arrival);
+        let ingress_time = input
+            .ingress_time
+            .as_deref()
+            .map(|t| parse_timestamp("ingressTime", t))
+            .transpose()?
+            .unwrap_or(arrival);
+        let from_device = matches!(who, Principal::Device { .. }) || input.source == Some(EventSource::SourceDevice);
+        let event = DeviceEvent {
+            id: EventId::generate(),
+            tenant_id: device.record.tenant_id.clone(),
+            project_id: device.project_id.clone(),
+            model_id: device.model_id.clone(),
+            device_id: device.id.clone(),
+            attribute_code: code,
+            attribute_type: attribute.data_type,
+            attribute_data: value,
+            channel: input.channel.unwrap_or(attribute.channel),
+            ingress_time_stamp: ingress_time,
+            device_timestamp: device_time,
+            correlation_id: input.correlation_id,
+            context: input.context,
+            created_by: if from_device { "DEVICE".to_owned() } else { who.actor() },
+            created_time: arrival,
+            deleted: false,
+        };
+        let message = Message::of_event(&event);
+        self.ingest.submit(vec![event]).await?;
+        Ok(message)
+    }
+
+    pub async fn get_event(&self, who: &Principal, id: &EventId) -> Result<Message> {
+        let event = self.load_event(who, id).await?;
+        Ok(Message::of_event(&event))
+    }
+
+    pub async fn delete_event(&self, who: &Principal, id: &EventId) -> Result<()> {
+        let event = self.load_event(who, id).await?;
+        if let Principal::Device { .. } = who {
+            return Err(Error::forbidden("a device token cannot delete events"));
+        }
+        if !self.store.delete_event(who.tenant(), &event.id).await? {
+            return Err(Error::not_found("device event", id));
+        }
+        Ok(())
+    }
+
+    async fn load_event(&self, who: &Principal, id: &EventId) -> Result<DeviceEvent> {
+        let event = self
+            .store
+            .get_event(who.tenant(), id)
+            .await?
+            .ok_or_else(|| Error::not_found("device event", id))?;
+        who.require_device_read(&event.project_id, &event.device_id)?;
+        Ok(event)
+    }
+
+    /// Events of a device, newest first by the filtered time, ties by id.
+    pub async fn list_events(
+        &self,
+        who: &Principal,
+        device: &DeviceId,
+        filter: EventFilter,
+        page: PageRequest,
+    ) -> Result<Page<DeviceEvent>> {
+        let device = self.readable_device(who, device).await?;
+        let query = EventQuery {
+            device: device.id,
+            attribute_code: filter
+                .attribute_code
+                .map(|c| Code::parse("attributeCode", &c).map(Code::into_inner))
+                .transpose()?,
+            time_field: filter
+                .filter_by
+                .as_deref()
+                .map(TimeField::parse)
+                .transpose()?
+                .unwrap_or(TimeField::Device),
+            start: filter
+                .start_date
+                .as_deref()
+                .map(|t| parse_timestamp("startDate", t))
+                .transpose()?,
+            end: filter
+                .end_date
+                .as_deref()
+                .map(|t| parse_timestamp("endDate", t))
+                .transpose()?,
+        };
+        if let (Some(start), Some(end)) = (query.start, query.end)
+            && start > end
+        {
+            return Err(Error::invalid("endDate", "is before startDate"));
+        }
+        self.store.list_events(who.tenant(), &query, page).await
+    }
+
+    pub async fn shadow(&self, who: &Principal, device: &DeviceId) -> Result<Shadow> {
+        let device = self.readable_device(who, device).await?;
+        let attributes = self.store.shadow(who.tenant(), &device.id).await?;
+        let updated_time = attributes.iter().map(|(_, ingress)| *ingress).max();
+        Ok(Shadow {
+            id: device.id.clone(),
+            attribute_map: attributes.into_iter().map(|(a, _)| (a.code.clone(), a)).collect(),
+            metadata: JsonMap::new(),
+            tenant_id: device.record.tenant_id.clone(),
+            created_by: device.record.created_by.clone(),
+            created_time: device.record.created_time,
+            updated_time,
+            deleted: false,
+        })
+    }
+
+    async fn readable_device(&self, who: &Principal, id: &DeviceId) -> Result<Device> {
+        let device = self.catalog.load_device(who.tenant(), id).await?;
+        who.require_device_read(&device.project_id, &device.id)?;
+        Ok(device)
+    }
+}
+
+/// Checks a value against a data type, naming `field`.
+pub fn check_value(field: &str, data_type: DataType, value: &serde_json::Value) -> Result<()> {
+    if data_type.accepts(value) {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            field,
+            format!("`{value}` is not a value of type {data_type}"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn message_of_event_has_the_event_id_and_seconds() {
+        let event = DeviceEvent {
+            id: EventId::from_string("e1"),
+            tenant_id: TenantId::default_tenant(),
+            project_id: ProjectId::from_string("p"),
+            model_id: ModelId::from_string("m"),
+            device_id: DeviceId::from_string("d"),
+            attribute_code: "temp".into(),
+            attribute_type: DataType::Float,
+            attribute_data: json!(21.5),
+            channel: Channel::W,
+            ingress_time_stamp: 1_700_000_000_999,
+            device_timestamp: 1_700_000_000_999,
+            correlation_id: None,
+            context: None,
+            created_by: "DEVICE".into(),
+            created_time: 0,
+            deleted: false,
+        };
+        let m = serde_json::to_value(Message::of_event(&event)).unwrap();
+        assert_eq!(m["meta"]["id"], "e1");
+        assert_eq!(m["meta"]["ts"], 1_700_000_000);
+        assert_eq!(m["meta"]["type"], "m");
+        assert_eq!(
+            m["payload"]["attrs"],
+            json!([{"code": "temp", "value": 21.5, "channel": "w"}])
+        );
+        let listed = serde_json::to_value(&event).unwrap();
+        assert_eq!(listed["ingressTimeStamp"], 1_700_000_000_999_i64);
+        assert_eq!(listed["deviceTimestamp"], 1_700_000_000_999_i64);
+    }
+
+    #[test]
+    fn filter_by_names() {
+        assert_eq!(TimeField::parse("ingressTimeStamp").unwrap(), TimeField::Ingress);
+        assert!(
+            TimeField::parse("whenever")
+                .unwrap_err()
+                .to_string()
+                .starts_with("filterBy")
+        );
+    }
+}

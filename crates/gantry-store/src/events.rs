@@ -1,0 +1,217 @@
+//! Device events and shadows: batched inserts with the shadow upsert in the same transaction,
+//! and the time-window listings.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use async_trait::async_trait;
+use gantry_core::enums::{Channel, DataType};
+use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
+use gantry_core::paging::{Page, PageRequest};
+use gantry_core::store::EventStore;
+use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute, TimeField};
+use gantry_core::{Error, Result};
+use sqlx::any::AnyRow;
+
+use crate::SqlStore;
+use crate::row::{get, json, json_opt, spelled, to_json};
+use crate::sql::{Sql, fetch_page};
+
+const COLUMNS: &str = "id, tenant_id, project_id, model_id, device_id, attribute_code, attribute_type, attribute_data, \
+                       channel, ingress_ts, device_ts, correlation_id, context, created_by, created_time";
+const EVENT_FIELDS: usize = 15;
+/// Rows per INSERT statement: 15 values each stays well under SQLite's 32,766 variables.
+const ROWS_PER_STATEMENT: usize = 500;
+
+fn event_from_row(row: &AnyRow) -> Result<DeviceEvent> {
+    Ok(DeviceEvent {
+        id: EventId::from_string(get::<String>(row, "id")?),
+        tenant_id: TenantId::from_string(get::<String>(row, "tenant_id")?),
+        project_id: ProjectId::from_string(get::<String>(row, "project_id")?),
+        model_id: ModelId::from_string(get::<String>(row, "model_id")?),
+        device_id: DeviceId::from_string(get::<String>(row, "device_id")?),
+        attribute_code: get(row, "attribute_code")?,
+        attribute_type: spelled(row, "attribute_type", DataType::parse)?,
+        attribute_data: json(row, "attribute_data")?,
+        channel: spelled(row, "channel", Channel::parse)?,
+        ingress_time_stamp: get(row, "ingress_ts")?,
+        device_timestamp: get(row, "device_ts")?,
+        correlation_id: get(row, "correlation_id")?,
+        context: json_opt(row, "context")?,
+        created_by: get(row, "created_by")?,
+        created_time: get(row, "created_time")?,
+        deleted: false,
+    })
+}
+
+/// `($1, $2, …), ($16, …)` for `rows` rows of `width` values.
+fn values_clause(rows: usize, width: usize) -> String {
+    let mut text = String::with_capacity(rows * width * 5);
+    for r in 0..rows {
+        text.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..width {
+            let _ = write!(text, "{}${}", if c == 0 { "" } else { ", " }, r * width + c + 1);
+        }
+        text.push(')');
+    }
+    text
+}
+
+/// Per device and attribute, the event the shadow should end up holding from this batch: the
+/// newest device time, and on a tie the one that arrived last.
+fn shadow_candidates(events: &[DeviceEvent]) -> Vec<&DeviceEvent> {
+    let mut latest: HashMap<(&str, &str), &DeviceEvent> = HashMap::new();
+    for event in events {
+        let key = (event.device_id.as_str(), event.attribute_code.as_str());
+        match latest.get(&key) {
+            Some(held) if held.device_timestamp > event.device_timestamp => {}
+            _ => {
+                latest.insert(key, event);
+            }
+        }
+    }
+    latest.into_values().collect()
+}
+
+#[async_trait]
+impl EventStore for SqlStore {
+    async fn append_events(&self, events: &[DeviceEvent]) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin_write().await?;
+        for chunk in events.chunks(ROWS_PER_STATEMENT) {
+            let text = format!(
+                "INSERT INTO device_events ({COLUMNS}) VALUES {}",
+                values_clause(chunk.len(), EVENT_FIELDS)
+            );
+            let mut query = sqlx::query(&text);
+            for e in chunk {
+                query = query
+                    .bind(e.id.as_str())
+                    .bind(e.tenant_id.as_str())
+                    .bind(e.project_id.as_str())
+                    .bind(e.model_id.as_str())
+                    .bind(e.device_id.as_str())
+                    .bind(e.attribute_code.as_str())
+                    .bind(e.attribute_type.as_str())
+                    .bind(to_json(&e.attribute_data)?)
+                    .bind(e.channel.as_str())
+                    .bind(e.ingress_time_stamp)
+                    .bind(e.device_timestamp)
+                    .bind(e.correlation_id.as_deref())
+                    .bind(e.context.as_ref().map(to_json).transpose()?)
+                    .bind(e.created_by.as_str())
+                    .bind(e.created_time);
+            }
+            query.execute(&mut *tx).await.map_err(Error::store)?;
+        }
+        let candidates = shadow_candidates(events);
+        for chunk in candidates.chunks(ROWS_PER_STATEMENT) {
+            // A row is only replaced by a value at least as new by device time, so late events
+            // never roll the shadow back.
+            let text = format!(
+                "INSERT INTO device_shadows (device_id, attribute_code, tenant_id, value, device_ts, ingress_ts) VALUES {} \
+                 ON CONFLICT (device_id, attribute_code) DO UPDATE SET value = excluded.value, \
+                 device_ts = excluded.device_ts, ingress_ts = excluded.ingress_ts \
+                 WHERE excluded.device_ts >= device_shadows.device_ts",
+                values_clause(chunk.len(), 6)
+            );
+            let mut query = sqlx::query(&text);
+            for e in chunk {
+                query = query
+                    .bind(e.device_id.as_str())
+                    .bind(e.attribute_code.as_str())
+                    .bind(e.tenant_id.as_str())
+                    .bind(to_json(&e.attribute_data)?)
+                    .bind(e.device_timestamp)
+                    .bind(e.ingress_time_stamp);
+            }
+            query.execute(&mut *tx).await.map_err(Error::store)?;
+        }
+        tx.commit().await.map_err(Error::store)
+    }
+
+    async fn get_event(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM device_events WHERE tenant_id = $1 AND id = $2"
+        ))
+        .bind(tenant.as_str())
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(Error::store)?;
+        row.as_ref().map(event_from_row).transpose()
+    }
+
+    async fn delete_event(&self, tenant: &TenantId, id: &EventId) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM device_events WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant.as_str())
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(Error::store)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn list_events(&self, tenant: &TenantId, query: &EventQuery, page: PageRequest) -> Result<Page<DeviceEvent>> {
+        let time = match query.time_field {
+            TimeField::Device => "device_ts",
+            TimeField::Ingress => "ingress_ts",
+        };
+        let mut sql = Sql::new(" FROM device_events WHERE device_id = ");
+        sql.bind(query.device.as_str())
+            .push(" AND tenant_id = ")
+            .bind(tenant.as_str());
+        if let Some(code) = &query.attribute_code {
+            sql.push(" AND attribute_code = ").bind(code.as_str());
+        }
+        if let Some(start) = query.start {
+            sql.push(&format!(" AND {time} >= ")).bind(start);
+        }
+        if let Some(end) = query.end {
+            sql.push(&format!(" AND {time} <= ")).bind(end);
+        }
+        fetch_page(
+            &self.pool,
+            COLUMNS,
+            &sql,
+            &format!("{time} DESC, id DESC"),
+            page,
+            event_from_row,
+        )
+        .await
+    }
+
+    async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
+        let rows = sqlx::query(
+            "SELECT attribute_code, value, device_ts, ingress_ts FROM device_shadows \
+             WHERE device_id = $1 AND tenant_id = $2 ORDER BY attribute_code",
+        )
+        .bind(device.as_str())
+        .bind(tenant.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(Error::store)?;
+        rows.iter()
+            .map(|row| {
+                let attribute = ShadowAttribute {
+                    code: get(row, "attribute_code")?,
+                    value: json(row, "value")?,
+                    timestamp: get(row, "device_ts")?,
+                };
+                Ok((attribute, get(row, "ingress_ts")?))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_clause_numbers_rows_in_order() {
+        assert_eq!(values_clause(2, 3), "($1, $2, $3), ($4, $5, $6)");
+    }
+}

@@ -1,0 +1,146 @@
+//! A small builder for statements whose filters vary. sqlx's `QueryBuilder` would write `?`
+//! placeholders for `Any`, which PostgreSQL rejects; `$k` works on both engines.
+
+use std::fmt::Write;
+
+use gantry_core::paging::{Page, PageRequest};
+use gantry_core::{Error, Result};
+use sqlx::AnyPool;
+use sqlx::any::{Any, AnyArguments, AnyRow};
+use sqlx::query::Query;
+
+#[derive(Clone)]
+pub(crate) enum Value {
+    Int(i64),
+    Text(String),
+}
+
+impl From<i64> for Value {
+    fn from(value: i64) -> Self {
+        Value::Int(value)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(value: &str) -> Self {
+        Value::Text(value.to_owned())
+    }
+}
+
+impl From<String> for Value {
+    fn from(value: String) -> Self {
+        Value::Text(value)
+    }
+}
+
+/// SQL text and the values of its placeholders, in order.
+pub(crate) struct Sql {
+    text: String,
+    values: Vec<Value>,
+}
+
+impl Sql {
+    pub(crate) fn new(text: &str) -> Self {
+        Sql {
+            text: text.to_owned(),
+            values: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, text: &str) -> &mut Self {
+        self.text.push_str(text);
+        self
+    }
+
+    /// Appends the next placeholder and remembers its value.
+    pub(crate) fn bind(&mut self, value: impl Into<Value>) -> &mut Self {
+        self.values.push(value.into());
+        write!(self.text, "${}", self.values.len()).expect("writing to a String cannot fail");
+        self
+    }
+
+    /// The same statement with `head` in front; `head` holds no placeholders.
+    pub(crate) fn prefixed(&self, head: &str) -> Self {
+        Sql {
+            text: format!("{head}{}", self.text),
+            values: self.values.clone(),
+        }
+    }
+
+    pub(crate) fn query(&self) -> Query<'_, Any, AnyArguments<'_>> {
+        self.values
+            .iter()
+            .fold(sqlx::query(&self.text), |query, value| match value {
+                Value::Int(int) => query.bind(*int),
+                Value::Text(text) => query.bind(text.as_str()),
+            })
+    }
+}
+
+/// One page of a listing. `from_where` is the listing's `FROM ... WHERE ...`; the total counts
+/// the same rows, and `order_by` must end in a unique column so that pages never overlap.
+pub(crate) async fn fetch_page<T>(
+    pool: &AnyPool,
+    columns: &str,
+    from_where: &Sql,
+    order_by: &str,
+    page: PageRequest,
+    read: fn(&AnyRow) -> Result<T>,
+) -> Result<Page<T>> {
+    let total: i64 = from_where
+        .prefixed("SELECT COUNT(*) AS total")
+        .query()
+        .fetch_one(pool)
+        .await
+        .and_then(|row| sqlx::Row::try_get(&row, "total"))
+        .map_err(Error::store)?;
+    let mut select = from_where.prefixed(&format!("SELECT {columns}"));
+    select
+        .push(" ORDER BY ")
+        .push(order_by)
+        .push(" LIMIT ")
+        .bind(page.limit())
+        .push(" OFFSET ")
+        .bind(page.offset());
+    let rows = select.query().fetch_all(pool).await.map_err(Error::store)?;
+    let items = rows.iter().map(read).collect::<Result<Vec<T>>>()?;
+    Ok(Page {
+        request: page,
+        total: total.try_into().unwrap_or_default(),
+        items,
+    })
+}
+
+/// A LIKE pattern matching `text` anywhere, with LIKE's wildcards in `text` taken literally
+/// (the statement says `ESCAPE '\'`).
+pub(crate) fn contains_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_in_order() {
+        let mut sql = Sql::new("SELECT 1 WHERE a = ");
+        sql.bind(7_i64).push(" AND b = ").bind("x");
+        assert_eq!(sql.text, "SELECT 1 WHERE a = $1 AND b = $2");
+        assert_eq!(sql.values.len(), 2);
+    }
+
+    #[test]
+    fn wildcards_are_escaped() {
+        assert_eq!(contains_pattern("a%b_c\\d"), "%a\\%b\\_c\\\\d%");
+        assert_eq!(contains_pattern(""), "%%");
+    }
+}

@@ -1,0 +1,1222 @@
+//! The store test suite, written once and run per backend: SQLite always, PostgreSQL when
+//! GANTRY_TEST_POSTGRES_URL names a server (each test then gets a database of its own).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+
+use gantry_core::Error;
+use gantry_core::auth::Principal;
+use gantry_core::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable, SortOrder};
+use gantry_core::ids::{DeviceId, ModelId, ProjectId, TenantId};
+use gantry_core::paging::PageRequest;
+use gantry_core::records::{Device, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant};
+use gantry_core::store::{
+    DeviceQuery, DeviceSort, DeviceStore, ModelStore, ProjectQuery, ProjectStore, Store, TenantStore,
+};
+use gantry_store::{SqlStore, sqlite_url};
+use serde_json::json;
+use sqlx::{Connection, Executor, Row};
+
+macro_rules! store_suite {
+    ($($test:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    crate::on_sqlite(crate::$test).await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    crate::on_postgres(crate::$test).await;
+                }
+            )+
+        }
+    };
+}
+
+store_suite!(
+    placeholders_bind_by_number,
+    tenants_and_administrator_tokens,
+    project_and_device_tokens,
+    tenants_are_isolated,
+    names_are_unique_per_tenant,
+    concurrent_creates_of_one_name,
+    concurrent_writes_all_succeed,
+    pages_are_stable,
+    project_listing_filters,
+    device_filters,
+    device_sorts,
+    project_models_are_distinct,
+    deletes_conflict_while_in_use,
+    records_round_trip_with_derived_fields,
+);
+
+// ---- harness ---------------------------------------------------------------------------------
+
+/// What the services hold: the store as a trait object.
+const _: fn(SqlStore) -> std::sync::Arc<dyn Store> = |store| std::sync::Arc::new(store);
+
+async fn on_sqlite<F, Fut>(test: F)
+where
+    F: FnOnce(SqlStore) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let dir = tempfile::tempdir().unwrap();
+    // A directory that does not exist yet: connecting creates it and the database file.
+    let store = SqlStore::connect(&sqlite_url(&dir.path().join("data")))
+        .await
+        .expect("open the SQLite store");
+    assert_eq!(store.backend(), "sqlite");
+    let outcome = tokio::spawn(test(store.clone())).await;
+    store.pool().close().await;
+    if let Err(failure) = outcome {
+        std::panic::resume_unwind(failure.into_panic());
+    }
+}
+
+async fn on_postgres<F, Fut>(test: F)
+where
+    F: FnOnce(SqlStore) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let Ok(server) = std::env::var("GANTRY_TEST_POSTGRES_URL") else {
+        eprintln!("skipped: set GANTRY_TEST_POSTGRES_URL to run the suite on PostgreSQL");
+        return;
+    };
+    sqlx::any::install_default_drivers();
+    let database = format!("gantry_test_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = sqlx::AnyConnection::connect(&server)
+        .await
+        .expect("connect to GANTRY_TEST_POSTGRES_URL");
+    // A locale-aware collation, as production databases tend to have, so that an order depending
+    // on it fails here too; servers without ICU (before PostgreSQL 15) get their default.
+    let icu = format!("CREATE DATABASE {database} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'");
+    if admin.execute(icu.as_str()).await.is_err() {
+        admin
+            .execute(format!("CREATE DATABASE {database}").as_str())
+            .await
+            .unwrap();
+    }
+    let store = SqlStore::connect(&with_database(&server, &database))
+        .await
+        .expect("open the PostgreSQL store");
+    assert_eq!(store.backend(), "postgres");
+    // Run in a task so that a failing test still drops its database.
+    let outcome = tokio::spawn(test(store.clone())).await;
+    store.pool().close().await;
+    admin
+        .execute(format!("DROP DATABASE {database} WITH (FORCE)").as_str())
+        .await
+        .unwrap();
+    if let Err(failure) = outcome {
+        std::panic::resume_unwind(failure.into_panic());
+    }
+}
+
+/// `server` with its database name replaced by `database`.
+fn with_database(server: &str, database: &str) -> String {
+    let (base, query) = server.split_once('?').map_or((server, None), |(b, q)| (b, Some(q)));
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let path_start = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |i| authority_start + i);
+    let query = query.map(|q| format!("?{q}")).unwrap_or_default();
+    format!("{}/{database}{query}", &base[..path_start])
+}
+
+// ---- fixtures --------------------------------------------------------------------------------
+
+fn page(page_no: u32, page_size: u32) -> PageRequest {
+    PageRequest { page_no, page_size }
+}
+
+fn all() -> PageRequest {
+    page(1, 1000)
+}
+
+fn map(value: serde_json::Value) -> JsonMap {
+    value.as_object().expect("a JSON object").clone()
+}
+
+async fn new_tenant(store: &SqlStore, name: &str) -> TenantId {
+    let id = TenantId::generate();
+    let tenant = Tenant {
+        id: id.clone(),
+        name: name.to_owned(),
+        record: RecordMeta::created(id.clone(), "system", 1),
+    };
+    store.insert_tenant(&tenant, &format!("admin-of-{id}")).await.unwrap();
+    id
+}
+
+fn model_record(tenant: &TenantId, name: &str, device_type: DeviceType, with_actions: bool, at: i64) -> DeviceModel {
+    let attribute = ModelAttribute {
+        name: Some("Temperature".to_owned()),
+        code: "temp".to_owned(),
+        data_type: DataType::Float,
+        description: None,
+        readable: Readable::Rw,
+        channel: Channel::M,
+    };
+    let action = ModelAction {
+        name: None,
+        code: "reboot".to_owned(),
+        description: Some("restarts".to_owned()),
+        params_map: None,
+    };
+    DeviceModel {
+        id: ModelId::generate(),
+        name: name.to_owned(),
+        description: Some(format!("the {name} model")),
+        device_type,
+        image_url: with_actions.then(|| format!("https://img.example/{name}.png")),
+        attributes_map: BTreeMap::from([("temp".to_owned(), attribute)]),
+        actions_map: if with_actions {
+            BTreeMap::from([("reboot".to_owned(), action)])
+        } else {
+            BTreeMap::new()
+        },
+        metadata: map(json!({"vendor": "acme", "nested": {"a": [1, 2.5, null]}})),
+        gateway_id: None,
+        record: RecordMeta::created(tenant.clone(), "admin", at),
+    }
+}
+
+async fn new_model(
+    store: &SqlStore,
+    tenant: &TenantId,
+    name: &str,
+    device_type: DeviceType,
+    with_actions: bool,
+) -> DeviceModel {
+    let model = model_record(tenant, name, device_type, with_actions, 1_000);
+    store.insert_model(&model).await.unwrap();
+    model
+}
+
+fn project_record(tenant: &TenantId, name: &str, at: i64) -> Project {
+    Project {
+        id: ProjectId::generate(),
+        name: name.to_owned(),
+        description: None,
+        image_url: None,
+        status: ProjectStatus::Development,
+        address: Some("1 Quay St".to_owned()),
+        map_info: Some(map(json!({"lat": 51.5, "lng": -0.12}))),
+        application_access_token: format!("app-token-{name}"),
+        restful_api_addr: "http://localhost:8080".to_owned(),
+        mq_api_addr: "mqtt://localhost:1883".to_owned(),
+        template_id: None,
+        metadata: JsonMap::new(),
+        record: RecordMeta::created(tenant.clone(), "admin", at),
+    }
+}
+
+async fn new_project(store: &SqlStore, tenant: &TenantId, name: &str) -> Project {
+    let project = project_record(tenant, name, 1_000);
+    store
+        .insert_project(&project, &format!("app-hash-{}", project.id))
+        .await
+        .unwrap();
+    project
+}
+
+/// A device with the derived fields its model and project give it.
+fn device_record(tenant: &TenantId, name: &str, project: &Project, model: &DeviceModel, at: i64) -> Device {
+    Device {
+        id: DeviceId::generate(),
+        device_name: name.to_owned(),
+        project_id: project.id.clone(),
+        model_id: model.id.clone(),
+        status: DeviceStatus::Active,
+        access_token: format!("device-token-{name}"),
+        is_virtual: false,
+        virtual_: false,
+        comments: None,
+        metadata: map(json!({"serial": name})),
+        device_model_type: model.device_type,
+        device_model_name: model.name.clone(),
+        project_name: project.name.clone(),
+        has_actions: !model.actions_map.is_empty(),
+        device_model_url: model.image_url.clone(),
+        record: RecordMeta::created(tenant.clone(), "admin", at),
+    }
+}
+
+async fn insert(store: &SqlStore, device: &Device) {
+    store
+        .insert_device(device, &format!("device-hash-{}", device.id))
+        .await
+        .unwrap();
+}
+
+async fn new_device(store: &SqlStore, tenant: &TenantId, name: &str, project: &Project, model: &DeviceModel) -> Device {
+    let device = device_record(tenant, name, project, model, 1_000);
+    insert(store, &device).await;
+    device
+}
+
+async fn device_names(store: &SqlStore, tenant: &TenantId, query: DeviceQuery) -> BTreeSet<String> {
+    let page = store.list_devices(tenant, &query, all()).await.unwrap();
+    assert_eq!(page.total, page.items.len() as u64, "total of {query:?}");
+    page.items.into_iter().map(|d| d.device_name).collect()
+}
+
+fn names(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn assert_duplicate(result: gantry_core::Result<()>, message: &str) {
+    match result {
+        Err(Error::Duplicate(m)) => assert_eq!(m, message),
+        other => panic!("expected Duplicate({message}), got {other:?}"),
+    }
+}
+
+fn assert_not_found(result: gantry_core::Result<()>) {
+    assert!(
+        matches!(result, Err(Error::NotFound { .. })),
+        "expected NotFound, got {result:?}"
+    );
+}
+
+fn assert_conflict(result: gantry_core::Result<()>, message: &str) {
+    match result {
+        Err(Error::Conflict(m)) => assert_eq!(m, message),
+        other => panic!("expected Conflict({message}), got {other:?}"),
+    }
+}
+
+// ---- the suite -------------------------------------------------------------------------------
+
+async fn placeholders_bind_by_number(store: SqlStore) {
+    // Placeholders out of order and reused: the store's SQL relies on `$k` meaning the same on both engines.
+    let row = sqlx::query("SELECT $2 AS b, $1 AS a, $1 || '!' AS again")
+        .bind("x")
+        .bind(7_i64)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(row.get::<i64, _>("b"), 7);
+    assert_eq!(row.get::<String, _>("a"), "x");
+    assert_eq!(row.get::<String, _>("again"), "x!");
+}
+
+async fn tenants_and_administrator_tokens(store: SqlStore) {
+    store.ensure_default_tenant(5).await.unwrap();
+    store.ensure_default_tenant(6).await.unwrap();
+    let default = TenantId::default_tenant();
+    assert!(!store.has_system_token().await.unwrap());
+
+    store.set_system_token(&default, "system-1").await.unwrap();
+    assert!(store.has_system_token().await.unwrap());
+    let system = Principal::Admin {
+        tenant: default.clone(),
+        system: true,
+    };
+    assert_eq!(
+        store.principal_for_token("system-1").await.unwrap(),
+        Some(system.clone())
+    );
+
+    store.set_system_token(&default, "system-2").await.unwrap();
+    assert_eq!(store.principal_for_token("system-1").await.unwrap(), None);
+    assert_eq!(store.principal_for_token("system-2").await.unwrap(), Some(system));
+
+    let acme = TenantId::generate();
+    let tenant = Tenant {
+        id: acme.clone(),
+        name: "acme".to_owned(),
+        record: RecordMeta::created(acme.clone(), "system", 7),
+    };
+    store.insert_tenant(&tenant, "acme-admin").await.unwrap();
+    assert_eq!(
+        store.principal_for_token("acme-admin").await.unwrap(),
+        Some(Principal::Admin {
+            tenant: acme.clone(),
+            system: false
+        })
+    );
+
+    let again = TenantId::generate();
+    let clash = Tenant {
+        id: again.clone(),
+        name: "acme".to_owned(),
+        record: RecordMeta::created(again, "system", 8),
+    };
+    assert_duplicate(
+        store.insert_tenant(&clash, "clash-admin").await,
+        "a tenant named `acme` already exists",
+    );
+    assert_eq!(
+        store.principal_for_token("clash-admin").await.unwrap(),
+        None,
+        "the failed insert left a token"
+    );
+    let default_named = Tenant {
+        id: TenantId::generate(),
+        name: "default".to_owned(),
+        ..tenant
+    };
+    assert_duplicate(
+        store.insert_tenant(&default_named, "x").await,
+        "a tenant named `default` already exists",
+    );
+
+    assert_eq!(store.principal_for_token("no-such-token").await.unwrap(), None);
+}
+
+async fn project_and_device_tokens(store: SqlStore) {
+    let tenant = new_tenant(&store, "t").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Light, true).await;
+    let p1 = project_record(&tenant, "p1", 10);
+    store.insert_project(&p1, "app-1").await.unwrap();
+    let p2 = new_project(&store, &tenant, "p2").await;
+    assert_eq!(
+        store.principal_for_token("app-1").await.unwrap(),
+        Some(Principal::Application {
+            tenant: tenant.clone(),
+            project: p1.id.clone()
+        })
+    );
+
+    let mut device = device_record(&tenant, "d", &p1, &model, 20);
+    store.insert_device(&device, "dev-1").await.unwrap();
+    let principal = |project: &ProjectId, locked| Principal::Device {
+        tenant: tenant.clone(),
+        project: project.clone(),
+        device: device.id.clone(),
+        locked,
+    };
+    assert_eq!(
+        store.principal_for_token("dev-1").await.unwrap(),
+        Some(principal(&p1.id, false))
+    );
+
+    device.status = DeviceStatus::Locked;
+    device.record.touch("admin", 30);
+    store.update_device(&device).await.unwrap();
+    assert_eq!(
+        store.principal_for_token("dev-1").await.unwrap(),
+        Some(principal(&p1.id, true))
+    );
+
+    // A device that moves takes its token along.
+    device.project_id = p2.id.clone();
+    device.status = DeviceStatus::Active;
+    store.update_device(&device).await.unwrap();
+    assert_eq!(
+        store.principal_for_token("dev-1").await.unwrap(),
+        Some(principal(&p2.id, false))
+    );
+
+    // A failed create leaves no token behind.
+    let twin = device_record(&tenant, "d", &p1, &model, 40);
+    assert_duplicate(
+        store.insert_device(&twin, "dev-2").await,
+        "a device named `d` already exists",
+    );
+    assert_eq!(store.principal_for_token("dev-2").await.unwrap(), None);
+    let twin = project_record(&tenant, "p1", 40);
+    assert_duplicate(
+        store.insert_project(&twin, "app-2").await,
+        "a project named `p1` already exists",
+    );
+    assert_eq!(store.principal_for_token("app-2").await.unwrap(), None);
+
+    store.delete_device(&tenant, &device.id, "admin", 50).await.unwrap();
+    assert_eq!(store.principal_for_token("dev-1").await.unwrap(), None);
+    store.delete_project(&tenant, &p1.id, "admin", 50).await.unwrap();
+    assert_eq!(store.principal_for_token("app-1").await.unwrap(), None);
+    // The other project's token is untouched.
+    let p2_token = format!("app-hash-{}", p2.id);
+    assert!(matches!(
+        store.principal_for_token(&p2_token).await.unwrap(),
+        Some(Principal::Application { .. })
+    ));
+}
+
+async fn tenants_are_isolated(store: SqlStore) {
+    let a = new_tenant(&store, "a").await;
+    let b = new_tenant(&store, "b").await;
+    let model = new_model(&store, &a, "shared-name", DeviceType::Camera, false).await;
+    let project = new_project(&store, &a, "shared-name").await;
+    let device = new_device(&store, &a, "shared-name", &project, &model).await;
+
+    assert_eq!(store.get_model(&b, &model.id).await.unwrap(), None);
+    assert_eq!(store.get_project(&b, &project.id).await.unwrap(), None);
+    assert_eq!(store.get_device(&b, &device.id).await.unwrap(), None);
+    assert_eq!(store.list_models(&b, all()).await.unwrap().total, 0);
+    assert_eq!(
+        store
+            .list_projects(&b, &ProjectQuery::default(), all())
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+    assert_eq!(
+        store
+            .list_devices(&b, &DeviceQuery::default(), all())
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+    let by_project = DeviceQuery {
+        project: Some(project.id.clone()),
+        ..DeviceQuery::default()
+    };
+    assert_eq!(store.list_devices(&b, &by_project, all()).await.unwrap().total, 0);
+    assert!(store.project_models(&b, &project.id).await.unwrap().is_empty());
+
+    let in_b = |record: &RecordMeta| RecordMeta {
+        tenant_id: b.clone(),
+        ..record.clone()
+    };
+    assert_not_found(
+        store
+            .update_model(&DeviceModel {
+                record: in_b(&model.record),
+                ..model.clone()
+            })
+            .await,
+    );
+    assert_not_found(
+        store
+            .update_project(&Project {
+                record: in_b(&project.record),
+                ..project.clone()
+            })
+            .await,
+    );
+    assert_not_found(
+        store
+            .update_device(&Device {
+                record: in_b(&device.record),
+                ..device.clone()
+            })
+            .await,
+    );
+    assert_not_found(store.delete_device(&b, &device.id, "admin", 9).await);
+    assert_not_found(store.delete_project(&b, &project.id, "admin", 9).await);
+    assert_not_found(store.delete_model(&b, &model.id, "admin", 9).await);
+
+    // Still there for its own tenant, untouched.
+    assert_eq!(store.get_model(&a, &model.id).await.unwrap(), Some(model.clone()));
+    assert_eq!(store.get_device(&a, &device.id).await.unwrap(), Some(device.clone()));
+    assert_eq!(
+        store
+            .list_devices(&a, &DeviceQuery::default(), all())
+            .await
+            .unwrap()
+            .total,
+        1
+    );
+
+    // Names are unique per tenant only.
+    let model_b = new_model(&store, &b, "shared-name", DeviceType::Camera, false).await;
+    let project_b = new_project(&store, &b, "shared-name").await;
+    new_device(&store, &b, "shared-name", &project_b, &model_b).await;
+    assert_eq!(
+        store
+            .list_devices(&b, &DeviceQuery::default(), all())
+            .await
+            .unwrap()
+            .total,
+        1
+    );
+}
+
+async fn names_are_unique_per_tenant(store: SqlStore) {
+    let t = new_tenant(&store, "t").await;
+    let m1 = new_model(&store, &t, "m1", DeviceType::Light, true).await;
+    let mut m2 = new_model(&store, &t, "m2", DeviceType::Light, true).await;
+    assert_duplicate(
+        store
+            .insert_model(&model_record(&t, "m1", DeviceType::Root, false, 5))
+            .await,
+        "a device model named `m1` already exists",
+    );
+    m2.name = "m1".to_owned();
+    assert_duplicate(
+        store.update_model(&m2).await,
+        "a device model named `m1` already exists",
+    );
+
+    let p1 = new_project(&store, &t, "p1").await;
+    let mut p2 = new_project(&store, &t, "p2").await;
+    p2.name = "p1".to_owned();
+    assert_duplicate(store.update_project(&p2).await, "a project named `p1` already exists");
+
+    let d1 = new_device(&store, &t, "d1", &p1, &m1).await;
+    let mut d2 = new_device(&store, &t, "d2", &p1, &m1).await;
+    d2.device_name = "d1".to_owned();
+    assert_duplicate(store.update_device(&d2).await, "a device named `d1` already exists");
+    // Renaming a record to its own name is no clash.
+    d2.device_name = "d2".to_owned();
+    store.update_device(&d2).await.unwrap();
+
+    // Soft-deleted records free their names and are gone from reads.
+    store.delete_device(&t, &d1.id, "admin", 10).await.unwrap();
+    assert_eq!(store.get_device(&t, &d1.id).await.unwrap(), None);
+    assert_not_found(store.delete_device(&t, &d1.id, "admin", 11).await);
+    assert_not_found(store.update_device(&d1).await);
+    let d1_again = new_device(&store, &t, "d1", &p1, &m1).await;
+    assert_eq!(
+        store.get_device(&t, &d1_again.id).await.unwrap().unwrap().device_name,
+        "d1"
+    );
+
+    store.delete_device(&t, &d1_again.id, "admin", 12).await.unwrap();
+    store.delete_device(&t, &d2.id, "admin", 12).await.unwrap();
+    store.delete_model(&t, &m1.id, "admin", 13).await.unwrap();
+    assert_eq!(store.get_model(&t, &m1.id).await.unwrap(), None);
+    assert_not_found(store.update_model(&m1).await);
+    store.update_model(&m2).await.unwrap();
+    assert_eq!(store.get_model(&t, &m2.id).await.unwrap().unwrap().name, "m1");
+
+    store.delete_project(&t, &p1.id, "admin", 14).await.unwrap();
+    assert_eq!(store.get_project(&t, &p1.id).await.unwrap(), None);
+    assert_not_found(store.update_project(&p1).await);
+    store.update_project(&p2).await.unwrap();
+    assert_eq!(store.get_project(&t, &p2.id).await.unwrap().unwrap().name, "p1");
+    new_project(&store, &t, "p2").await;
+}
+
+async fn concurrent_creates_of_one_name(store: SqlStore) {
+    let t = new_tenant(&store, "t").await;
+    let model = new_model(&store, &t, "m", DeviceType::Light, false).await;
+    let project = new_project(&store, &t, "p").await;
+
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let store = store.clone();
+            let device = device_record(&t, "racer", &project, &model, 100 + i);
+            tokio::spawn(async move { store.insert_device(&device, &format!("racer-{i}")).await })
+        })
+        .collect();
+    let mut created = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(()) => created += 1,
+            Err(error) => assert_duplicate(Err(error), "a device named `racer` already exists"),
+        }
+    }
+    assert_eq!(created, 1);
+    let racers = DeviceQuery {
+        device_name: Some("racer".to_owned()),
+        ..DeviceQuery::default()
+    };
+    assert_eq!(store.list_devices(&t, &racers, all()).await.unwrap().total, 1);
+
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let store = store.clone();
+            let model = model_record(&t, "racing model", DeviceType::Root, false, 100 + i);
+            tokio::spawn(async move { store.insert_model(&model).await })
+        })
+        .collect();
+    let mut created = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(()) => created += 1,
+            Err(error) => assert_duplicate(Err(error), "a device model named `racing model` already exists"),
+        }
+    }
+    assert_eq!(created, 1);
+    assert_eq!(store.list_models(&t, all()).await.unwrap().total, 2);
+}
+
+async fn concurrent_writes_all_succeed(store: SqlStore) {
+    // Deletes read before they write; under concurrent writers that must wait, not fail as busy.
+    let t = new_tenant(&store, "t").await;
+    let model = new_model(&store, &t, "m", DeviceType::Light, false).await;
+    let home = new_project(&store, &t, "home").await;
+    let mut doomed_projects = Vec::new();
+    let mut doomed_models = Vec::new();
+    for i in 0..8 {
+        doomed_projects.push(new_project(&store, &t, &format!("doomed-{i}")).await.id);
+        doomed_models.push(
+            new_model(&store, &t, &format!("doomed-{i}"), DeviceType::Root, false)
+                .await
+                .id,
+        );
+    }
+    let mut tasks = Vec::new();
+    for i in 0..8_i64 {
+        let (store, t) = (store.clone(), t.clone());
+        let device = device_record(&t, &format!("device-{i}"), &home, &model, 100 + i);
+        let project = doomed_projects[i as usize].clone();
+        let doomed_model = doomed_models[i as usize].clone();
+        tasks.push(tokio::spawn(async move {
+            store.insert_device(&device, &format!("token-{i}")).await?;
+            store.delete_project(&t, &project, "admin", 200 + i).await?;
+            store.delete_model(&t, &doomed_model, "admin", 200 + i).await
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(
+        store
+            .list_devices(&t, &DeviceQuery::default(), all())
+            .await
+            .unwrap()
+            .total,
+        8
+    );
+    assert_eq!(
+        store
+            .list_projects(&t, &ProjectQuery::default(), all())
+            .await
+            .unwrap()
+            .total,
+        1
+    );
+    assert_eq!(store.list_models(&t, all()).await.unwrap().total, 1);
+}
+
+async fn pages_are_stable(store: SqlStore) {
+    let t = new_tenant(&store, "t").await;
+    // Creation times repeat, so the id must break ties.
+    // Inserted against id order, so that only the id can put equal times in id order.
+    let mut models: Vec<_> = (0..25)
+        .map(|i| model_record(&t, &format!("model-{i:02}"), DeviceType::Root, false, 1_000 - (i / 3)))
+        .collect();
+    for model in models.iter().rev() {
+        store.insert_model(model).await.unwrap();
+    }
+    let deleted = model_record(&t, "deleted", DeviceType::Root, false, 0);
+    store.insert_model(&deleted).await.unwrap();
+    store.delete_model(&t, &deleted.id, "admin", 1).await.unwrap();
+    models.sort_by(|a, b| (a.record.created_time, &a.id).cmp(&(b.record.created_time, &b.id)));
+    let expected: Vec<ModelId> = models.iter().map(|m| m.id.clone()).collect();
+
+    let mut seen = Vec::new();
+    for (page_no, size) in [(1, 10), (2, 10), (3, 5), (4, 0)] {
+        let listed = store.list_models(&t, page(page_no, 10)).await.unwrap();
+        assert_eq!(listed.total, 25);
+        assert_eq!(listed.request, page(page_no, 10));
+        assert_eq!(listed.items.len(), size, "page {page_no}");
+        seen.extend(listed.items.into_iter().map(|m| m.id));
+    }
+    assert_eq!(seen, expected);
+
+    let mut projects: Vec<_> = (0..7)
+        .map(|i| project_record(&t, &format!("project-{i}"), 50 + (i % 2)))
+        .collect();
+    for project in projects.iter().rev() {
+        store
+            .insert_project(project, &format!("app-{}", project.id))
+            .await
+            .unwrap();
+    }
+    projects.sort_by(|a, b| (a.record.created_time, &a.id).cmp(&(b.record.created_time, &b.id)));
+    let mut seen = Vec::new();
+    for page_no in 1..=3 {
+        let listed = store
+            .list_projects(&t, &ProjectQuery::default(), page(page_no, 3))
+            .await
+            .unwrap();
+        assert_eq!(listed.total, 7);
+        seen.extend(listed.items.into_iter().map(|p| p.id));
+    }
+    assert_eq!(seen, projects.iter().map(|p| p.id.clone()).collect::<Vec<_>>());
+
+    // Devices sorted by a field with many ties, in both directions.
+    let model = &models[0];
+    let project = &projects[0];
+    let devices: Vec<_> = (0..11)
+        .map(|i| {
+            let mut device = device_record(&t, &format!("device-{i}"), project, model, 100);
+            if i % 3 == 0 {
+                device.status = DeviceStatus::Locked;
+            }
+            device
+        })
+        .collect();
+    for device in devices.iter().rev() {
+        insert(&store, device).await;
+    }
+    for order in [SortOrder::Asc, SortOrder::Desc] {
+        let mut expected: Vec<_> = devices.iter().map(|d| (d.status.as_str(), d.id.clone())).collect();
+        expected.sort();
+        if order == SortOrder::Desc {
+            expected.reverse();
+        }
+        let query = DeviceQuery {
+            sort_by: DeviceSort::Status,
+            sort_order: order,
+            ..DeviceQuery::default()
+        };
+        let mut seen = Vec::new();
+        for page_no in 1..=3 {
+            let listed = store.list_devices(&t, &query, page(page_no, 4)).await.unwrap();
+            assert_eq!(listed.total, 11);
+            seen.extend(listed.items.into_iter().map(|d| (d.status.as_str(), d.id)));
+        }
+        assert_eq!(seen, expected, "{order:?}");
+    }
+}
+
+async fn project_listing_filters(store: SqlStore) {
+    let t = new_tenant(&store, "t").await;
+    let mut made = Vec::new();
+    for (i, status) in [
+        ProjectStatus::Development,
+        ProjectStatus::Product,
+        ProjectStatus::Product,
+        ProjectStatus::Closed,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut project = project_record(&t, &format!("p{i}"), 10 + i as i64);
+        project.status = status;
+        store.insert_project(&project, &format!("app-{i}")).await.unwrap();
+        made.push(project);
+    }
+    let listed = |query: ProjectQuery| {
+        let store = store.clone();
+        let t = t.clone();
+        async move {
+            let page = store.list_projects(&t, &query, all()).await.unwrap();
+            assert_eq!(page.total, page.items.len() as u64);
+            page.items.into_iter().map(|p| p.name).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed(ProjectQuery::default()).await, ["p0", "p1", "p2", "p3"]);
+    assert_eq!(
+        listed(ProjectQuery {
+            status: Some(ProjectStatus::Product),
+            only: None
+        })
+        .await,
+        ["p1", "p2"]
+    );
+    assert_eq!(
+        listed(ProjectQuery {
+            status: None,
+            only: Some(made[2].id.clone())
+        })
+        .await,
+        ["p2"]
+    );
+    assert_eq!(
+        listed(ProjectQuery {
+            status: Some(ProjectStatus::Closed),
+            only: Some(made[2].id.clone())
+        })
+        .await,
+        Vec::<String>::new()
+    );
+    let page = store
+        .list_projects(&t, &ProjectQuery::default(), page(1, 1))
+        .await
+        .unwrap();
+    assert_eq!((page.total, page.items.len()), (4, 1));
+}
+
+async fn device_filters(store: SqlStore) {
+    let t = new_tenant(&store, "t").await;
+    let light = new_model(&store, &t, "light", DeviceType::Light, true).await;
+    let camera = new_model(&store, &t, "camera", DeviceType::Camera, false).await;
+    let p1 = new_project(&store, &t, "p1").await;
+    let p2 = new_project(&store, &t, "p2").await;
+    let specs = [
+        ("Lamp-1", &p1, &light, DeviceStatus::Active, false),
+        ("lamp_2", &p1, &light, DeviceStatus::Locked, true),
+        ("lampa2", &p2, &light, DeviceStatus::Active, false),
+        ("cam%1", &p2, &camera, DeviceStatus::Active, true),
+        ("cam-01", &p1, &camera, DeviceStatus::Locked, false),
+    ];
+    for (name, project, model, status, is_virtual) in specs {
+        let mut device = device_record(&t, name, project, model, 100);
+        device.status = status;
+        device.is_virtual = is_virtual;
+        device.virtual_ = is_virtual;
+        insert(&store, &device).await;
+    }
+    let gone = new_device(&store, &t, "lamp-gone", &p1, &light).await;
+    store.delete_device(&t, &gone.id, "admin", 200).await.unwrap();
+    let elsewhere = new_tenant(&store, "elsewhere").await;
+    let other_model = new_model(&store, &elsewhere, "light", DeviceType::Light, true).await;
+    let other_project = new_project(&store, &elsewhere, "p1").await;
+    new_device(&store, &elsewhere, "lamp-other", &other_project, &other_model).await;
+
+    let q = DeviceQuery::default;
+    assert_eq!(
+        device_names(&store, &t, q()).await,
+        names(&["Lamp-1", "lamp_2", "lampa2", "cam%1", "cam-01"])
+    );
+    assert_eq!(
+        device_names(
+            &store,
+            &t,
+            DeviceQuery {
+                project: Some(p1.id.clone()),
+                ..q()
+            }
+        )
+        .await,
+        names(&["Lamp-1", "lamp_2", "cam-01"])
+    );
+    assert_eq!(
+        device_names(
+            &store,
+            &t,
+            DeviceQuery {
+                model: Some(camera.id.clone()),
+                ..q()
+            }
+        )
+        .await,
+        names(&["cam%1", "cam-01"])
+    );
+    let named = |text: &str| DeviceQuery {
+        device_name: Some(text.to_owned()),
+        ..q()
+    };
+    assert_eq!(
+        device_names(&store, &t, named("LAMP")).await,
+        names(&["Lamp-1", "lamp_2", "lampa2"])
+    );
+    assert_eq!(
+        device_names(&store, &t, named("p_2")).await,
+        names(&["lamp_2"]),
+        "_ is literal"
+    );
+    assert_eq!(
+        device_names(&store, &t, named("m%1")).await,
+        names(&["cam%1"]),
+        "% is literal"
+    );
+    assert_eq!(device_names(&store, &t, named("mp-")).await, names(&["Lamp-1"]));
+    assert_eq!(device_names(&store, &t, named("nothing")).await, names(&[]));
+    assert_eq!(
+        device_names(
+            &store,
+            &t,
+            DeviceQuery {
+                device_type: Some(DeviceType::Camera),
+                ..q()
+            }
+        )
+        .await,
+        names(&["cam%1", "cam-01"])
+    );
+    assert_eq!(
+        device_names(
+            &store,
+            &t,
+            DeviceQuery {
+                device_type: Some(DeviceType::Helmet),
+                ..q()
+            }
+        )
+        .await,
+        names(&[])
+    );
+    assert_eq!(
+        device_names(
+            &store,
+            &t,
+            DeviceQuery {
+                is_virtual: Some(true),
+                ..q()
+            }
+        )
+        .await,
+        names(&["lamp_2", "cam%1"])
+    );
+    assert_eq!(
+        device_names(
+            &store,
+            &t,
+            DeviceQuery {
+                is_virtual: Some(false),
+                ..q()
+            }
+        )
+        .await,
+        names(&["Lamp-1", "lampa2", "cam-01"])
+    );
+    assert_eq!(
+        device_names(
+            &store,
+            &t,
+            DeviceQuery {
+                status: Some(DeviceStatus::Locked),
+                ..q()
+            }
+        )
+        .await,
+        names(&["lamp_2", "cam-01"])
+    );
+    let combined = DeviceQuery {
+        project: Some(p1.id.clone()),
+        status: Some(DeviceStatus::Locked),
+        device_type: Some(DeviceType::Light),
+        ..q()
+    };
+    assert_eq!(device_names(&store, &t, combined.clone()).await, names(&["lamp_2"]));
+    // The total counts the filtered rows, not the page.
+    let first = store
+        .list_devices(
+            &t,
+            &DeviceQuery {
+                device_name: Some("lamp".to_owned()),
+                ..q()
+            },
+            page(1, 1),
+        )
+        .await
+        .unwrap();
+    assert_eq!((first.total, first.items.len()), (3, 1));
+    let beyond = store.list_devices(&t, &combined, page(2, 1)).await.unwrap();
+    assert_eq!((beyond.total, beyond.items.len()), (1, 0));
+}
+
+async fn device_sorts(store: SqlStore) {
+    let t = new_tenant(&store, "t").await;
+    let model = new_model(&store, &t, "m", DeviceType::Light, false).await;
+    let project = new_project(&store, &t, "p").await;
+    let mut made = BTreeMap::new();
+    for (name, created, status) in [
+        ("bravo", 100, DeviceStatus::Active),
+        ("alpha", 200, DeviceStatus::Locked),
+        ("delta", 300, DeviceStatus::Active),
+        ("charlie", 400, DeviceStatus::Locked),
+        ("Echo", 500, DeviceStatus::Active),
+    ] {
+        let mut device = device_record(&t, name, &project, &model, created);
+        device.status = status;
+        insert(&store, &device).await;
+        made.insert(name, device);
+    }
+    // Updated last of all; the others sort by their creation time.
+    let mut bravo = made["bravo"].clone();
+    bravo.record.touch("admin", 1_000);
+    store.update_device(&bravo).await.unwrap();
+
+    let sorted = |sort_by, sort_order| {
+        let store = store.clone();
+        let t = t.clone();
+        async move {
+            let query = DeviceQuery {
+                sort_by,
+                sort_order,
+                ..DeviceQuery::default()
+            };
+            let page = store.list_devices(&t, &query, all()).await.unwrap();
+            page.items.into_iter().map(|d| d.device_name).collect::<Vec<_>>()
+        }
+    };
+    use DeviceSort::*;
+    use SortOrder::*;
+    assert_eq!(
+        sorted(UpdatedTime, Desc).await,
+        ["bravo", "Echo", "charlie", "delta", "alpha"]
+    );
+    assert_eq!(
+        sorted(UpdatedTime, Asc).await,
+        ["alpha", "delta", "charlie", "Echo", "bravo"]
+    );
+    let default = store.list_devices(&t, &DeviceQuery::default(), all()).await.unwrap();
+    assert_eq!(default.items[0].device_name, "bravo", "updatedTime DESC is the default");
+    assert_eq!(
+        sorted(CreatedTime, Asc).await,
+        ["bravo", "alpha", "delta", "charlie", "Echo"]
+    );
+    assert_eq!(
+        sorted(CreatedTime, Desc).await,
+        ["Echo", "charlie", "delta", "alpha", "bravo"]
+    );
+    // By code point on both engines: upper case before lower case.
+    assert_eq!(
+        sorted(DeviceName, Asc).await,
+        ["Echo", "alpha", "bravo", "charlie", "delta"]
+    );
+    assert_eq!(
+        sorted(DeviceName, Desc).await,
+        ["delta", "charlie", "bravo", "alpha", "Echo"]
+    );
+
+    let mut by_status: Vec<_> = made
+        .values()
+        .map(|d| (d.status.as_str(), d.id.clone(), d.device_name.clone()))
+        .collect();
+    by_status.sort();
+    let expected: Vec<_> = by_status.into_iter().map(|(_, _, name)| name).collect();
+    assert_eq!(sorted(Status, Asc).await, expected);
+    let reversed: Vec<_> = expected.into_iter().rev().collect();
+    assert_eq!(sorted(Status, Desc).await, reversed);
+}
+
+async fn project_models_are_distinct(store: SqlStore) {
+    let t = new_tenant(&store, "t").await;
+    let zeta = new_model(&store, &t, "zeta", DeviceType::Light, true).await;
+    let alpha = new_model(&store, &t, "alpha", DeviceType::Camera, false).await;
+    let beta = new_model(&store, &t, "beta", DeviceType::Helmet, false).await;
+    let unused = new_model(&store, &t, "unused", DeviceType::Root, false).await;
+    let p = new_project(&store, &t, "p").await;
+    let other = new_project(&store, &t, "other").await;
+    for i in 0..3 {
+        new_device(&store, &t, &format!("z{i}"), &p, &zeta).await;
+    }
+    for i in 0..2 {
+        new_device(&store, &t, &format!("a{i}"), &p, &alpha).await;
+    }
+    let gone = new_device(&store, &t, "b0", &p, &beta).await;
+    store.delete_device(&t, &gone.id, "admin", 5).await.unwrap();
+    new_device(&store, &t, "u0", &other, &unused).await;
+    new_device(&store, &t, "a-other", &other, &alpha).await;
+
+    assert_eq!(
+        store.project_models(&t, &p.id).await.unwrap(),
+        vec![alpha.clone(), zeta]
+    );
+    assert_eq!(store.project_models(&t, &other.id).await.unwrap(), vec![alpha, unused]);
+    let empty = new_project(&store, &t, "empty").await;
+    assert!(store.project_models(&t, &empty.id).await.unwrap().is_empty());
+}
+
+async fn deletes_conflict_while_in_use(store: SqlStore) {
+    let t = new_tenant(&store, "t").await;
+    let model = new_model(&store, &t, "m", DeviceType::Light, true).await;
+    let project = new_project(&store, &t, "p").await;
+    let d1 = new_device(&store, &t, "d1", &project, &model).await;
+    let d2 = new_device(&store, &t, "d2", &project, &model).await;
+
+    assert_conflict(
+        store.delete_model(&t, &model.id, "admin", 5).await,
+        "the device model is used by 2 devices",
+    );
+    assert_conflict(
+        store.delete_project(&t, &project.id, "admin", 5).await,
+        "the project has 2 devices",
+    );
+    store.delete_device(&t, &d1.id, "admin", 6).await.unwrap();
+    assert_conflict(
+        store.delete_model(&t, &model.id, "admin", 7).await,
+        "the device model is used by 1 device",
+    );
+    assert_conflict(
+        store.delete_project(&t, &project.id, "admin", 7).await,
+        "the project has 1 device",
+    );
+    // A refused delete changed nothing.
+    assert_eq!(store.get_model(&t, &model.id).await.unwrap(), Some(model.clone()));
+    assert_eq!(store.get_project(&t, &project.id).await.unwrap(), Some(project.clone()));
+
+    store.delete_device(&t, &d2.id, "admin", 8).await.unwrap();
+    store.delete_model(&t, &model.id, "admin", 9).await.unwrap();
+    store.delete_project(&t, &project.id, "admin", 9).await.unwrap();
+    assert_eq!(store.get_model(&t, &model.id).await.unwrap(), None);
+    assert_eq!(store.get_project(&t, &project.id).await.unwrap(), None);
+    assert_eq!(store.list_models(&t, all()).await.unwrap().total, 0);
+    assert_eq!(
+        store
+            .list_projects(&t, &ProjectQuery::default(), all())
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+    assert_eq!(
+        store
+            .list_devices(&t, &DeviceQuery::default(), all())
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+    assert_not_found(store.delete_model(&t, &model.id, "admin", 10).await);
+    assert_not_found(store.delete_project(&t, &project.id, "admin", 10).await);
+    assert_not_found(store.delete_model(&t, &ModelId::generate(), "admin", 10).await);
+    assert_not_found(store.delete_project(&t, &ProjectId::generate(), "admin", 10).await);
+    assert_not_found(store.delete_device(&t, &DeviceId::generate(), "admin", 10).await);
+}
+
+async fn records_round_trip_with_derived_fields(store: SqlStore) {
+    let t = new_tenant(&store, "t").await;
+    let mut light = new_model(&store, &t, "light", DeviceType::Light, true).await;
+    let plain = new_model(&store, &t, "plain", DeviceType::Root, false).await;
+    assert_eq!(store.get_model(&t, &light.id).await.unwrap(), Some(light.clone()));
+    assert_eq!(store.get_model(&t, &plain.id).await.unwrap(), Some(plain.clone()));
+
+    let mut p1 = new_project(&store, &t, "p1").await;
+    let mut bare = project_record(&t, "bare", 3);
+    bare.map_info = None;
+    bare.address = None;
+    store.insert_project(&bare, "bare-app").await.unwrap();
+    assert_eq!(store.get_project(&t, &p1.id).await.unwrap(), Some(p1.clone()));
+    assert_eq!(store.get_project(&t, &bare.id).await.unwrap(), Some(bare.clone()));
+
+    let mut lamp = new_device(&store, &t, "lamp", &p1, &light).await;
+    let dumb = new_device(&store, &t, "dumb", &bare, &plain).await;
+    let stored = store.get_device(&t, &lamp.id).await.unwrap().unwrap();
+    assert_eq!(stored, lamp);
+    assert!(stored.has_actions);
+    assert_eq!(stored.device_model_type, DeviceType::Light);
+    assert_eq!(
+        stored.device_model_url.as_deref(),
+        Some("https://img.example/light.png")
+    );
+    let stored = store.get_device(&t, &dumb.id).await.unwrap().unwrap();
+    assert_eq!(stored, dumb);
+    assert!(!stored.has_actions);
+    assert_eq!((stored.device_model_url, stored.project_name.as_str()), (None, "bare"));
+
+    // The derived fields follow the model and project they come from.
+    light.name = "light v2".to_owned();
+    light.device_type = DeviceType::Helmet;
+    light.image_url = None;
+    light.actions_map.clear();
+    light.gateway_id = Some("gw-1".to_owned());
+    light.metadata = map(json!({"replaced": true}));
+    light.record.touch("admin", 2_000);
+    store.update_model(&light).await.unwrap();
+    assert_eq!(store.get_model(&t, &light.id).await.unwrap(), Some(light.clone()));
+    p1.name = "p1 renamed".to_owned();
+    p1.status = ProjectStatus::Product;
+    p1.map_info = None;
+    p1.template_id = Some("tpl".to_owned());
+    p1.record.touch("application:x", 2_000);
+    store.update_project(&p1).await.unwrap();
+    assert_eq!(store.get_project(&t, &p1.id).await.unwrap(), Some(p1.clone()));
+    let stored = store.get_device(&t, &lamp.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            stored.device_model_name.as_str(),
+            stored.device_model_type,
+            stored.has_actions,
+            stored.device_model_url,
+            stored.project_name.as_str()
+        ),
+        ("light v2", DeviceType::Helmet, false, None, "p1 renamed")
+    );
+
+    lamp.device_name = "lamp 2".to_owned();
+    lamp.project_id = bare.id.clone();
+    lamp.project_name = bare.name.clone();
+    lamp.status = DeviceStatus::Locked;
+    lamp.comments = Some("moved".to_owned());
+    lamp.is_virtual = true;
+    lamp.virtual_ = true;
+    lamp.metadata = map(json!({"floor": 3}));
+    lamp.device_model_name = light.name.clone();
+    lamp.device_model_type = light.device_type;
+    lamp.has_actions = false;
+    lamp.device_model_url = None;
+    lamp.record.touch("admin", 3_000);
+    store.update_device(&lamp).await.unwrap();
+    assert_eq!(store.get_device(&t, &lamp.id).await.unwrap(), Some(lamp.clone()));
+    let listed = store.list_devices(&t, &DeviceQuery::default(), all()).await.unwrap();
+    assert_eq!(listed.items, vec![lamp, dumb]);
+}

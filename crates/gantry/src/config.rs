@@ -1,0 +1,102 @@
+//! Command line and environment: every flag has a `GANTRY_*` variable; flags win.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "gantry", version, about = "IoT device management for construction fleets")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP API, the MQTT broker and the background work in one process.
+    Serve(ServeConfig),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    /// Where the embedded database and generated secrets live.
+    #[arg(long, env = "GANTRY_DATA_DIR", default_value = "./gantry-data")]
+    pub data_dir: PathBuf,
+    /// `sqlite://...` or `postgres://...`; default: SQLite in the data dir.
+    #[arg(long, env = "GANTRY_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// REST API address.
+    #[arg(long, env = "GANTRY_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    pub http_addr: SocketAddr,
+    /// Embedded MQTT broker, MQTT over TCP.
+    #[arg(long, env = "GANTRY_MQTT_ADDR", default_value = "0.0.0.0:1883")]
+    pub mqtt_addr: SocketAddr,
+    /// Embedded MQTT broker, MQTT over WebSocket (for WEB routes).
+    #[arg(long, env = "GANTRY_MQTT_WS_ADDR", default_value = "0.0.0.0:8083")]
+    pub mqtt_ws_addr: SocketAddr,
+    /// Use this external broker instead of the embedded one (scale-out).
+    #[arg(long, env = "GANTRY_MQTT_BROKER_URL")]
+    pub mqtt_broker_url: Option<String>,
+    /// What projects show as `restfulApiAddr`; default derived from --http-addr.
+    #[arg(long, env = "GANTRY_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Host in `mqApiAddr` and in temporary MQTT identities; default derived from --mqtt-addr.
+    #[arg(long, env = "GANTRY_PUBLIC_MQTT_HOST")]
+    pub public_mqtt_host: Option<String>,
+    /// The first level of every MQTT topic.
+    #[arg(long, env = "GANTRY_TOPIC_PREFIX", default_value = "gantry")]
+    pub topic_prefix: String,
+    /// Seconds a control message with needack waits for its ack before it ends in `exception`.
+    #[arg(long, env = "GANTRY_ACK_TIMEOUT", default_value_t = 30)]
+    pub ack_timeout: u64,
+    /// Lifetime in seconds of a route and its temporary identity.
+    #[arg(long, env = "GANTRY_ROUTE_TTL", default_value_t = 3600)]
+    pub route_ttl: u64,
+    /// Bootstrap token of the system administrator (environment only); generated when unset.
+    #[arg(skip = std::env::var("GANTRY_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))]
+    pub admin_token: Option<String>,
+}
+
+impl ServeConfig {
+    /// A configuration for tests and embedding: everything on 127.0.0.1 port 0, data in `data_dir`.
+    pub fn local(data_dir: PathBuf) -> Self {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
+        Self {
+            data_dir,
+            database_url: None,
+            http_addr: any,
+            mqtt_addr: any,
+            mqtt_ws_addr: any,
+            mqtt_broker_url: None,
+            public_url: None,
+            public_mqtt_host: None,
+            topic_prefix: "gantry".to_owned(),
+            ack_timeout: 30,
+            route_ttl: 3600,
+            admin_token: None,
+        }
+    }
+
+    /// `restfulApiAddr`: --public-url, else `http://<host>:<port>` of the bound HTTP address
+    /// (an unspecified host shows as `localhost`).
+    pub fn public_url(&self, bound: SocketAddr) -> String {
+        self.public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}:{}", host_of(bound), bound.port()))
+    }
+
+    /// `mqApiAddr`: `mqtt://<public mqtt host>:<mqtt port>`.
+    pub fn mq_api_addr(&self) -> String {
+        let host = self.public_mqtt_host.clone().unwrap_or_else(|| host_of(self.mqtt_addr));
+        format!("mqtt://{host}:{}", self.mqtt_addr.port())
+    }
+}
+
+fn host_of(addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        "localhost".to_owned()
+    } else {
+        addr.ip().to_string()
+    }
+}

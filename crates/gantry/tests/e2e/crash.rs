@@ -1,0 +1,168 @@
+//! The real binary as a process: acknowledged events survive SIGKILL, and SIGTERM drains the
+//! ingest queue and exits 0.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::events::event;
+use crate::helpers::{TestApp, spawn_app};
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+async fn start(data_dir: &Path, database_url: Option<&str>, admin: &str) -> Server {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gantry"));
+    command
+        .arg("serve")
+        .env("GANTRY_DATA_DIR", data_dir)
+        .env("GANTRY_HTTP_ADDR", "127.0.0.1:0")
+        .env("GANTRY_MQTT_ADDR", "127.0.0.1:0")
+        .env("GANTRY_MQTT_WS_ADDR", "127.0.0.1:0")
+        .env("GANTRY_ADMIN_TOKEN", admin)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    match database_url {
+        Some(url) => command.env("GANTRY_DATABASE_URL", url),
+        None => command.env_remove("GANTRY_DATABASE_URL"),
+    };
+    let mut child = command.spawn().expect("gantry starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let base = loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("gantry printed its address before exiting");
+        if let Some(addr) = line.strip_prefix("gantry listening on ") {
+            break addr.trim().to_owned();
+        }
+    };
+    // keep draining stdout so the child never blocks on a full pipe
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Server { child, base }
+}
+
+/// Posts `count` events with increasing device times, 16 at a time, recording the ids of the
+/// acknowledged ones; `midway` runs once half of them are acknowledged.
+async fn post_while(
+    app: &TestApp,
+    device: &Value,
+    count: i64,
+    midway: impl FnOnce() + Send + 'static,
+) -> Vec<(String, i64)> {
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let midway = Arc::new(Mutex::new(Some(midway)));
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(16));
+    let mut tasks = Vec::new();
+    for i in 0..count {
+        let (client, base, admin, body) = (
+            app.client.clone(),
+            app.base.clone(),
+            app.admin.clone(),
+            event(device, "count", json!(i), "Integer", 1_714_492_800_000 + i),
+        );
+        let (acked, midway, permit) = (
+            acked.clone(),
+            midway.clone(),
+            semaphore.clone().acquire_owned().await.unwrap(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let _permit = permit;
+            let Ok(reply) = client
+                .post(format!("{base}/api/v1/deviceEvents"))
+                .bearer_auth(admin)
+                .json(&body)
+                .send()
+                .await
+            else {
+                return;
+            };
+            if reply.status() != 200 {
+                return;
+            }
+            let Ok(body) = reply.json::<Value>().await else { return };
+            let mut acked = acked.lock().unwrap();
+            acked.push((body["result"]["meta"]["id"].as_str().unwrap().to_owned(), i));
+            if acked.len() as i64 >= count / 2
+                && let Some(f) = midway.lock().unwrap().take()
+            {
+                f();
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    Arc::try_unwrap(acked).unwrap().into_inner().unwrap()
+}
+
+async fn assert_all_present(app: &TestApp, device: &Value, acked: &[(String, i64)]) {
+    assert!(!acked.is_empty());
+    for (id, _) in acked {
+        app.get(&format!("/api/v1/deviceEvents/{id}"), &app.admin)
+            .await
+            .result();
+    }
+    let newest = acked.iter().map(|(_, i)| *i).max().unwrap();
+    let shadow = app
+        .get(
+            &format!("/api/v1/devices/{}/shadows", device["id"].as_str().unwrap()),
+            &app.admin,
+        )
+        .await
+        .result();
+    assert!(
+        shadow["attributeMap"]["count"]["value"].as_i64().unwrap() >= newest,
+        "the shadow holds at least the newest acknowledged value"
+    );
+}
+
+/// Posts events to a real process and sends it `signal` midway; then restarts it on the same
+/// database (SQLite file or PostgreSQL database) and checks every acknowledged event.
+async fn with_process(signal: &'static str) {
+    // An in-process app creates the database and the world; the process then takes it over.
+    let seed = spawn_app().await;
+    let world = seed.world().await;
+    let admin = seed.admin.clone();
+    let data_dir = tempfile::tempdir().unwrap();
+    let db = seed.database_url();
+    let _seed_dir = seed.stop_keep_data().await;
+
+    let server = start(data_dir.path(), Some(&db), &admin).await;
+    let client_app = TestApp::remote(&server.base, &admin);
+    let pid = server.child.id().unwrap();
+    let mut child = server.child;
+    let acked = post_while(&client_app, &world.device, 400, move || {
+        let _ = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status();
+    })
+    .await;
+    let status = child.wait().await.unwrap();
+    if signal == "TERM" {
+        assert_eq!(status.code(), Some(0), "SIGTERM ends in a clean exit");
+    }
+
+    let again = start(data_dir.path(), Some(&db), &admin).await;
+    let reader = TestApp::remote(&again.base, &admin);
+    assert_all_present(&reader, &world.device, &acked).await;
+}
+
+#[tokio::test]
+async fn acknowledged_events_survive_sigkill() {
+    with_process("KILL").await;
+}
+
+#[tokio::test]
+async fn sigterm_drains_and_exits_cleanly() {
+    with_process("TERM").await;
+}

@@ -1,0 +1,87 @@
+//! The error model: shape, statuses and codes for bad requests.
+
+use reqwest::header::CONTENT_TYPE;
+use serde_json::json;
+
+use crate::helpers::spawn_app;
+
+#[tokio::test]
+async fn malformed_bodies_are_400_and_change_nothing() {
+    let app = spawn_app().await;
+    let send_raw = |body: &'static str| {
+        app.client
+            .post(format!("{}/api/v1/projects", app.base))
+            .bearer_auth(&app.admin)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+    };
+    for raw in ["{not json", "[\"a\", \"list\"]", "", "{\"name\": \"x\"} trailing"] {
+        let reply = send_raw(raw).await.unwrap();
+        assert_eq!(reply.status(), 400, "{raw}");
+        let body: serde_json::Value = reply.json().await.unwrap();
+        assert_eq!(body["returnCode"], 40001, "{raw}: {body}");
+        assert!(body["message"].as_str().unwrap().len() > 5);
+    }
+    let message = app
+        .post(
+            "/api/v1/deviceModels",
+            &app.admin,
+            json!({"name": 5, "attributesMap": "nope"}),
+        )
+        .await
+        .error(400);
+    assert!(
+        message.contains("name") || message.contains("attributesMap"),
+        "{message}"
+    );
+    let message = app
+        .post("/api/v1/projects", &app.admin, json!({"name": "p", "mapInfo": [1, 2]}))
+        .await
+        .error(400);
+    assert!(message.contains("mapInfo"), "{message}");
+    assert_eq!(
+        app.get("/api/v1/projects", &app.admin).await.result()["totalResults"],
+        0
+    );
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_413() {
+    let app = spawn_app().await;
+    let big = json!({"name": "big", "description": "x".repeat(1024 * 1024 + 10)});
+    let reply = app.post("/api/v1/projects", &app.admin, big).await;
+    assert_eq!(reply.body["returnCode"], 41300);
+    reply.error(413);
+    // just under the limit is fine
+    let fits = json!({"name": "fits", "description": "x".repeat(900 * 1024)});
+    app.post("/api/v1/projects", &app.admin, fits).await.result();
+}
+
+#[tokio::test]
+async fn unknown_ids_and_routes_are_404_json() {
+    let app = spawn_app().await;
+    let reply = app
+        .get(&format!("/api/v1/deviceModels/{}", uuid::Uuid::new_v4()), &app.admin)
+        .await;
+    assert_eq!(reply.body["returnCode"], 40400);
+    reply.error(404);
+    app.get("/api/v1/devices/not-even-a-uuid", &app.admin).await.error(404);
+    app.get("/api/v1/nothing-here", &app.admin).await.error(404);
+}
+
+#[tokio::test]
+async fn error_codes_are_stable_per_kind() {
+    let app = spawn_app().await;
+    let name = crate::helpers::unique("p");
+    app.post("/api/v1/projects", &app.admin, json!({"name": name}))
+        .await
+        .result();
+    let dup = app.post("/api/v1/projects", &app.admin, json!({"name": name})).await;
+    assert_eq!(dup.body["returnCode"], 40900);
+    let invalid = app.post("/api/v1/projects", &app.admin, json!({"name": "  "})).await;
+    assert_eq!(invalid.body["returnCode"], 40000);
+    assert!(invalid.error(400).starts_with("name"));
+    let unauthorized = app.get("/api/v1/projects", "nope").await;
+    assert_eq!(unauthorized.body["returnCode"], 40100);
+}

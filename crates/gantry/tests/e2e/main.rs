@@ -1,0 +1,11 @@
+//! End-to-end tests: the whole application on port 0, driven over real HTTP. The store is a
+//! SQLite file in a temp dir, or a fresh PostgreSQL database per app when
+//! `GANTRY_E2E_POSTGRES_URL` names a server.
+
+mod auth;
+mod catalog;
+mod crash;
+mod errors;
+mod events;
+mod helpers;
+mod operations;

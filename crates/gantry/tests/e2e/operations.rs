@@ -1,0 +1,102 @@
+//! Health, metrics, the OpenAPI document, Swagger UI and the administrator bootstrap.
+
+use gantry::config::ServeConfig;
+
+use crate::helpers::{spawn_app, spawn_with};
+
+#[tokio::test]
+async fn health_metrics_and_docs_need_no_token() {
+    let app = spawn_app().await;
+    let health = app.client.get(format!("{}/healthz", app.base)).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    app.get("/api/v1/deviceModels", &app.admin).await.result();
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(r#"gantry_http_requests_total{method="GET",route="/api/v1/deviceModels",status="200"} 1"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains("gantry_http_request_duration_seconds_bucket"));
+
+    let doc: serde_json::Value = app
+        .client
+        .get(format!("{}/api-docs/openapi.json", app.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+    for path in [
+        "/api/v1/deviceModels",
+        "/api/v1/projects/{projectId}/devices",
+        "/api/v1/devices/{deviceId}",
+        "/api/v1/tenants",
+    ] {
+        assert!(doc["paths"].get(path).is_some(), "OpenAPI lacks {path}");
+    }
+    let ui = app
+        .client
+        .get(format!("{}/swagger-ui/", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ui.status(), 200);
+    assert!(
+        ui.text().await.unwrap().contains("swagger"),
+        "Swagger UI is served from the binary"
+    );
+}
+
+#[tokio::test]
+async fn generated_admin_token_is_printed_once_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ServeConfig::local(dir.path().to_path_buf());
+    let first = gantry::Application::build(config.clone()).await.unwrap();
+    let token = first
+        .generated_admin_token
+        .clone()
+        .expect("a token is generated on first start");
+    drop(first);
+    let file = std::fs::read_to_string(dir.path().join("admin-token")).unwrap();
+    assert_eq!(file.trim(), token);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(dir.path().join("admin-token"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+
+    let data_dir = dir.path().to_path_buf();
+    let app = spawn_with(config, dir, token.clone()).await;
+    assert!(app.data_dir == data_dir);
+    app.get("/api/v1/projects", &token).await.result();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn fixed_admin_token_replaces_the_generated_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ServeConfig::local(dir.path().to_path_buf());
+    let generated = gantry::Application::build(config.clone())
+        .await
+        .unwrap()
+        .generated_admin_token
+        .unwrap();
+    let mut fixed = config.clone();
+    fixed.admin_token = Some("operator-chosen-token-0123456789".to_owned());
+    let app = spawn_with(fixed, dir, "operator-chosen-token-0123456789".to_owned()).await;
+    app.get("/api/v1/projects", &app.admin).await.result();
+    app.get("/api/v1/projects", &generated).await.error(401);
+}
