@@ -19,7 +19,7 @@ pub fn routes() -> Router<AppState> {
         .route("/deviceEvents/{eventId}", get(read).delete(delete))
         .route("/devices/{deviceId}/events", get(list))
         .route("/devices/{deviceId}/attributeCode", get(list_attribute))
-        .route("/devices/{deviceId}/shadows", get(shadow))
+        .route("/devices/{deviceId}/shadows", get(shadow).put(crate::control::send))
 }
 
 /// Filters of a device's event listing.

@@ -1,6 +1,7 @@
 //! Gantry's REST API: the axum router over the core services, its error mapping and its
 //! OpenAPI document.
 
+mod control;
 mod devices;
 mod envelope;
 mod error;
@@ -54,6 +55,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(projects::routes())
         .merge(devices::routes())
         .merge(events::routes())
+        .merge(control::routes())
         .layer(DefaultBodyLimit::max(config.body_limit));
     Router::new()
         .nest("/api/v1", api)

@@ -4,7 +4,7 @@ use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use crate::{devices, events, health, models, projects, tenants};
+use crate::{control, devices, events, health, models, projects, tenants};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -24,6 +24,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         projects::create, projects::update, projects::read, projects::list, projects::models, projects::devices, projects::delete,
         devices::create, devices::update, devices::read, devices::delete,
         events::create, events::read, events::delete, events::list, events::list_attribute, events::shadow,
+        control::send, control::logs,
         health::healthz, health::metrics,
     ),
     components(schemas(crate::error::ErrorBody)),

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::auth::{Principal, generate_token, hash_token};
+use crate::control::Downlink;
 use crate::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable};
 use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
 use crate::names::{Code, Name};
@@ -124,11 +125,12 @@ pub struct DeviceInput {
 pub struct CatalogService {
     store: Arc<dyn Store>,
     addrs: PublicAddrs,
+    downlink: Arc<dyn Downlink>,
 }
 
 impl CatalogService {
-    pub fn new(store: Arc<dyn Store>, addrs: PublicAddrs) -> Self {
-        Self { store, addrs }
+    pub fn new(store: Arc<dyn Store>, addrs: PublicAddrs, downlink: Arc<dyn Downlink>) -> Self {
+        Self { store, addrs, downlink }
     }
 
     // ---- tenants ---------------------------------------------------------------------------
@@ -430,6 +432,10 @@ impl CatalogService {
         }
         device.record.touch(&who.actor(), now_ms());
         self.store.update_device(&device).await?;
+        if device.status == DeviceStatus::Locked {
+            // A Locked device keeps no open connection.
+            self.downlink.disconnect(&device.id).await;
+        }
         self.load_device(who.tenant(), id).await
     }
 
@@ -442,7 +448,11 @@ impl CatalogService {
     pub async fn delete_device(&self, who: &Principal, id: &DeviceId) -> Result<()> {
         let device = self.load_device(who.tenant(), id).await?;
         who.require_device_manage(&device.project_id)?;
-        self.store.delete_device(who.tenant(), id, &who.actor(), now_ms()).await
+        self.store
+            .delete_device(who.tenant(), id, &who.actor(), now_ms())
+            .await?;
+        self.downlink.disconnect(&device.id).await;
+        Ok(())
     }
 
     pub async fn load_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Device> {

@@ -97,6 +97,16 @@ string_enum!(
     MessageType { M = "m", Log = "log", Ack = "ack", C = "c" }
 );
 
+string_enum!(
+    /// State of an event log: a control waiting for its ack, done, or failed (no ack in time).
+    EventLogStatus { Processing = "processing", Completed = "completed", Exception = "exception" }
+);
+
+string_enum!(
+    /// What an event log records: a control message sent down, or a device's response.
+    Classification { DeviceControll = "DeviceControll", Response = "Response" }
+);
+
 impl DataType {
     /// Whether a JSON value is of this type: Integer an i64, Float any number, String a string,
     /// Boolean true or false.

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod catalog;
+pub mod control;
 pub mod enums;
 pub mod error;
 pub mod ids;
@@ -23,6 +24,7 @@ pub struct Services {
     pub auth: auth::AuthService,
     pub catalog: Arc<catalog::CatalogService>,
     pub telemetry: telemetry::TelemetryService,
+    pub control: Arc<control::ControlService>,
 }
 
 /// Addresses that projects advertise to their applications.
@@ -35,13 +37,27 @@ pub struct PublicAddrs {
 }
 
 impl Services {
-    /// Wires the services over `store`; events go through `ingest`.
-    pub fn new(store: Arc<dyn store::Store>, addrs: PublicAddrs, ingest: ingest::Ingest) -> Self {
-        let catalog = Arc::new(catalog::CatalogService::new(store.clone(), addrs));
+    /// Wires the services over `store`; events go through `ingest`, messages to devices
+    /// through `downlink`.
+    pub fn new(
+        store: Arc<dyn store::Store>,
+        addrs: PublicAddrs,
+        ingest: ingest::Ingest,
+        downlink: Arc<dyn control::Downlink>,
+        ack_timeout: std::time::Duration,
+    ) -> Self {
+        let catalog = Arc::new(catalog::CatalogService::new(store.clone(), addrs, downlink.clone()));
+        let control = Arc::new(control::ControlService::new(
+            store.clone(),
+            catalog.clone(),
+            downlink,
+            ack_timeout,
+        ));
         Self {
             auth: auth::AuthService::new(store.clone()),
-            telemetry: telemetry::TelemetryService::new(store, catalog.clone(), ingest),
+            telemetry: telemetry::TelemetryService::new(store, catalog.clone(), control.clone(), ingest),
             catalog,
+            control,
         }
     }
 }

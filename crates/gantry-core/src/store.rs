@@ -154,7 +154,32 @@ pub trait EventStore: Send + Sync {
     ) -> Result<Vec<(crate::telemetry::ShadowAttribute, i64)>>;
 }
 
-/// All of storage, as the services see it.
-pub trait Store: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore {}
+/// Event logs of control messages and responses.
+#[async_trait]
+pub trait EventLogStore: Send + Sync {
+    /// Stores a log; `ack_deadline` (epoch ms) is set for a control that waits for its ack.
+    async fn insert_event_log(&self, log: &crate::control::EventLog, ack_deadline: Option<i64>) -> Result<()>;
+    /// Appends `response` to the device's control log whose `eventId` is `correlation_id` and
+    /// completes it if it was still processing. Returns the updated log, or None if there is none.
+    async fn record_ack(
+        &self,
+        tenant: &TenantId,
+        device: &DeviceId,
+        correlation_id: &str,
+        response: &serde_json::Value,
+        at: i64,
+    ) -> Result<Option<crate::control::EventLog>>;
+    /// Controls still processing at `now` past their deadline become `exception`; returns how many.
+    async fn expire_event_logs(&self, now: i64) -> Result<u64>;
+    async fn list_event_logs(
+        &self,
+        tenant: &TenantId,
+        query: &crate::control::EventLogQuery,
+        page: PageRequest,
+    ) -> Result<Page<crate::control::EventLog>>;
+}
 
-impl<T: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore> Store for T {}
+/// All of storage, as the services see it.
+pub trait Store: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore {}
+
+impl<T: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore> Store for T {}

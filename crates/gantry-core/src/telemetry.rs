@@ -9,12 +9,13 @@ use utoipa::ToSchema;
 
 use crate::auth::Principal;
 use crate::catalog::CatalogService;
+use crate::control::ControlService;
 use crate::enums::{Channel, DataType, DeviceStatus, EventSource, MessageType};
 use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use crate::ingest::Ingest;
 use crate::names::Code;
 use crate::paging::{Page, PageRequest};
-use crate::records::{Device, JsonMap};
+use crate::records::{Device, DeviceModel, JsonMap, ModelAttribute};
 use crate::store::Store;
 use crate::time::{now_ms, parse_timestamp};
 use crate::{Error, Result};
@@ -130,6 +131,17 @@ pub struct Payload {
     pub attrs: Vec<PayloadAttribute>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<PayloadAction>,
+    /// In the service's acks to upstream messages only: the entries that were not stored, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Refusal>,
+}
+
+/// An entry of an upstream message that was not stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Refusal {
+    /// The attribute code, or empty when the whole message was refused.
+    pub code: String,
+    pub reason: String,
 }
 
 /// The Message: what devices and the service exchange, and what an event reads as.
@@ -162,7 +174,7 @@ impl Message {
                     value: event.attribute_data.clone(),
                     channel: event.channel,
                 }],
-                actions: Vec::new(),
+                ..Payload::default()
             },
         }
     }
@@ -239,12 +251,108 @@ pub struct EventFilter {
 pub struct TelemetryService {
     store: Arc<dyn Store>,
     catalog: Arc<CatalogService>,
+    control: Arc<ControlService>,
     ingest: Ingest,
 }
 
+/// What became of an upstream MQTT message.
+#[derive(Debug, Default)]
+pub struct Upstream {
+    /// Events stored (durably) from it.
+    pub stored: usize,
+    /// Entries not stored, and why.
+    pub refused: Vec<Refusal>,
+    /// The ack to publish to the device's inbox, when the message asked for one.
+    pub reply: Option<Message>,
+}
+
 impl TelemetryService {
-    pub fn new(store: Arc<dyn Store>, catalog: Arc<CatalogService>, ingest: Ingest) -> Self {
-        Self { store, catalog, ingest }
+    pub fn new(
+        store: Arc<dyn Store>,
+        catalog: Arc<CatalogService>,
+        control: Arc<ControlService>,
+        ingest: Ingest,
+    ) -> Self {
+        Self {
+            store,
+            catalog,
+            control,
+            ingest,
+        }
+    }
+
+    /// A message a device published to its upstream topic: type m and log become events (through
+    /// the same validation and ingest path as REST), type ack completes a control. Entries that
+    /// break the model are refused, not stored; a payload that is not a Message is refused whole.
+    pub async fn handle_upstream(&self, tenant: &TenantId, device_id: &DeviceId, bytes: &[u8]) -> Result<Upstream> {
+        let arrival = now_ms();
+        let message: Message = match serde_json::from_slice(bytes) {
+            Ok(message) => message,
+            Err(e) => {
+                return Ok(Upstream {
+                    refused: vec![refusal("", format!("not a Message: {e}"))],
+                    ..Upstream::default()
+                });
+            }
+        };
+        let device = self.catalog.load_device(tenant, device_id).await?;
+        let mut outcome = Upstream::default();
+        match message.meta.message_type {
+            _ if device.status == DeviceStatus::Locked => outcome.refused.push(refusal("", "the device is Locked")),
+            MessageType::Ack => self.control.handle_ack(&device, &message).await?,
+            MessageType::C => outcome
+                .refused
+                .push(refusal("", "type c is sent to devices, not by them")),
+            MessageType::M | MessageType::Log => {
+                let model = self.catalog.load_model(tenant, &device.model_id).await?;
+                let device_time = message.meta.ts.map(|s| s.saturating_mul(1000)).unwrap_or(arrival);
+                let correlation = Some(message.meta.id.clone()).filter(|id| !id.is_empty());
+                let mut events = Vec::with_capacity(message.payload.attrs.len());
+                for attr in &message.payload.attrs {
+                    match attribute_of(&model, ("code", &attr.code), ("value", &attr.value)) {
+                        Ok(defined) => events.push(DeviceEvent {
+                            id: EventId::generate(),
+                            tenant_id: tenant.clone(),
+                            project_id: device.project_id.clone(),
+                            model_id: device.model_id.clone(),
+                            device_id: device.id.clone(),
+                            attribute_code: attr.code.clone(),
+                            attribute_type: defined.data_type,
+                            attribute_data: attr.value.clone(),
+                            channel: attr.channel,
+                            ingress_time_stamp: arrival,
+                            device_timestamp: device_time,
+                            correlation_id: correlation.clone(),
+                            context: None,
+                            created_by: "DEVICE".to_owned(),
+                            created_time: arrival,
+                            deleted: false,
+                        }),
+                        Err(e) => outcome.refused.push(refusal(&attr.code, e.to_string())),
+                    }
+                }
+                outcome.stored = events.len();
+                self.ingest.submit(events).await?;
+            }
+        }
+        if message.meta.needack {
+            outcome.reply = Some(Message {
+                meta: MessageMeta {
+                    id: EventId::generate().to_string(),
+                    message_type: MessageType::Ack,
+                    deviceid: Some(device.id.to_string()),
+                    version: Some(MESSAGE_VERSION.to_owned()),
+                    ts: Some(now_ms().div_euclid(1000)),
+                    needack: false,
+                    correlation_id: Some(message.meta.id.clone()),
+                },
+                payload: Payload {
+                    refused: outcome.refused.clone(),
+                    ..Payload::default()
+                },
+            });
+        }
+        Ok(outcome)
     }
 
     pub fn ingest(&self) -> &Ingest {
@@ -263,24 +371,14 @@ impl TelemetryService {
         if device.status == DeviceStatus::Locked {
             return Err(Error::Conflict(format!("device {} is Locked", device.id)));
         }
-        let code = Code::parse(
-            "attributeCode",
-            input
-                .attribute_code
-                .as_deref()
-                .ok_or_else(|| Error::invalid("attributeCode", "is required"))?,
-        )?
-        .into_inner();
+        let code = input
+            .attribute_code
+            .ok_or_else(|| Error::invalid("attributeCode", "is required"))?;
         let value = input
             .attribute_data
             .ok_or_else(|| Error::invalid("attributeData", "is required"))?;
         let model = self.catalog.load_model(who.tenant(), &device.model_id).await?;
-        let attribute = model.attributes_map.get(&code).ok_or_else(|| {
-            Error::invalid(
-                "attributeCode",
-                format!("`{code}` is not an attribute of model {}", model.name),
-            )
-        })?;
+        let attribute = attribute_of(&model, ("attributeCode", &code), ("attributeData", &value))?;
         if let Some(declared) = input.attribute_data_type
             && declared != attribute.data_type
         {
@@ -289,7 +387,6 @@ impl TelemetryService {
                 format!("`{declared}` differs from the model's dataType {}", attribute.data_type),
             ));
         }
-        check_value("attributeData", attribute.data_type, &value)?;
         let device_time = input
             .device_time
             .as_deref()
@@ -413,6 +510,31 @@ impl TelemetryService {
         who.require_device_read(&device.project_id, &device.id)?;
         Ok(device)
     }
+}
+
+fn refusal(code: &str, reason: impl Into<String>) -> Refusal {
+    Refusal {
+        code: code.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// The model's attribute `code`, after checking that the code follows the naming rule, exists
+/// in the model and that `value` is of its type. The pairs name the fields for errors.
+fn attribute_of<'m>(
+    model: &'m DeviceModel,
+    (code_field, code): (&str, &str),
+    (value_field, value): (&str, &serde_json::Value),
+) -> Result<&'m ModelAttribute> {
+    Code::parse(code_field, code)?;
+    let attribute = model.attributes_map.get(code).ok_or_else(|| {
+        Error::invalid(
+            code_field,
+            format!("`{code}` is not an attribute of model {}", model.name),
+        )
+    })?;
+    check_value(value_field, attribute.data_type, value)?;
+    Ok(attribute)
 }
 
 /// Checks a value against a data type, naming `field`.

@@ -2,6 +2,7 @@
 //! migrations serve SQLite (embedded, the default) and PostgreSQL (scale-out).
 
 mod devices;
+mod event_logs;
 mod events;
 mod models;
 mod projects;

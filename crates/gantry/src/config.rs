@@ -86,10 +86,10 @@ impl ServeConfig {
             .unwrap_or_else(|| format!("http://{}:{}", host_of(bound), bound.port()))
     }
 
-    /// `mqApiAddr`: `mqtt://<public mqtt host>:<mqtt port>`.
-    pub fn mq_api_addr(&self) -> String {
-        let host = self.public_mqtt_host.clone().unwrap_or_else(|| host_of(self.mqtt_addr));
-        format!("mqtt://{host}:{}", self.mqtt_addr.port())
+    /// `mqApiAddr`: `mqtt://<public mqtt host>:<port of the bound MQTT listener>`.
+    pub fn mq_api_addr(&self, bound: SocketAddr) -> String {
+        let host = self.public_mqtt_host.clone().unwrap_or_else(|| host_of(bound));
+        format!("mqtt://{host}:{}", bound.port())
     }
 }
 

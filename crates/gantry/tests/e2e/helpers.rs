@@ -10,6 +10,8 @@ use tokio::sync::oneshot;
 
 pub struct TestApp {
     pub base: String,
+    /// The embedded broker's MQTT/TCP address.
+    pub mqtt: std::net::SocketAddr,
     pub admin: String,
     pub client: reqwest::Client,
     pub data_dir: PathBuf,
@@ -35,6 +37,12 @@ impl Reply {
         self.body["result"].clone()
     }
 
+    /// Asserts a success that carries only `returnCode` 0.
+    pub fn result_done(self) {
+        assert_eq!(self.status, StatusCode::OK, "{}", self.body);
+        assert_eq!(self.body, json!({"returnCode": 0}));
+    }
+
     /// Asserts an error response of `status`, non-zero returnCode and a message; returns the message.
     pub fn error(self, status: u16) -> String {
         assert_eq!(self.status.as_u16(), status, "{}", self.body);
@@ -47,11 +55,17 @@ impl Reply {
 }
 
 pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// `spawn_app` with the configuration adjusted by `adjust` (say, a short ack timeout).
+pub async fn spawn_app_with(adjust: impl FnOnce(&mut ServeConfig)) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let admin = format!("test-admin-{}", uuid::Uuid::new_v4().simple());
     let mut config = ServeConfig::local(dir.path().to_path_buf());
     config.admin_token = Some(admin.clone());
     config.database_url = fresh_postgres_database().await;
+    adjust(&mut config);
     spawn_with(config, dir, admin).await
 }
 
@@ -63,12 +77,14 @@ pub async fn spawn_with(config: ServeConfig, dir: tempfile::TempDir, admin: Stri
         .unwrap_or_else(|| gantry_store::sqlite_url(&data_dir));
     let app = Application::build(config).await.expect("application builds");
     let base = format!("http://{}", app.http_addr());
+    let mqtt = app.mqtt_addr();
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(app.run_until(async {
         let _ = stopped.await;
     }));
     TestApp {
         base,
+        mqtt,
         admin,
         client: reqwest::Client::new(),
         data_dir,
@@ -164,6 +180,7 @@ impl TestApp {
     pub fn remote(base: &str, admin: &str) -> TestApp {
         TestApp {
             base: base.to_owned(),
+            mqtt: "127.0.0.1:0".parse().expect("literal address"),
             admin: admin.to_owned(),
             client: reqwest::Client::new(),
             data_dir: PathBuf::new(),

@@ -8,4 +8,5 @@ mod crash;
 mod errors;
 mod events;
 mod helpers;
+mod mqtt;
 mod operations;

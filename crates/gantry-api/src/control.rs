@@ -1,0 +1,91 @@
+//! Control messages (`PUT /api/v1/devices/{id}/shadows`) and event logs
+//! (`GET /api/v1/projects/{id}/eventLogs`).
+
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use gantry_core::control::{ControlInput, EventLog, EventLogQuery, EventLogSort};
+use gantry_core::enums::SortOrder;
+use gantry_core::ids::{DeviceId, ProjectId};
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::envelope::{Done, Envelope, Paged, done, paged};
+use crate::error::{ApiResult, ErrorBody};
+use crate::extract::{AppJson, AppQuery, Auth, page};
+
+pub fn routes() -> Router<AppState> {
+    // PUT /devices/{deviceId}/shadows is routed beside its GET in events.rs.
+    Router::new().route("/projects/{projectId}/eventLogs", get(logs))
+}
+
+/// Filters of the event-log listing.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct LogParams {
+    /// Records per page, 1 to 1000 (default 20).
+    page_size: Option<i64>,
+    /// Page number from 1 (default 1).
+    page_no: Option<i64>,
+    /// `meta.id` of the message a log records (a control's id, or an ack's).
+    event_id: Option<String>,
+    device_id: Option<String>,
+    context_id: Option<String>,
+    /// updatedTime (default) or createdTime; ties are ordered by id.
+    sort_by: Option<String>,
+    /// ASC or DESC (default DESC).
+    sort_order: Option<String>,
+}
+
+/// Sends a control message to the device: validated against the model (attrs exist and are W or
+/// RW, actions exist, params typed, required params present; type ack needs correlationId),
+/// recorded as an event log (`processing` when needack, else `completed`) and published to the
+/// device's inbox `<prefix>/out/json/<deviceId>`. 409 when the device is Locked.
+#[utoipa::path(put, path = "/api/v1/devices/{deviceId}/shadows", tag = "Device shadows", request_body = ControlInput,
+    params(("deviceId" = String, Path)),
+    responses((status = 200, body = Done), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, description = "the device is Locked", body = ErrorBody)))]
+pub async fn send(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    AppJson(input): AppJson<ControlInput>,
+) -> ApiResult<Json<Done>> {
+    s.services
+        .control
+        .send_control(&who, &DeviceId::from_string(id), input)
+        .await?;
+    Ok(done())
+}
+
+/// Lists the event logs of a project: controls (DeviceControll) and device responses (Response).
+#[utoipa::path(get, path = "/api/v1/projects/{projectId}/eventLogs", tag = "Projects", params(("projectId" = String, Path), LogParams),
+    responses((status = 200, body = Envelope<Paged<EventLog>>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn logs(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    AppQuery(q): AppQuery<LogParams>,
+) -> ApiResult<Json<Envelope<Paged<EventLog>>>> {
+    let page = page(q.page_no, q.page_size, 20)?;
+    let query = EventLogQuery {
+        project: ProjectId::from_string(id),
+        device: q.device_id.map(DeviceId::from_string),
+        event_id: q.event_id,
+        context_id: q.context_id,
+        sort_by: q
+            .sort_by
+            .as_deref()
+            .map(EventLogSort::parse)
+            .transpose()?
+            .unwrap_or(EventLogSort::UpdatedTime),
+        sort_order: q
+            .sort_order
+            .as_deref()
+            .map(|t| SortOrder::parse_field(t, "sortOrder"))
+            .transpose()?
+            .unwrap_or(SortOrder::Desc),
+    };
+    Ok(paged(s.services.control.list_logs(&who, query, page).await?))
+}

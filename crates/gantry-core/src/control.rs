@@ -1,0 +1,449 @@
+//! Control messages sent down to devices, their acks, and the event logs that record both.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::Principal;
+use crate::catalog::CatalogService;
+use crate::enums::{Classification, DeviceStatus, EventLogStatus, MessageType, SortOrder};
+use crate::ids::{DeviceId, ProjectId, TenantId};
+use crate::paging::{Page, PageRequest};
+use crate::records::{Device, DeviceModel};
+use crate::store::Store;
+use crate::telemetry::{MESSAGE_VERSION, Message, MessageMeta, Payload, check_value};
+use crate::time::now_ms;
+use crate::{Error, Result};
+
+/// The way down to devices: the MQTT broker, embedded or external.
+#[async_trait]
+pub trait Downlink: Send + Sync {
+    /// Publishes `message` to the device's inbox.
+    async fn send(&self, device: &DeviceId, message: &Message) -> Result<()>;
+    /// Closes the device's connection, if it has one (it was Locked or deleted).
+    async fn disconnect(&self, device: &DeviceId);
+}
+
+/// An event log (`EventLog`): a control message and what became of it, or a device's response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventLog {
+    pub id: String,
+    pub tenant_id: TenantId,
+    pub project_id: ProjectId,
+    pub status: EventLogStatus,
+    pub classification: Classification,
+    pub device_id: DeviceId,
+    pub device_name: String,
+    /// The message sent (DeviceControll) or received (Response).
+    #[schema(value_type = Object)]
+    pub event_data: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
+    /// The device's acks to a control message, oldest first.
+    #[schema(value_type = Vec<Object>)]
+    pub responses: Vec<serde_json::Value>,
+    /// `meta.id` of the message the log records; the `eventId` filter matches it.
+    pub event_id: String,
+    pub created_by: String,
+    pub created_time: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_time: Option<i64>,
+    pub deleted: bool,
+}
+
+/// `PUT /api/v1/devices/{deviceId}/shadows` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlInput {
+    /// m (default), ack or c.
+    #[serde(rename = "type")]
+    pub message_type: Option<MessageType>,
+    #[serde(default)]
+    pub needack: bool,
+    /// Required for type ack: the id of the request message.
+    pub correlation_id: Option<String>,
+    pub context_id: Option<String>,
+    pub payload: Option<Payload>,
+}
+
+/// Sort fields of the event-log listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventLogSort {
+    UpdatedTime,
+    CreatedTime,
+}
+
+impl EventLogSort {
+    pub fn parse(text: &str) -> Result<Self> {
+        match text {
+            "updatedTime" => Ok(Self::UpdatedTime),
+            "createdTime" => Ok(Self::CreatedTime),
+            _ => Err(Error::invalid(
+                "sortBy",
+                format!("`{text}` is not one of updatedTime, createdTime"),
+            )),
+        }
+    }
+}
+
+/// Filters of the event-log listing of a project.
+#[derive(Debug, Clone)]
+pub struct EventLogQuery {
+    pub project: ProjectId,
+    pub device: Option<DeviceId>,
+    pub event_id: Option<String>,
+    pub context_id: Option<String>,
+    pub sort_by: EventLogSort,
+    pub sort_order: SortOrder,
+}
+
+pub struct ControlService {
+    store: Arc<dyn Store>,
+    catalog: Arc<CatalogService>,
+    downlink: Arc<dyn Downlink>,
+    ack_timeout: Duration,
+}
+
+impl ControlService {
+    pub fn new(
+        store: Arc<dyn Store>,
+        catalog: Arc<CatalogService>,
+        downlink: Arc<dyn Downlink>,
+        ack_timeout: Duration,
+    ) -> Self {
+        Self {
+            store,
+            catalog,
+            downlink,
+            ack_timeout,
+        }
+    }
+
+    /// Validates a control message against the device's model, records it as an event log and
+    /// publishes it to the device's inbox with a new `meta.id`.
+    pub async fn send_control(&self, who: &Principal, device_id: &DeviceId, input: ControlInput) -> Result<Message> {
+        let device = self.catalog.load_device(who.tenant(), device_id).await?;
+        who.require_device_manage(&device.project_id)?;
+        let message_type = input.message_type.unwrap_or(MessageType::M);
+        if message_type == MessageType::Log {
+            return Err(Error::invalid("type", "a control message is of type m, ack or c"));
+        }
+        if message_type == MessageType::Ack && input.correlation_id.as_deref().is_none_or(str::is_empty) {
+            return Err(Error::invalid("correlationId", "is required for a message of type ack"));
+        }
+        let payload = input.payload.unwrap_or_default();
+        let model = self.catalog.load_model(who.tenant(), &device.model_id).await?;
+        validate_control(&model, &payload)?;
+        if device.status == DeviceStatus::Locked {
+            return Err(Error::Conflict(format!("device {} is Locked", device.id)));
+        }
+        let now = now_ms();
+        let message = Message {
+            meta: MessageMeta {
+                id: crate::ids::EventId::generate().to_string(),
+                message_type,
+                deviceid: Some(device.id.to_string()),
+                version: Some(MESSAGE_VERSION.to_owned()),
+                ts: Some(now.div_euclid(1000)),
+                needack: input.needack,
+                correlation_id: input.correlation_id,
+            },
+            payload: Payload {
+                refused: Vec::new(),
+                ..payload
+            },
+        };
+        let status = if input.needack {
+            EventLogStatus::Processing
+        } else {
+            EventLogStatus::Completed
+        };
+        let log = new_log(
+            &device,
+            Classification::DeviceControll,
+            status,
+            &message,
+            input.context_id,
+            &who.actor(),
+            now,
+        );
+        let deadline = input.needack.then(|| now + self.ack_timeout.as_millis() as i64);
+        self.store.insert_event_log(&log, deadline).await?;
+        self.downlink.send(&device.id, &message).await?;
+        Ok(message)
+    }
+
+    /// A device's ack (`type` ack with `correlationId`): completes the control it answers and
+    /// records a Response log.
+    pub async fn handle_ack(&self, device: &Device, ack: &Message) -> Result<()> {
+        let now = now_ms();
+        let ack_json = serde_json::to_value(ack).map_err(Error::store)?;
+        let answered = match ack.meta.correlation_id.as_deref() {
+            Some(correlation) => {
+                self.store
+                    .record_ack(&device.record.tenant_id, &device.id, correlation, &ack_json, now)
+                    .await?
+            }
+            None => None,
+        };
+        let context = answered.and_then(|log| log.context_id);
+        let response = new_log(
+            device,
+            Classification::Response,
+            EventLogStatus::Completed,
+            ack,
+            context,
+            "DEVICE",
+            now,
+        );
+        self.store.insert_event_log(&response, None).await
+    }
+
+    /// Marks controls whose ack did not come in time as `exception`; returns how many.
+    pub async fn expire_overdue(&self) -> Result<u64> {
+        self.store.expire_event_logs(now_ms()).await
+    }
+
+    pub fn ack_timeout(&self) -> Duration {
+        self.ack_timeout
+    }
+
+    pub async fn list_logs(&self, who: &Principal, query: EventLogQuery, page: PageRequest) -> Result<Page<EventLog>> {
+        self.catalog.get_project(who, &query.project).await?;
+        self.store.list_event_logs(who.tenant(), &query, page).await
+    }
+}
+
+fn new_log(
+    device: &Device,
+    classification: Classification,
+    status: EventLogStatus,
+    message: &Message,
+    context_id: Option<String>,
+    by: &str,
+    now: i64,
+) -> EventLog {
+    EventLog {
+        id: crate::ids::EventId::generate().to_string(),
+        tenant_id: device.record.tenant_id.clone(),
+        project_id: device.project_id.clone(),
+        status,
+        classification,
+        device_id: device.id.clone(),
+        device_name: device.device_name.clone(),
+        event_data: serde_json::to_value(message).unwrap_or_default(),
+        context_id,
+        responses: Vec::new(),
+        event_id: message.meta.id.clone(),
+        created_by: by.to_owned(),
+        created_time: now,
+        updated_by: None,
+        updated_time: None,
+        deleted: false,
+    }
+}
+
+/// The rules of a control payload: not empty; attributes exist, may be written (W or RW) and
+/// carry values of their type; actions exist, their params exist and are typed, required
+/// params are present.
+pub fn validate_control(model: &DeviceModel, payload: &Payload) -> Result<()> {
+    if payload.attrs.is_empty() && payload.actions.is_empty() {
+        return Err(Error::invalid("payload", "attrs and actions must not both be empty"));
+    }
+    for (i, attr) in payload.attrs.iter().enumerate() {
+        let field = format!("payload.attrs[{i}]");
+        let defined = model.attributes_map.get(&attr.code).ok_or_else(|| {
+            Error::invalid(
+                format!("{field}.code"),
+                format!("`{}` is not an attribute of model {}", attr.code, model.name),
+            )
+        })?;
+        if !defined.readable.writable() {
+            return Err(Error::invalid(
+                format!("{field}.code"),
+                format!("`{}` is read-only (R): it cannot be sent down", attr.code),
+            ));
+        }
+        check_value(&format!("{field}.value"), defined.data_type, &attr.value)?;
+    }
+    for (i, action) in payload.actions.iter().enumerate() {
+        let field = format!("payload.actions[{i}]");
+        let defined = model.actions_map.get(&action.code).ok_or_else(|| {
+            Error::invalid(
+                format!("{field}.code"),
+                format!("`{}` is not an action of model {}", action.code, model.name),
+            )
+        })?;
+        let params = defined.params_map.clone().unwrap_or_default();
+        for (name, value) in &action.params {
+            let param = params.get(name).ok_or_else(|| {
+                Error::invalid(
+                    format!("{field}.params.{name}"),
+                    format!("`{name}` is not a parameter of action {}", action.code),
+                )
+            })?;
+            check_value(&format!("{field}.params.{name}"), param.data_type, value)?;
+        }
+        if let Some(missing) = params
+            .values()
+            .find(|p| p.required && !action.params.contains_key(&p.code))
+        {
+            return Err(Error::invalid(
+                format!("{field}.params.{}", missing.code),
+                "is required",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::enums::{Channel, DataType, DeviceType, Readable};
+    use crate::ids::ModelId;
+    use crate::records::{ActionParams, ModelAction, ModelAttribute, RecordMeta};
+    use crate::telemetry::{PayloadAction, PayloadAttribute};
+
+    fn model() -> DeviceModel {
+        let attr = |code: &str, data_type, readable| {
+            (
+                code.to_owned(),
+                ModelAttribute {
+                    name: None,
+                    code: code.to_owned(),
+                    data_type,
+                    description: None,
+                    readable,
+                    channel: Channel::M,
+                },
+            )
+        };
+        let param = |code: &str, data_type, required| {
+            (
+                code.to_owned(),
+                ActionParams {
+                    name: None,
+                    code: code.to_owned(),
+                    description: None,
+                    required,
+                    data_type,
+                },
+            )
+        };
+        DeviceModel {
+            id: ModelId::generate(),
+            name: "crane".into(),
+            description: None,
+            device_type: DeviceType::TowerCrane,
+            image_url: None,
+            attributes_map: BTreeMap::from([
+                attr("load", DataType::Float, Readable::R),
+                attr("limit", DataType::Float, Readable::Rw),
+                attr("mode", DataType::String, Readable::W),
+            ]),
+            actions_map: BTreeMap::from([(
+                "halt".to_owned(),
+                ModelAction {
+                    name: None,
+                    code: "halt".into(),
+                    description: None,
+                    params_map: Some(BTreeMap::from([
+                        param("delay", DataType::Integer, true),
+                        param("why", DataType::String, false),
+                    ])),
+                },
+            )]),
+            metadata: Default::default(),
+            gateway_id: None,
+            record: RecordMeta::created(TenantId::default_tenant(), "t", 0),
+        }
+    }
+
+    fn attrs(list: &[(&str, serde_json::Value)]) -> Payload {
+        Payload {
+            attrs: list
+                .iter()
+                .map(|(c, v)| PayloadAttribute {
+                    code: (*c).into(),
+                    value: v.clone(),
+                    channel: Channel::M,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn action(params: serde_json::Value) -> Payload {
+        Payload {
+            actions: vec![PayloadAction {
+                code: "halt".into(),
+                params: params.as_object().unwrap().clone(),
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn field_of(result: Result<()>) -> String {
+        match result {
+            Err(Error::Invalid { field, .. }) => field,
+            other => panic!("expected an invalid field, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn writable_typed_attributes_pass() {
+        let m = model();
+        assert!(validate_control(&m, &attrs(&[("limit", json!(3.5)), ("mode", json!("eco"))])).is_ok());
+        assert_eq!(
+            field_of(validate_control(&m, &attrs(&[("load", json!(1.0))]))),
+            "payload.attrs[0].code"
+        );
+        assert_eq!(
+            field_of(validate_control(&m, &attrs(&[("nosuch", json!(1.0))]))),
+            "payload.attrs[0].code"
+        );
+        assert_eq!(
+            field_of(validate_control(&m, &attrs(&[("limit", json!("high"))]))),
+            "payload.attrs[0].value"
+        );
+        assert_eq!(field_of(validate_control(&m, &Payload::default())), "payload");
+    }
+
+    #[test]
+    fn action_params_are_checked() {
+        let m = model();
+        assert!(validate_control(&m, &action(json!({"delay": 5}))).is_ok());
+        assert!(validate_control(&m, &action(json!({"delay": 5, "why": "wind"}))).is_ok());
+        assert_eq!(
+            field_of(validate_control(&m, &action(json!({})))),
+            "payload.actions[0].params.delay"
+        );
+        assert_eq!(
+            field_of(validate_control(&m, &action(json!({"delay": "soon"})))),
+            "payload.actions[0].params.delay"
+        );
+        assert_eq!(
+            field_of(validate_control(&m, &action(json!({"delay": 1, "x": 1})))),
+            "payload.actions[0].params.x"
+        );
+        let unknown = Payload {
+            actions: vec![PayloadAction {
+                code: "jump".into(),
+                params: Default::default(),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(field_of(validate_control(&m, &unknown)), "payload.actions[0].code");
+    }
+}

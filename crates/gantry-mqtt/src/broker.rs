@@ -1,0 +1,234 @@
+//! The embedded broker: listeners bound up front (so port 0 can be read back), hooks attached
+//! once the services exist, and the downlink that publishes into it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::Context;
+use async_trait::async_trait;
+use gantry_core::Services;
+use gantry_core::control::Downlink;
+use gantry_core::ids::DeviceId;
+use gantry_core::telemetry::Message;
+use rmqtt::codec::types::{Publish as CodecPublish, QoS};
+use rmqtt::context::ServerContext;
+use rmqtt::hook::Type;
+use rmqtt::net::{Builder, Listener};
+use rmqtt::server::MqttServer;
+use rmqtt::session::SessionState;
+use rmqtt::types::{ClientId, From, Id, Publish};
+use tokio::task::JoinHandle;
+
+use crate::hooks::GantryHooks;
+use crate::topics::Topics;
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub tcp_addr: SocketAddr,
+    pub ws_addr: SocketAddr,
+    pub topics: Topics,
+}
+
+/// Counters of the MQTT side, exported at `/metrics`.
+#[derive(Debug, Default)]
+pub struct MqttStats {
+    pub logins_refused: AtomicU64,
+    pub messages_in: AtomicU64,
+    pub events_stored: AtomicU64,
+    pub entries_refused: AtomicU64,
+    pub acls_denied: AtomicU64,
+    pub ingest_failures: AtomicU64,
+    pub messages_out: AtomicU64,
+}
+
+impl MqttStats {
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        for (name, help, value) in [
+            (
+                "gantry_mqtt_logins_refused_total",
+                "CONNECTs refused (unknown, Locked or wrong password).",
+                &self.logins_refused,
+            ),
+            (
+                "gantry_mqtt_messages_in_total",
+                "Messages devices published upstream.",
+                &self.messages_in,
+            ),
+            (
+                "gantry_mqtt_events_stored_total",
+                "Events stored from upstream messages.",
+                &self.events_stored,
+            ),
+            (
+                "gantry_mqtt_entries_refused_total",
+                "Upstream entries not stored (bad JSON, unknown code, wrong type).",
+                &self.entries_refused,
+            ),
+            (
+                "gantry_mqtt_acl_denied_total",
+                "Publishes and subscriptions refused by the ACL.",
+                &self.acls_denied,
+            ),
+            (
+                "gantry_mqtt_ingest_failures_total",
+                "Upstream messages not acknowledged because the store failed.",
+                &self.ingest_failures,
+            ),
+            (
+                "gantry_mqtt_messages_out_total",
+                "Messages published to device inboxes.",
+                &self.messages_out,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                value.load(Ordering::Relaxed)
+            );
+        }
+    }
+}
+
+/// The broker inside `gantry serve`.
+pub struct EmbeddedBroker {
+    scx: ServerContext,
+    listeners: Vec<Listener>,
+    tcp_addr: SocketAddr,
+    ws_addr: SocketAddr,
+    topics: Topics,
+    stats: Arc<MqttStats>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl EmbeddedBroker {
+    /// Builds the broker and binds its TCP and WebSocket listeners; nothing is accepted until `start`.
+    pub async fn bind(config: &BrokerConfig) -> anyhow::Result<Self> {
+        let scx = ServerContext::new().build().await;
+        let listener = |name: &str, addr: SocketAddr| {
+            // Without TCP_NODELAY a control round trip costs 40-90 ms of Nagle delay.
+            Builder::new()
+                .name(name)
+                .laddr(addr)
+                .nodelay(true)
+                .allow_anonymous(false)
+                .bind()
+        };
+        let tcp = listener("tcp", config.tcp_addr)
+            .with_context(|| format!("binding MQTT on {}", config.tcp_addr))?
+            .tcp()?;
+        let ws = listener("ws", config.ws_addr)
+            .with_context(|| format!("binding MQTT/WebSocket on {}", config.ws_addr))?
+            .ws()?;
+        let (tcp_addr, ws_addr) = (tcp.local_addr()?, ws.local_addr()?);
+        Ok(Self {
+            scx,
+            listeners: vec![tcp, ws],
+            tcp_addr,
+            ws_addr,
+            topics: config.topics.clone(),
+            stats: Arc::new(MqttStats::default()),
+            task: None,
+        })
+    }
+
+    pub fn tcp_addr(&self) -> SocketAddr {
+        self.tcp_addr
+    }
+
+    pub fn ws_addr(&self) -> SocketAddr {
+        self.ws_addr
+    }
+
+    pub fn stats(&self) -> Arc<MqttStats> {
+        self.stats.clone()
+    }
+
+    /// The way the services reach devices through this broker.
+    pub fn downlink(&self) -> Arc<dyn Downlink> {
+        Arc::new(BrokerDownlink {
+            scx: self.scx.clone(),
+            topics: self.topics.clone(),
+            stats: self.stats.clone(),
+        })
+    }
+
+    /// Attaches the hooks over `services` and starts accepting connections.
+    pub async fn start(&mut self, services: Arc<Services>) {
+        let hooks = GantryHooks::new(services, self.topics.clone(), self.downlink(), self.stats.clone());
+        let register = self.scx.extends.hook_mgr().register();
+        for hook in [
+            Type::ClientAuthenticate,
+            Type::ClientSubscribeCheckAcl,
+            Type::MessagePublishCheckAcl,
+        ] {
+            register.add(hook, Box::new(hooks.clone())).await;
+        }
+        register.start().await;
+        let mut server = MqttServer::new(self.scx.clone());
+        // Ids given explicitly: rmqtt would key listeners by their configured port, 0 for both.
+        for (id, listener) in self.listeners.drain(..).enumerate() {
+            server = server.listener_by_id(listener, id as u16 + 1);
+        }
+        let server = server.build();
+        self.task = Some(tokio::spawn(async move {
+            if let Err(e) = server.run().await {
+                tracing::error!(error = %e, "MQTT broker stopped");
+            }
+        }));
+    }
+
+    /// Stops accepting connections.
+    pub fn stop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for EmbeddedBroker {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Publishes into the embedded broker as the system.
+struct BrokerDownlink {
+    scx: ServerContext,
+    topics: Topics,
+    stats: Arc<MqttStats>,
+}
+
+#[async_trait]
+impl Downlink for BrokerDownlink {
+    async fn send(&self, device: &DeviceId, message: &Message) -> gantry_core::Result<()> {
+        let payload = serde_json::to_vec(message).map_err(gantry_core::Error::store)?;
+        let publish = Publish::from(CodecPublish {
+            dup: false,
+            retain: false,
+            qos: QoS::AtLeastOnce,
+            topic: self.topics.inbox(device.as_str()).into(),
+            packet_id: None,
+            payload: payload.into(),
+            properties: None,
+        })
+        .create_time(gantry_core::time::now_ms());
+        let from = From::from_system(Id::from(self.scx.node.id(), ClientId::from_static("gantry")));
+        SessionState::forwards(&self.scx, from, publish, false, None)
+            .await
+            .map_err(|e| gantry_core::Error::store(std::io::Error::other(e.to_string())))?;
+        self.stats.messages_out.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn disconnect(&self, device: &DeviceId) {
+        let id = Id::from(self.scx.node.id(), ClientId::from(device.as_str()));
+        let mut entry = self.scx.extends.shared().await.entry(id);
+        if entry.exist()
+            && let Err(e) = entry.kick(true, true, true).await
+        {
+            tracing::warn!(device = %device, error = %e, "could not disconnect the device");
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Gantry's MQTT side: the embedded broker (rmqtt as a library) whose hooks log devices in
+//! against the store, keep each device to its own topics, and hand upstream messages to the
+//! same core services as REST; and the downlink that publishes control messages.
+
+mod broker;
+mod hooks;
+pub mod topics;
+
+pub use broker::{BrokerConfig, EmbeddedBroker, MqttStats};
+pub use topics::Topics;

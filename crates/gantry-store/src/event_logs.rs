@@ -1,0 +1,166 @@
+//! Event logs: controls, their acks and the deadline sweep.
+
+use async_trait::async_trait;
+use gantry_core::control::{EventLog, EventLogQuery, EventLogSort};
+use gantry_core::enums::{Classification, EventLogStatus, SortOrder};
+use gantry_core::ids::{DeviceId, ProjectId, TenantId};
+use gantry_core::paging::{Page, PageRequest};
+use gantry_core::store::EventLogStore;
+use gantry_core::{Error, Result};
+use sqlx::any::AnyRow;
+
+use crate::SqlStore;
+use crate::row::{flag, get, json, spelled, to_json};
+use crate::sql::{Sql, fetch_page};
+
+const COLUMNS: &str = "id, tenant_id, project_id, status, classification, device_id, device_name, event_data, \
+                       context_id, responses, event_id, created_by, created_time, updated_by, updated_time, deleted";
+
+fn log_from_row(row: &AnyRow) -> Result<EventLog> {
+    Ok(EventLog {
+        id: get(row, "id")?,
+        tenant_id: TenantId::from_string(get::<String>(row, "tenant_id")?),
+        project_id: ProjectId::from_string(get::<String>(row, "project_id")?),
+        status: spelled(row, "status", EventLogStatus::parse)?,
+        classification: spelled(row, "classification", Classification::parse)?,
+        device_id: DeviceId::from_string(get::<String>(row, "device_id")?),
+        device_name: get(row, "device_name")?,
+        event_data: json(row, "event_data")?,
+        context_id: get(row, "context_id")?,
+        responses: json(row, "responses")?,
+        event_id: get(row, "event_id")?,
+        created_by: get(row, "created_by")?,
+        created_time: get(row, "created_time")?,
+        updated_by: get(row, "updated_by")?,
+        updated_time: get(row, "updated_time")?,
+        deleted: flag(row, "deleted")?,
+    })
+}
+
+#[async_trait]
+impl EventLogStore for SqlStore {
+    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO event_logs (id, tenant_id, project_id, status, classification, device_id, device_name, \
+                 event_data, context_id, responses, event_id, ack_deadline, created_by, created_time, updated_by, \
+                 updated_time, deleted) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0)",
+        )
+        .bind(log.id.as_str())
+        .bind(log.tenant_id.as_str())
+        .bind(log.project_id.as_str())
+        .bind(log.status.as_str())
+        .bind(log.classification.as_str())
+        .bind(log.device_id.as_str())
+        .bind(log.device_name.as_str())
+        .bind(to_json(&log.event_data)?)
+        .bind(log.context_id.as_deref())
+        .bind(to_json(&log.responses)?)
+        .bind(log.event_id.as_str())
+        .bind(ack_deadline)
+        .bind(log.created_by.as_str())
+        .bind(log.created_time)
+        .bind(log.updated_by.as_deref())
+        .bind(log.updated_time)
+        .execute(&self.pool)
+        .await
+        .map_err(Error::store)?;
+        Ok(())
+    }
+
+    async fn record_ack(
+        &self,
+        tenant: &TenantId,
+        device: &DeviceId,
+        correlation_id: &str,
+        response: &serde_json::Value,
+        at: i64,
+    ) -> Result<Option<EventLog>> {
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM event_logs \
+             WHERE device_id = $1 AND event_id = $2 AND tenant_id = $3 AND classification = $4"
+        ))
+        .bind(device.as_str())
+        .bind(correlation_id)
+        .bind(tenant.as_str())
+        .bind(Classification::DeviceControll.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(Error::store)?;
+        let Some(row) = row else { return Ok(None) };
+        let mut log = log_from_row(&row)?;
+        log.responses.push(response.clone());
+        // A late ack is kept as a response, but does not undo the `exception` of its control.
+        if log.status == EventLogStatus::Processing {
+            log.status = EventLogStatus::Completed;
+        }
+        log.updated_by = Some("DEVICE".to_owned());
+        log.updated_time = Some(at);
+        sqlx::query(
+            "UPDATE event_logs SET responses = $1, status = $2, updated_by = $3, updated_time = $4 WHERE id = $5",
+        )
+        .bind(to_json(&log.responses)?)
+        .bind(log.status.as_str())
+        .bind("DEVICE")
+        .bind(at)
+        .bind(log.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(Error::store)?;
+        tx.commit().await.map_err(Error::store)?;
+        Ok(Some(log))
+    }
+
+    async fn expire_event_logs(&self, now: i64) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE event_logs SET status = $1, updated_by = 'system', updated_time = $2 \
+             WHERE status = $3 AND ack_deadline <= $2",
+        )
+        .bind(EventLogStatus::Exception.as_str())
+        .bind(now)
+        .bind(EventLogStatus::Processing.as_str())
+        .execute(&self.pool)
+        .await
+        .map_err(Error::store)?;
+        Ok(done.rows_affected())
+    }
+
+    async fn list_event_logs(
+        &self,
+        tenant: &TenantId,
+        query: &EventLogQuery,
+        page: PageRequest,
+    ) -> Result<Page<EventLog>> {
+        let mut sql = Sql::new(" FROM event_logs WHERE deleted = 0 AND tenant_id = ");
+        sql.bind(tenant.as_str())
+            .push(" AND project_id = ")
+            .bind(query.project.as_str());
+        if let Some(device) = &query.device {
+            sql.push(" AND device_id = ").bind(device.as_str());
+        }
+        if let Some(event_id) = &query.event_id {
+            sql.push(" AND event_id = ").bind(event_id.as_str());
+        }
+        if let Some(context_id) = &query.context_id {
+            sql.push(" AND context_id = ").bind(context_id.as_str());
+        }
+        let time = match query.sort_by {
+            EventLogSort::UpdatedTime => "COALESCE(updated_time, created_time)",
+            EventLogSort::CreatedTime => "created_time",
+        };
+        let direction = match query.sort_order {
+            SortOrder::Asc => "ASC",
+            SortOrder::Desc => "DESC",
+        };
+        fetch_page(
+            &self.pool,
+            COLUMNS,
+            &sql,
+            &format!("{time} {direction}, id {direction}"),
+            page,
+            log_from_row,
+        )
+        .await
+    }
+}

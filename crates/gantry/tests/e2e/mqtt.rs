@@ -1,0 +1,583 @@
+//! Devices over MQTT against the embedded broker: login, ACL, telemetry, controls, acks and
+//! event logs. The device is a real MQTT client (rumqttc) on a real socket.
+
+use std::time::Duration;
+
+use gantry::device::DeviceClient;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, World, spawn_app, spawn_app_with};
+
+const PREFIX: &str = "gantry";
+
+async fn device_of(app: &TestApp, world: &World) -> DeviceClient {
+    let mut device = DeviceClient::connect(
+        app.mqtt,
+        PREFIX,
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    )
+    .await
+    .expect("the device logs in");
+    device
+        .subscribe_inbox()
+        .await
+        .expect("a device may subscribe to its inbox");
+    device
+}
+
+async fn events_of(app: &TestApp, device: &Value) -> Value {
+    app.get(
+        format!("/api/v1/devices/{}/events", device["id"].as_str().unwrap()),
+        &app.admin,
+    )
+    .await
+    .result()
+}
+
+async fn logs_of(app: &TestApp, world: &World, query: &str) -> Value {
+    app.get(
+        format!(
+            "/api/v1/projects/{}/eventLogs{query}",
+            world.project["id"].as_str().unwrap()
+        ),
+        &app.admin,
+    )
+    .await
+    .result()
+}
+
+async fn control(app: &TestApp, world: &World, body: Value) -> crate::helpers::Reply {
+    app.put(
+        format!("/api/v1/devices/{}/shadows", world.device["id"].as_str().unwrap()),
+        &app.admin,
+        body,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn logins_are_checked_against_the_store() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let (id, token) = (
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    );
+    DeviceClient::connect(app.mqtt, PREFIX, id, token)
+        .await
+        .expect("right token")
+        .disconnect()
+        .await;
+    assert!(
+        DeviceClient::connect(app.mqtt, PREFIX, id, "wrong-token")
+            .await
+            .is_err(),
+        "wrong password"
+    );
+    let other = app.world().await;
+    let other_token = other.device["accessToken"].as_str().unwrap();
+    assert!(
+        DeviceClient::connect(app.mqtt, PREFIX, id, other_token).await.is_err(),
+        "another device's token"
+    );
+    assert!(
+        DeviceClient::connect_as(app.mqtt, PREFIX, id, "someone", token)
+            .await
+            .is_err(),
+        "username must be the device id"
+    );
+    assert!(
+        DeviceClient::connect(app.mqtt, PREFIX, &uuid::Uuid::new_v4().to_string(), token)
+            .await
+            .is_err(),
+        "unknown device"
+    );
+    let app_token = world.project["applicationAccessToken"].as_str().unwrap();
+    assert!(
+        DeviceClient::connect(app.mqtt, PREFIX, id, app_token).await.is_err(),
+        "an application token is no device login"
+    );
+    app.put(format!("/api/v1/devices/{id}"), &app.admin, json!({"status": "Locked"}))
+        .await
+        .result();
+    assert!(
+        DeviceClient::connect(app.mqtt, PREFIX, id, token).await.is_err(),
+        "a Locked device is refused"
+    );
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("gantry_mqtt_logins_refused_total 6"), "{metrics}");
+}
+
+#[tokio::test]
+async fn a_device_is_kept_to_its_own_topics() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let other = app.world().await;
+    let mut device = device_of(&app, &world).await;
+    assert!(!device.subscribe("#").await.unwrap(), "subscribing to # is refused");
+    assert!(!device.subscribe(&format!("{PREFIX}/out/json/+")).await.unwrap());
+    assert!(
+        !device
+            .subscribe(&format!("{PREFIX}/out/json/{}", other.device["id"].as_str().unwrap()))
+            .await
+            .unwrap()
+    );
+
+    // publishing as another device stores nothing for either
+    let forged = json!({"meta": {"id": "x", "type": "m"}, "payload": {"attrs": [{"code": "count", "value": 1}]}});
+    let _ = device
+        .publish_raw(
+            &format!("{PREFIX}/in/json/{}", other.device["id"].as_str().unwrap()),
+            serde_json::to_vec(&forged).unwrap(),
+        )
+        .await;
+    let _ = device
+        .publish_raw(
+            &format!("{PREFIX}/out/json/{}", other.device["id"].as_str().unwrap()),
+            serde_json::to_vec(&forged).unwrap(),
+        )
+        .await;
+    // the other device's inbox got nothing from it
+    let mut victim = device_of(&app, &other).await;
+    let _ = device
+        .publish_raw(
+            &format!("{PREFIX}/out/json/{}", other.device["id"].as_str().unwrap()),
+            b"{}".to_vec(),
+        )
+        .await;
+    assert!(victim.next_message(Duration::from_millis(500)).await.unwrap().is_none());
+    assert_eq!(events_of(&app, &other.device).await["totalResults"], 0);
+    assert_eq!(events_of(&app, &world.device).await["totalResults"], 0);
+}
+
+#[tokio::test]
+async fn telemetry_is_stored_before_the_puback_and_shadowed() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let mut device = device_of(&app, &world).await;
+    let ts = 1_714_492_800;
+    let id = device
+        .publish_attrs(
+            &[("temp", json!(21.5)), ("count", json!(3)), ("on", json!(true))],
+            Some(ts),
+            false,
+        )
+        .await
+        .unwrap();
+    // the PUBACK came: the events are already readable
+    let events = events_of(&app, &world.device).await;
+    assert_eq!(events["totalResults"], 3);
+    for row in events["results"].as_array().unwrap() {
+        assert_eq!(row["createdBy"], "DEVICE");
+        assert_eq!(row["deviceTimestamp"], ts * 1000);
+        assert_eq!(row["correlationId"], id.as_str());
+        assert_eq!(row["projectId"], world.project["id"]);
+    }
+    let newer = device
+        .publish_attrs(&[("temp", json!(22.0))], Some(ts + 10), false)
+        .await;
+    newer.unwrap();
+    device
+        .publish_attrs(&[("temp", json!(5.0))], Some(ts + 5), false)
+        .await
+        .unwrap();
+    let shadow = app
+        .get(
+            format!("/api/v1/devices/{}/shadows", world.device["id"].as_str().unwrap()),
+            &app.admin,
+        )
+        .await
+        .result();
+    assert_eq!(
+        shadow["attributeMap"]["temp"],
+        json!({"code": "temp", "value": 22.0, "timestamp": (ts + 10) * 1000})
+    );
+    assert_eq!(shadow["attributeMap"]["on"]["value"], true);
+    // without meta.ts the arrival time is the device time
+    device
+        .publish_attrs(&[("label", json!("now"))], None, false)
+        .await
+        .unwrap();
+    let label = app
+        .get(
+            format!(
+                "/api/v1/devices/{}/attributeCode?attributeCode=label",
+                world.device["id"].as_str().unwrap()
+            ),
+            &app.admin,
+        )
+        .await
+        .result();
+    assert!(label["results"][0]["deviceTimestamp"].as_i64().unwrap() > 1_700_000_000_000);
+}
+
+#[tokio::test]
+async fn bad_telemetry_is_refused_counted_and_acked() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let mut device = device_of(&app, &world).await;
+    let id = device
+        .publish_attrs(
+            &[
+                ("count", json!(1)),
+                ("nosuch", json!(2)),
+                ("temp", json!("hot")),
+                ("count", json!(2.5)),
+            ],
+            Some(1_714_492_800),
+            true,
+        )
+        .await
+        .unwrap();
+    let ack = device
+        .next_message(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("an ack on the inbox")
+        .json();
+    assert_eq!(ack["meta"]["type"], "ack");
+    assert_eq!(ack["meta"]["correlationId"], id.as_str());
+    let refused: Vec<&str> = ack["payload"]["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(refused, vec!["nosuch", "temp", "count"]);
+    assert_eq!(
+        events_of(&app, &world.device).await["totalResults"],
+        1,
+        "only the valid entry is stored"
+    );
+
+    let topic = device.upstream_topic();
+    device.publish_raw(&topic, b"not json at all".to_vec()).await.unwrap();
+    device
+        .publish_raw(
+            &topic,
+            br#"{"meta": {"type": "m"}, "payload": {"attrs": "nope"}}"#.to_vec(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(events_of(&app, &world.device).await["totalResults"], 1);
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("gantry_mqtt_entries_refused_total 5"), "{metrics}");
+    assert!(metrics.contains("gantry_mqtt_events_stored_total 1"), "{metrics}");
+}
+
+#[tokio::test]
+async fn controls_reach_the_device_and_acks_complete_them() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let mut device = device_of(&app, &world).await;
+    let reply = control(
+        &app,
+        &world,
+        json!({"type": "m", "needack": true, "contextId": "ctx-1",
+        "payload": {"attrs": [{"code": "setpoint", "value": 42.5, "channel": "m"}],
+                    "actions": [{"code": "reboot", "params": {"delay": 5}}]}}),
+    )
+    .await;
+    assert_eq!(reply.body, json!({"returnCode": 0}));
+    let received = device
+        .next_message(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the control arrives");
+    assert_eq!(received.topic, device.inbox_topic());
+    let message = received.json();
+    let meta = &message["meta"];
+    uuid::Uuid::parse_str(meta["id"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (meta["type"].clone(), meta["deviceid"].clone(), meta["needack"].clone()),
+        (json!("m"), world.device["id"].clone(), json!(true))
+    );
+    assert!(meta["ts"].as_i64().unwrap() > 1_700_000_000);
+    assert_eq!(
+        message["payload"]["attrs"],
+        json!([{"code": "setpoint", "value": 42.5, "channel": "m"}])
+    );
+    assert_eq!(
+        message["payload"]["actions"],
+        json!([{"code": "reboot", "params": {"delay": 5}}])
+    );
+
+    let pending = logs_of(&app, &world, "").await;
+    assert_eq!(pending["totalResults"], 1);
+    let log = &pending["results"][0];
+    assert_eq!(
+        (log["status"].clone(), log["classification"].clone()),
+        (json!("processing"), json!("DeviceControll"))
+    );
+    assert_eq!(
+        (log["contextId"].clone(), log["deviceName"].clone()),
+        (json!("ctx-1"), world.device["deviceName"].clone())
+    );
+    assert_eq!(log["eventData"], message);
+    assert_eq!(log["eventId"], meta["id"]);
+
+    device.ack(&message).await.unwrap();
+    let done = logs_of(&app, &world, &format!("?eventId={}", meta["id"].as_str().unwrap())).await;
+    assert_eq!(done["totalResults"], 1);
+    assert_eq!(done["results"][0]["status"], "completed");
+    assert_eq!(done["results"][0]["responses"][0]["meta"]["correlationId"], meta["id"]);
+    let all = logs_of(&app, &world, "?sortBy=createdTime&sortOrder=ASC").await;
+    let kinds: Vec<&str> = all["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["classification"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, vec!["DeviceControll", "Response"]);
+    assert_eq!(
+        all["results"][1]["contextId"], "ctx-1",
+        "the response carries its control's context"
+    );
+
+    // without needack the control is completed at once
+    control(&app, &world, json!({"type": "c", "payload": {"actions": [{"code": "reboot", "params": {"delay": 1}}]}, "contextId": "ctx-2"})).await.result_done();
+    let quick = logs_of(&app, &world, "?contextId=ctx-2").await;
+    assert_eq!(quick["results"][0]["status"], "completed");
+    assert_eq!(
+        device
+            .next_message(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap()
+            .json()["meta"]["type"],
+        "c"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_ack_ends_in_exception() {
+    let app = spawn_app_with(|c| c.ack_timeout = 1).await;
+    let world = app.world().await;
+    let mut device = device_of(&app, &world).await;
+    control(
+        &app,
+        &world,
+        json!({"needack": true, "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+    )
+    .await
+    .result_done();
+    let message = device
+        .next_message(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap()
+        .json();
+    let mut status = json!(null);
+    for _ in 0..50 {
+        status = logs_of(&app, &world, "").await["results"][0]["status"].clone();
+        if status == "exception" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "exception");
+    // a late ack is kept as a response but does not undo the exception
+    device.ack(&message).await.unwrap();
+    let log = logs_of(
+        &app,
+        &world,
+        &format!("?eventId={}", message["meta"]["id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(log["results"][0]["status"], "exception");
+    assert_eq!(log["results"][0]["responses"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn pending_acks_survive_a_restart() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let admin = app.admin.clone();
+    control(
+        &app,
+        &world,
+        json!({"needack": true, "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+    )
+    .await
+    .result_done();
+    let control_id = logs_of(&app, &world, "").await["results"][0]["eventId"].clone();
+    let database_url = app.database_url();
+    let dir = app.stop_keep_data().await.unwrap();
+
+    let mut config = gantry::config::ServeConfig::local(dir.path().to_path_buf());
+    config.admin_token = Some(admin.clone());
+    config.database_url = Some(database_url);
+    let again = crate::helpers::spawn_with(config, dir, admin).await;
+    let mut device = device_of(&again, &world).await;
+    device.ack(&json!({"meta": {"id": control_id}})).await.unwrap();
+    let log = logs_of(&again, &world, &format!("?eventId={}", control_id.as_str().unwrap())).await;
+    assert_eq!(log["results"][0]["status"], "completed");
+}
+
+#[tokio::test]
+async fn control_rules() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    for (body, field) in [
+        (
+            json!({"payload": {"attrs": [{"code": "temp", "value": 1.0}]}}),
+            "payload.attrs[0].code",
+        ),
+        (
+            json!({"payload": {"attrs": [{"code": "nosuch", "value": 1.0}]}}),
+            "payload.attrs[0].code",
+        ),
+        (
+            json!({"payload": {"attrs": [{"code": "setpoint", "value": "high"}]}}),
+            "payload.attrs[0].value",
+        ),
+        (
+            json!({"payload": {"actions": [{"code": "jump"}]}}),
+            "payload.actions[0].code",
+        ),
+        (
+            json!({"payload": {"actions": [{"code": "reboot", "params": {}}]}}),
+            "payload.actions[0].params.delay",
+        ),
+        (
+            json!({"payload": {"actions": [{"code": "reboot", "params": {"delay": "soon"}}]}}),
+            "payload.actions[0].params.delay",
+        ),
+        (json!({"payload": {"attrs": [], "actions": []}}), "payload"),
+        (json!({}), "payload"),
+        (
+            json!({"type": "ack", "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+            "correlationId",
+        ),
+        (
+            json!({"type": "log", "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+            "type",
+        ),
+        (
+            json!({"type": "z", "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+            "type",
+        ),
+    ] {
+        let message = control(&app, &world, body.clone()).await.error(400);
+        assert!(message.starts_with(field), "{body}: {message}");
+    }
+    assert_eq!(
+        logs_of(&app, &world, "").await["totalResults"],
+        0,
+        "refused controls leave no log"
+    );
+    let ok = json!({"type": "ack", "correlationId": "req-1", "payload": {"attrs": [{"code": "label", "value": "x"}]}});
+    control(&app, &world, ok.clone()).await.result_done();
+    let token = world.device["accessToken"].as_str().unwrap();
+    app.put(
+        format!("/api/v1/devices/{}/shadows", world.device["id"].as_str().unwrap()),
+        token,
+        ok.clone(),
+    )
+    .await
+    .error(403);
+    let app_token = world.project["applicationAccessToken"].as_str().unwrap();
+    app.put(
+        format!("/api/v1/devices/{}/shadows", world.device["id"].as_str().unwrap()),
+        app_token,
+        ok.clone(),
+    )
+    .await
+    .result_done();
+    app.put(
+        format!("/api/v1/devices/{}", world.device["id"].as_str().unwrap()),
+        &app.admin,
+        json!({"status": "Locked"}),
+    )
+    .await
+    .result();
+    control(&app, &world, ok).await.error(409);
+}
+
+#[tokio::test]
+async fn event_log_listing_filters() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let second = app.create_device(&app.admin, &world.project, &world.model).await;
+    for (device, context) in [(&world.device, "a"), (&world.device, "b"), (&second, "a")] {
+        app.put(
+            format!("/api/v1/devices/{}/shadows", device["id"].as_str().unwrap()),
+            &app.admin,
+            json!({"contextId": context, "payload": {"attrs": [{"code": "label", "value": context}]}}),
+        )
+        .await
+        .result_done();
+    }
+    assert_eq!(logs_of(&app, &world, "").await["totalResults"], 3);
+    assert_eq!(logs_of(&app, &world, "?contextId=a").await["totalResults"], 2);
+    let mine = logs_of(&app, &world, &format!("?deviceId={}", second["id"].as_str().unwrap())).await;
+    assert_eq!(mine["totalResults"], 1);
+    assert_eq!(mine["results"][0]["deviceName"], second["deviceName"]);
+    let asc = logs_of(&app, &world, "?sortBy=createdTime&sortOrder=ASC").await;
+    let contexts: Vec<&str> = asc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["contextId"].as_str().unwrap())
+        .collect();
+    assert_eq!(contexts, vec!["a", "b", "a"]);
+    let page = logs_of(&app, &world, "?pageSize=2&pageNo=2").await;
+    assert_eq!(
+        (page["numResults"].as_i64(), page["totalResults"].as_i64()),
+        (Some(1), Some(3))
+    );
+    for bad in ["?sortBy=name", "?sortOrder=UP", "?pageNo=0"] {
+        app.get(
+            format!(
+                "/api/v1/projects/{}/eventLogs{bad}",
+                world.project["id"].as_str().unwrap()
+            ),
+            &app.admin,
+        )
+        .await
+        .error(400);
+    }
+    let other = app.world().await;
+    let token = other.project["applicationAccessToken"].as_str().unwrap();
+    app.get(
+        format!("/api/v1/projects/{}/eventLogs", world.project["id"].as_str().unwrap()),
+        token,
+    )
+    .await
+    .error(403);
+}
+
+#[tokio::test]
+async fn locking_a_connected_device_disconnects_it() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let mut device = device_of(&app, &world).await;
+    app.put(
+        format!("/api/v1/devices/{}", world.device["id"].as_str().unwrap()),
+        &app.admin,
+        json!({"status": "Locked"}),
+    )
+    .await
+    .result();
+    assert!(
+        device.closed_within(Duration::from_secs(5)).await,
+        "the broker closes a Locked device's connection"
+    );
+}
