@@ -16,6 +16,33 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP API, the MQTT broker and the background work in one process.
     Serve(ServeConfig),
+    /// Simulate a device: connect over MQTT, publish attribute values, answer controls with acks.
+    Device(DeviceConfig),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DeviceConfig {
+    /// The broker, `host:port`.
+    #[arg(long, default_value = "127.0.0.1:1883")]
+    pub broker: String,
+    /// The device id (client id and username).
+    #[arg(long)]
+    pub id: String,
+    /// The device's accessToken (the MQTT password).
+    #[arg(long)]
+    pub token: String,
+    /// The topic prefix the server uses.
+    #[arg(long, default_value = "gantry")]
+    pub topic_prefix: String,
+    /// Attributes to publish, `code:Type` with Type one of Integer, Float, String, Boolean.
+    #[arg(long = "attr", value_name = "CODE:TYPE")]
+    pub attrs: Vec<String>,
+    /// Seconds between two publishes.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// Stop after this many publishes (default: run until Ctrl-C).
+    #[arg(long)]
+    pub count: Option<u64>,
 }
 
 #[derive(Debug, Clone, Args)]

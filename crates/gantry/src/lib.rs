@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod device;
+pub mod simulate;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -35,6 +36,11 @@ pub struct Application {
 
 impl Application {
     pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
+        if let Some(url) = &config.mqtt_broker_url {
+            anyhow::bail!(
+                "--mqtt-broker-url {url}: the external-broker mode is not built yet; run without it to use the embedded broker"
+            );
+        }
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
         let database_url = config

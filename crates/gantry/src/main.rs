@@ -16,5 +16,6 @@ async fn main() -> anyhow::Result<()> {
             let app = gantry::Application::build(config).await?;
             app.run_until(gantry::shutdown_signal()).await
         }
+        Command::Device(config) => gantry::simulate::run(config).await,
     }
 }

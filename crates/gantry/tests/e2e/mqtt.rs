@@ -581,3 +581,65 @@ async fn locking_a_connected_device_disconnects_it() {
         "the broker closes a Locked device's connection"
     );
 }
+
+#[tokio::test]
+async fn the_simulator_publishes_and_acks_controls() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let (id, token) = (
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    );
+    let broker = app.mqtt.to_string();
+    let args = [
+        "device",
+        "--broker",
+        &broker,
+        "--id",
+        id,
+        "--token",
+        token,
+        "--attr",
+        "temp:Float",
+        "--attr",
+        "count:Integer",
+    ];
+    let mut simulator = tokio::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .args(["--interval", "0.2", "--count", "15"])
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stored = 0;
+    for _ in 0..50 {
+        stored = events_of(&app, &world.device).await["totalResults"].as_i64().unwrap();
+        if stored > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(stored > 0, "the simulator's values arrive");
+    control(
+        &app,
+        &world,
+        json!({"needack": true, "payload": {"attrs": [{"code": "label", "value": "hi"}]}}),
+    )
+    .await
+    .result_done();
+    let mut status = json!(null);
+    for _ in 0..50 {
+        status = logs_of(&app, &world, "?sortBy=createdTime&sortOrder=ASC").await["results"][0]["status"].clone();
+        if status == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "completed", "the simulator acks controls");
+    assert!(simulator.wait().await.unwrap().success());
+    assert_eq!(
+        events_of(&app, &world.device).await["totalResults"],
+        30,
+        "15 publishes of 2 attributes"
+    );
+}
