@@ -28,7 +28,13 @@ impl FromRequestParts<AppState> for Auth {
             .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
             .map(str::trim)
             .ok_or(Error::Unauthorized)?;
-        Ok(Auth(state.services.auth.authenticate(token).await?))
+        let principal = state.services.auth.authenticate(token).await?;
+        if let Some(limiter) = &state.limiter
+            && !limiter.allow(token)
+        {
+            return Err(Error::Busy("this token is over its rate limit; retry later".to_owned()).into());
+        }
+        Ok(Auth(principal))
     }
 }
 

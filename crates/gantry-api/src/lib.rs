@@ -8,6 +8,7 @@ mod error;
 mod events;
 mod extract;
 mod health;
+pub mod limit;
 pub mod metrics;
 mod models;
 pub mod openapi;
@@ -25,11 +26,13 @@ use utoipa_swagger_ui::SwaggerUi;
 
 pub use error::{ApiError, ErrorBody, ReturnCode};
 
-/// What every handler gets: the core services and the request metrics.
+/// What every handler gets: the core services, the request metrics and the rate limiter.
 #[derive(Clone)]
 pub struct AppState {
     pub services: Arc<Services>,
     pub metrics: Arc<metrics::Metrics>,
+    /// None when rate limiting is off.
+    pub limiter: Option<Arc<limit::RateLimiter>>,
 }
 
 /// Limits of the HTTP front end.

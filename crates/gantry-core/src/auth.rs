@@ -1,6 +1,8 @@
 //! Who is calling: bearer tokens, the principals they stand for, and what each may do.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
@@ -107,24 +109,72 @@ pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
+/// Recently seen tokens, so that a request does not cost a store lookup. The catalog drops
+/// entries when it changes what they stand for (a device Locked, moved or deleted, a project
+/// deleted); the time limit bounds how stale another node's change can be seen here.
+pub struct TokenCache {
+    entries: RwLock<HashMap<String, (Principal, Instant)>>,
+    ttl: Duration,
+}
+
+impl TokenCache {
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            entries: RwLock::default(),
+            ttl,
+        }
+    }
+
+    fn get(&self, hash: &str) -> Option<Principal> {
+        let entries = self.entries.read().expect("token cache lock");
+        entries
+            .get(hash)
+            .filter(|(_, at)| at.elapsed() < self.ttl)
+            .map(|(p, _)| p.clone())
+    }
+
+    fn put(&self, hash: String, principal: Principal) {
+        self.entries
+            .write()
+            .expect("token cache lock")
+            .insert(hash, (principal, Instant::now()));
+    }
+
+    /// Drops the entries of principals that `stale` selects.
+    pub fn forget(&self, stale: impl Fn(&Principal) -> bool) {
+        self.entries
+            .write()
+            .expect("token cache lock")
+            .retain(|_, (p, _)| !stale(p));
+    }
+}
+
 /// Turns bearer tokens into principals.
 pub struct AuthService {
     store: Arc<dyn Store>,
+    cache: Arc<TokenCache>,
 }
 
 impl AuthService {
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store }
+    pub fn new(store: Arc<dyn Store>, cache: Arc<TokenCache>) -> Self {
+        Self { store, cache }
     }
 
     pub async fn authenticate(&self, token: &str) -> Result<Principal> {
         if token.is_empty() || token.len() > 256 {
             return Err(Error::Unauthorized);
         }
-        self.store
-            .principal_for_token(&hash_token(token))
+        let hash = hash_token(token);
+        if let Some(principal) = self.cache.get(&hash) {
+            return Ok(principal);
+        }
+        let principal = self
+            .store
+            .principal_for_token(&hash)
             .await?
-            .ok_or(Error::Unauthorized)
+            .ok_or(Error::Unauthorized)?;
+        self.cache.put(hash, principal.clone());
+        Ok(principal)
     }
 
     /// Makes sure the default tenant exists and sets the system administrator's token: `fixed`
@@ -135,6 +185,8 @@ impl AuthService {
         let tenant = TenantId::default_tenant();
         if let Some(token) = fixed {
             self.store.set_system_token(&tenant, &hash_token(token)).await?;
+            self.cache
+                .forget(|p| matches!(p, Principal::Admin { system: true, .. }));
             return Ok(None);
         }
         if self.store.has_system_token().await? {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::auth::{Principal, generate_token, hash_token};
+use crate::auth::{Principal, TokenCache, generate_token, hash_token};
 use crate::control::Downlink;
 use crate::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable};
 use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
@@ -126,11 +126,28 @@ pub struct CatalogService {
     store: Arc<dyn Store>,
     addrs: PublicAddrs,
     downlink: Arc<dyn Downlink>,
+    tokens: Arc<TokenCache>,
 }
 
 impl CatalogService {
-    pub fn new(store: Arc<dyn Store>, addrs: PublicAddrs, downlink: Arc<dyn Downlink>) -> Self {
-        Self { store, addrs, downlink }
+    pub fn new(
+        store: Arc<dyn Store>,
+        addrs: PublicAddrs,
+        downlink: Arc<dyn Downlink>,
+        tokens: Arc<TokenCache>,
+    ) -> Self {
+        Self {
+            store,
+            addrs,
+            downlink,
+            tokens,
+        }
+    }
+
+    /// A device's token now stands for something else (Locked, moved) or nothing (deleted).
+    fn forget_device_token(&self, id: &DeviceId) {
+        self.tokens
+            .forget(|p| matches!(p, Principal::Device { device, .. } if device == id));
     }
 
     // ---- tenants ---------------------------------------------------------------------------
@@ -350,7 +367,10 @@ impl CatalogService {
 
     pub async fn delete_project(&self, who: &Principal, id: &ProjectId) -> Result<()> {
         let tenant = who.require_admin()?;
-        self.store.delete_project(tenant, id, &who.actor(), now_ms()).await
+        self.store.delete_project(tenant, id, &who.actor(), now_ms()).await?;
+        self.tokens
+            .forget(|p| matches!(p, Principal::Application { project, .. } if project == id));
+        Ok(())
     }
 
     /// The advertised addresses are configuration, so they follow the running service.
@@ -432,6 +452,7 @@ impl CatalogService {
         }
         device.record.touch(&who.actor(), now_ms());
         self.store.update_device(&device).await?;
+        self.forget_device_token(&device.id);
         if device.status == DeviceStatus::Locked {
             // A Locked device keeps no open connection.
             self.downlink.disconnect(&device.id).await;
@@ -451,6 +472,7 @@ impl CatalogService {
         self.store
             .delete_device(who.tenant(), id, &who.actor(), now_ms())
             .await?;
+        self.forget_device_token(&device.id);
         self.downlink.disconnect(&device.id).await;
         Ok(())
     }

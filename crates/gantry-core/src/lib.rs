@@ -46,7 +46,13 @@ impl Services {
         downlink: Arc<dyn control::Downlink>,
         ack_timeout: std::time::Duration,
     ) -> Self {
-        let catalog = Arc::new(catalog::CatalogService::new(store.clone(), addrs, downlink.clone()));
+        let tokens = Arc::new(auth::TokenCache::new(std::time::Duration::from_secs(5)));
+        let catalog = Arc::new(catalog::CatalogService::new(
+            store.clone(),
+            addrs,
+            downlink.clone(),
+            tokens.clone(),
+        ));
         let control = Arc::new(control::ControlService::new(
             store.clone(),
             catalog.clone(),
@@ -54,7 +60,7 @@ impl Services {
             ack_timeout,
         ));
         Self {
-            auth: auth::AuthService::new(store.clone()),
+            auth: auth::AuthService::new(store.clone(), tokens),
             telemetry: telemetry::TelemetryService::new(store, catalog.clone(), control.clone(), ingest),
             catalog,
             control,

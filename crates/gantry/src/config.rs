@@ -80,6 +80,9 @@ pub struct ServeConfig {
     /// Lifetime in seconds of a route and its temporary identity.
     #[arg(long, env = "GANTRY_ROUTE_TTL", default_value_t = 3600)]
     pub route_ttl: u64,
+    /// Requests per second allowed per bearer token (bursts of twice that); 0 turns the limit off.
+    #[arg(long, env = "GANTRY_RATE_LIMIT", default_value_t = 5000)]
+    pub rate_limit: u32,
     /// Bootstrap token of the system administrator (environment only); generated when unset.
     #[arg(skip = std::env::var("GANTRY_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))]
     pub admin_token: Option<String>,
@@ -101,6 +104,7 @@ impl ServeConfig {
             topic_prefix: "gantry".to_owned(),
             ack_timeout: 30,
             route_ttl: 3600,
+            rate_limit: 5000,
             admin_token: None,
         }
     }

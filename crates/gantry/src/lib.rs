@@ -90,9 +90,11 @@ impl Application {
         metrics.add_collector(ingest_metrics(&ingest));
         let mqtt_stats = broker.stats();
         metrics.add_collector(Box::new(move |out: &mut String| mqtt_stats.render(out)));
+        let limiter = (config.rate_limit > 0).then(|| Arc::new(gantry_api::limit::RateLimiter::new(config.rate_limit)));
         let state = AppState {
             services: services.clone(),
             metrics,
+            limiter,
         };
         let router = gantry_api::router(state, &ApiConfig::default());
         Ok(Self {

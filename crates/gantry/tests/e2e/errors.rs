@@ -85,3 +85,28 @@ async fn error_codes_are_stable_per_kind() {
     let unauthorized = app.get("/api/v1/projects", "nope").await;
     assert_eq!(unauthorized.body["returnCode"], 40100);
 }
+
+#[tokio::test]
+async fn a_token_over_its_rate_limit_gets_429() {
+    let app = crate::helpers::spawn_app_with(|c| c.rate_limit = 5).await;
+    let world = app.world().await; // 3 requests of the burst of 10
+    let replies = futures::future::join_all((0..12).map(|_| app.get("/api/v1/projects", &app.admin))).await;
+    let limited: Vec<_> = replies.into_iter().filter(|r| r.status == 429).collect();
+    assert!(!limited.is_empty(), "a burst over the limit is refused");
+    assert!(
+        limited
+            .iter()
+            .all(|r| r.body["returnCode"] == 42900 && r.body["message"].as_str().unwrap().contains("rate limit"))
+    );
+    // another token has its own budget
+    let token = world.project["applicationAccessToken"].as_str().unwrap();
+    app.get(
+        format!("/api/v1/projects/{}", world.project["id"].as_str().unwrap()),
+        token,
+    )
+    .await
+    .result();
+    // and the budget refills
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    app.get("/api/v1/projects", &app.admin).await.result();
+}
