@@ -13,6 +13,7 @@ pub mod metrics;
 mod models;
 pub mod openapi;
 mod projects;
+mod routes;
 mod tenants;
 
 use std::sync::Arc;
@@ -59,6 +60,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(devices::routes())
         .merge(events::routes())
         .merge(control::routes())
+        .merge(routes::routes())
         .layer(DefaultBodyLimit::max(config.body_limit));
     Router::new()
         .nest("/api/v1", api)

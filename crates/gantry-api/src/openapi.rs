@@ -4,7 +4,7 @@ use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use crate::{control, devices, events, health, models, projects, tenants};
+use crate::{control, devices, events, health, models, projects, routes, tenants};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -25,6 +25,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         devices::create, devices::update, devices::read, devices::delete,
         events::create, events::read, events::delete, events::list, events::list_attribute, events::shadow,
         control::send, control::logs,
+        routes::create, routes::refresh,
         health::healthz, health::metrics,
     ),
     components(schemas(crate::error::ErrorBody)),

@@ -21,8 +21,8 @@ use crate::{Error, Result};
 /// The way down to devices: the MQTT broker, embedded or external.
 #[async_trait]
 pub trait Downlink: Send + Sync {
-    /// Publishes `message` to the device's inbox.
-    async fn send(&self, device: &DeviceId, message: &Message) -> Result<()>;
+    /// Publishes `message` to the inbox of `owner`: a device id, or a route's client id.
+    async fn send(&self, owner: &str, message: &Message) -> Result<()>;
     /// Closes the device's connection, if it has one (it was Locked or deleted).
     async fn disconnect(&self, device: &DeviceId);
 }
@@ -55,6 +55,9 @@ pub struct EventLog {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_time: Option<i64>,
     pub deleted: bool,
+    /// Whose inbox gets the device's ack to this message (a route's caller); not shown.
+    #[serde(skip)]
+    pub reply_to: Option<String>,
 }
 
 /// `PUT /api/v1/devices/{deviceId}/shadows` body.
@@ -175,8 +178,30 @@ impl ControlService {
         );
         let deadline = input.needack.then(|| now + self.ack_timeout.as_millis() as i64);
         self.store.insert_event_log(&log, deadline).await?;
-        self.downlink.send(&device.id, &message).await?;
+        self.downlink.send(device.id.as_str(), &message).await?;
         Ok(message)
+    }
+
+    /// Records a message a route's caller sent to `device` (rmqtt delivers it): a DeviceControll
+    /// log like a control's, whose ack goes back to `reply_to`'s inbox.
+    pub async fn record_relayed(
+        &self,
+        device: &Device,
+        message: &Message,
+        by: &str,
+        reply_to: Option<String>,
+    ) -> Result<()> {
+        let now = now_ms();
+        let needack = message.meta.needack;
+        let status = if needack {
+            EventLogStatus::Processing
+        } else {
+            EventLogStatus::Completed
+        };
+        let mut log = new_log(device, Classification::DeviceControll, status, message, None, by, now);
+        log.reply_to = reply_to;
+        let deadline = needack.then(|| now + self.ack_timeout.as_millis() as i64);
+        self.store.insert_event_log(&log, deadline).await
     }
 
     /// A device's ack (`type` ack with `correlationId`): completes the control it answers and
@@ -192,6 +217,11 @@ impl ControlService {
             }
             None => None,
         };
+        if let Some(owner) = answered.as_ref().and_then(|log| log.reply_to.as_deref())
+            && let Err(e) = self.downlink.send(owner, ack).await
+        {
+            tracing::warn!(error = %e, "could not forward an ack along its route");
+        }
         let context = answered.and_then(|log| log.context_id);
         let response = new_log(
             device,
@@ -246,6 +276,7 @@ fn new_log(
         updated_by: None,
         updated_time: None,
         deleted: false,
+        reply_to: None,
     }
 }
 

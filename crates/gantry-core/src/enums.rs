@@ -107,6 +107,11 @@ string_enum!(
     Classification { DeviceControll = "DeviceControll", Response = "Response" }
 );
 
+string_enum!(
+    /// Who a route is for: an application, a web page, or another device.
+    SourceType { App = "APP", Web = "WEB", Device = "DEVICE" }
+);
+
 impl DataType {
     /// Whether a JSON value is of this type: Integer an i64, Float any number, String a string,
     /// Boolean true or false.

@@ -11,6 +11,7 @@ pub mod ingest;
 pub mod names;
 pub mod paging;
 pub mod records;
+pub mod routes;
 pub mod store;
 pub mod telemetry;
 pub mod time;
@@ -25,6 +26,7 @@ pub struct Services {
     pub catalog: Arc<catalog::CatalogService>,
     pub telemetry: telemetry::TelemetryService,
     pub control: Arc<control::ControlService>,
+    pub routes: routes::RouteService,
 }
 
 /// Addresses that projects advertise to their applications.
@@ -45,6 +47,7 @@ impl Services {
         ingest: ingest::Ingest,
         downlink: Arc<dyn control::Downlink>,
         ack_timeout: std::time::Duration,
+        route_config: routes::RouteConfig,
     ) -> Self {
         let tokens = Arc::new(auth::TokenCache::new(std::time::Duration::from_secs(5)));
         let catalog = Arc::new(catalog::CatalogService::new(
@@ -61,7 +64,8 @@ impl Services {
         ));
         Self {
             auth: auth::AuthService::new(store.clone(), tokens),
-            telemetry: telemetry::TelemetryService::new(store, catalog.clone(), control.clone(), ingest),
+            telemetry: telemetry::TelemetryService::new(store.clone(), catalog.clone(), control.clone(), ingest),
+            routes: routes::RouteService::new(store, catalog.clone(), control.clone(), route_config),
             catalog,
             control,
         }

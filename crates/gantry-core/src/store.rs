@@ -179,7 +179,29 @@ pub trait EventLogStore: Send + Sync {
     ) -> Result<Page<crate::control::EventLog>>;
 }
 
-/// All of storage, as the services see it.
-pub trait Store: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore {}
+/// Message routes.
+#[async_trait]
+pub trait RouteStore: Send + Sync {
+    async fn insert_route(&self, route: &crate::routes::StoredRoute) -> Result<()>;
+    /// Stores `expired_time` and the update fields.
+    async fn update_route(&self, route: &crate::routes::StoredRoute) -> Result<()>;
+    async fn get_route(&self, tenant: &TenantId, id: &str) -> Result<Option<crate::routes::StoredRoute>>;
+    /// The WEB or APP route whose temporary identity has this client id.
+    async fn route_by_client(&self, client_id: &str) -> Result<Option<crate::routes::StoredRoute>>;
+    /// The DEVICE route from `source` to `target` that is live at `now` and expires last.
+    async fn device_route(
+        &self,
+        tenant: &TenantId,
+        source: &DeviceId,
+        target: &DeviceId,
+        now: i64,
+    ) -> Result<Option<crate::routes::StoredRoute>>;
+}
 
-impl<T: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore> Store for T {}
+/// All of storage, as the services see it.
+pub trait Store:
+    TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore + RouteStore
+{
+}
+
+impl<T: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore + RouteStore> Store for T {}

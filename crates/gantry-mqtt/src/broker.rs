@@ -202,13 +202,13 @@ struct BrokerDownlink {
 
 #[async_trait]
 impl Downlink for BrokerDownlink {
-    async fn send(&self, device: &DeviceId, message: &Message) -> gantry_core::Result<()> {
+    async fn send(&self, owner: &str, message: &Message) -> gantry_core::Result<()> {
         let payload = serde_json::to_vec(message).map_err(gantry_core::Error::store)?;
         let publish = Publish::from(CodecPublish {
             dup: false,
             retain: false,
             qos: QoS::AtLeastOnce,
-            topic: self.topics.inbox(device.as_str()).into(),
+            topic: self.topics.inbox(owner).into(),
             packet_id: None,
             payload: payload.into(),
             properties: None,

@@ -9,6 +9,7 @@ use gantry_core::Services;
 use gantry_core::auth::Principal;
 use gantry_core::control::Downlink;
 use gantry_core::ids::{DeviceId, TenantId};
+use gantry_core::routes::RouteGrant;
 use rmqtt::codec::v5::SubscribeAckReason;
 use rmqtt::hook::{Handler, HookResult, Parameter, ReturnType};
 use rmqtt::types::{AuthResult, ConnectInfo, Publish, PublishAclResult, SubscribeAclResult};
@@ -22,8 +23,15 @@ pub(crate) struct GantryHooks {
     topics: Topics,
     downlink: Arc<dyn Downlink>,
     stats: Arc<MqttStats>,
-    /// The tenant of each device that logged in: the ACL hooks see only the client id.
-    tenants: Arc<RwLock<HashMap<String, TenantId>>>,
+    /// Who each client that logged in is: the ACL hooks see only the client id.
+    identities: Arc<RwLock<HashMap<String, Identity>>>,
+}
+
+/// A logged-in client: a device, or the temporary identity of a WEB or APP route.
+#[derive(Clone)]
+enum Identity {
+    Device(TenantId),
+    Route(RouteGrant),
 }
 
 impl GantryHooks {
@@ -38,57 +46,123 @@ impl GantryHooks {
             topics,
             downlink,
             stats,
-            tenants: Default::default(),
+            identities: Default::default(),
         }
     }
 
-    /// Client id = username = device id, password = the device's access token; a Locked device
-    /// is refused.
+    /// A device: client id = username = device id, password = its access token, not Locked.
+    /// A route's temporary identity: its client id, username and password, before expiry.
     async fn authenticate(&self, info: &ConnectInfo) -> AuthResult {
         let client_id = info.client_id().to_string();
-        let username = info.username().map(|u| u.to_string());
+        let username = info.username().map(|u| u.to_string()).unwrap_or_default();
         let token = info
             .password()
             .and_then(|p| std::str::from_utf8(p).ok())
             .unwrap_or_default();
-        let result = match self.services.auth.authenticate(token).await {
+        let identity = match self.services.auth.authenticate(token).await {
             Ok(Principal::Device {
                 tenant, device, locked, ..
-            }) if device.as_str() == client_id && username.as_deref() == Some(client_id.as_str()) => {
+            }) if device.as_str() == client_id && username == client_id => {
                 if locked {
-                    AuthResult::NotAuthorized
+                    Err(AuthResult::NotAuthorized)
                 } else {
-                    self.tenants
-                        .write()
-                        .expect("tenants lock")
-                        .insert(client_id.clone(), tenant);
-                    AuthResult::Allow(false, None)
+                    Ok(Identity::Device(tenant))
                 }
             }
-            Ok(_) | Err(gantry_core::Error::Unauthorized) => AuthResult::BadUsernameOrPassword,
+            Ok(_) | Err(gantry_core::Error::Unauthorized) => {
+                match self.services.routes.login(&client_id, &username, token).await {
+                    Ok(Some(grant)) => Ok(Identity::Route(grant)),
+                    Ok(None) => Err(AuthResult::BadUsernameOrPassword),
+                    Err(e) => {
+                        tracing::error!(error = %e, "route login failed on the store");
+                        Err(AuthResult::NotAuthorized)
+                    }
+                }
+            }
             Err(e) => {
                 tracing::error!(error = %e, "device login failed on the store");
-                AuthResult::NotAuthorized
+                Err(AuthResult::NotAuthorized)
             }
         };
-        if !matches!(result, AuthResult::Allow(..)) {
-            self.stats.logins_refused.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(client_id, "MQTT login refused");
+        match identity {
+            Ok(identity) => {
+                self.identities
+                    .write()
+                    .expect("identities lock")
+                    .insert(client_id, identity);
+                AuthResult::Allow(false, None)
+            }
+            Err(refusal) => {
+                self.stats.logins_refused.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(client_id, "MQTT login refused");
+                refusal
+            }
         }
-        result
     }
 
-    /// A device publishes only to its own upstream topic. What it publishes there is ingested
-    /// before the publish is acknowledged, so a QoS 1 PUBACK means the events are durable.
+    /// A device publishes to its own upstream topic, and to the inbox of a device it holds a
+    /// live DEVICE route to; a route's identity only to its target's inbox.
     async fn check_publish(&self, client_id: &str, publish: &Publish) -> PublishAclResult {
-        if !self.topics.is_upstream_of(&publish.topic, client_id) {
-            self.stats.acls_denied.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(client_id, topic = %publish.topic, "publish refused by the ACL");
-            return PublishAclResult::rejected(false, None);
+        let identity = self.identities.read().expect("identities lock").get(client_id).cloned();
+        let topic = &publish.topic;
+        match identity {
+            None => PublishAclResult::rejected(true, None),
+            Some(Identity::Device(tenant)) if self.topics.is_upstream_of(topic, client_id) => {
+                self.ingest(client_id, tenant, publish).await
+            }
+            Some(Identity::Device(tenant)) => {
+                let grant = match self.topics.inbox_owner(topic) {
+                    Some(target) => {
+                        self.services
+                            .routes
+                            .device_grant(&tenant, &DeviceId::from_string(client_id), target)
+                            .await
+                    }
+                    None => Ok(None),
+                };
+                match grant {
+                    Ok(Some(grant)) => self.relay(client_id, &grant, publish).await,
+                    _ => self.deny(client_id, topic),
+                }
+            }
+            Some(Identity::Route(grant)) => match self.services.routes.current(&grant).await {
+                Ok(Some(grant)) if self.topics.is_inbox_of(topic, grant.target.as_str()) => {
+                    self.relay(client_id, &grant, publish).await
+                }
+                Ok(Some(_)) => self.deny(client_id, topic),
+                Ok(None) => {
+                    tracing::info!(client_id, "route expired; disconnecting its identity");
+                    PublishAclResult::rejected(true, None)
+                }
+                Err(e) => {
+                    tracing::warn!(client_id, error = %e, "route lookup failed");
+                    PublishAclResult::rejected(false, None)
+                }
+            },
         }
-        let Some(tenant) = self.tenants.read().expect("tenants lock").get(client_id).cloned() else {
-            return PublishAclResult::rejected(true, None);
-        };
+    }
+
+    fn deny(&self, client_id: &str, topic: &str) -> PublishAclResult {
+        self.stats.acls_denied.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(client_id, topic, "publish refused by the ACL");
+        PublishAclResult::rejected(false, None)
+    }
+
+    /// A message along a route: recorded as an event log, then delivered by the broker.
+    async fn relay(&self, client_id: &str, grant: &RouteGrant, publish: &Publish) -> PublishAclResult {
+        match self.services.routes.relay(grant, client_id, &publish.payload).await {
+            Ok(()) => PublishAclResult::allow(),
+            Err(e) => {
+                self.stats.entries_refused.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(client_id, error = %e, "routed message refused");
+                PublishAclResult::rejected(false, None)
+            }
+        }
+    }
+
+    /// What a device publishes to its upstream topic is ingested before the publish is
+    /// acknowledged, so a QoS 1 PUBACK means the events are durable.
+    async fn ingest(&self, client_id: &str, tenant: TenantId, publish: &Publish) -> PublishAclResult {
         self.stats.messages_in.fetch_add(1, Ordering::Relaxed);
         let device = DeviceId::from_string(client_id);
         match self
@@ -108,7 +182,7 @@ impl GantryHooks {
                     tracing::info!(client_id, refused = ?outcome.refused, "upstream entries refused");
                 }
                 if let Some(reply) = outcome.reply
-                    && let Err(e) = self.downlink.send(&device, &reply).await
+                    && let Err(e) = self.downlink.send(client_id, &reply).await
                 {
                     tracing::warn!(client_id, error = %e, "could not send the ack");
                 }
@@ -123,9 +197,11 @@ impl GantryHooks {
         }
     }
 
-    /// A device subscribes only to its own inbox.
+    /// A device subscribes only to its own inbox, a route's identity only to its ack topic
+    /// (its own inbox too).
     fn check_subscribe(&self, client_id: &str, filter: &str, qos: rmqtt::codec::types::QoS) -> SubscribeAclResult {
-        if self.topics.is_inbox_of(filter, client_id) {
+        let known = self.identities.read().expect("identities lock").contains_key(client_id);
+        if known && self.topics.is_inbox_of(filter, client_id) {
             SubscribeAclResult::new_success(qos, None)
         } else {
             self.stats.acls_denied.fetch_add(1, Ordering::Relaxed);

@@ -33,6 +33,11 @@ impl Topics {
         self.split(filter, "out") == Some(device)
     }
 
+    /// Whose inbox `topic` is, if it is one.
+    pub fn inbox_owner<'t>(&self, topic: &'t str) -> Option<&'t str> {
+        self.split(topic, "out")
+    }
+
     fn split<'t>(&self, topic: &'t str, direction: &str) -> Option<&'t str> {
         let rest = topic.strip_prefix(self.prefix.as_str())?.strip_prefix('/')?;
         let rest = rest.strip_prefix(direction)?.strip_prefix("/json/")?;
@@ -66,5 +71,7 @@ mod tests {
             assert!(!t.is_inbox_of(filter, "d1"), "{filter}");
         }
         assert_eq!(Topics::new("site/a/").inbox("d"), "site/a/out/json/d");
+        assert_eq!(t.inbox_owner("gantry/out/json/d7"), Some("d7"));
+        assert_eq!(t.inbox_owner("gantry/in/json/d7"), None);
     }
 }

@@ -14,7 +14,8 @@ use crate::row::{flag, get, json, spelled, to_json};
 use crate::sql::{Sql, fetch_page};
 
 const COLUMNS: &str = "id, tenant_id, project_id, status, classification, device_id, device_name, event_data, \
-                       context_id, responses, event_id, created_by, created_time, updated_by, updated_time, deleted";
+                       context_id, responses, event_id, created_by, created_time, updated_by, updated_time, deleted, \
+                       reply_to";
 
 fn log_from_row(row: &AnyRow) -> Result<EventLog> {
     Ok(EventLog {
@@ -34,6 +35,7 @@ fn log_from_row(row: &AnyRow) -> Result<EventLog> {
         updated_by: get(row, "updated_by")?,
         updated_time: get(row, "updated_time")?,
         deleted: flag(row, "deleted")?,
+        reply_to: get(row, "reply_to")?,
     })
 }
 
@@ -43,8 +45,8 @@ impl EventLogStore for SqlStore {
         sqlx::query(
             "INSERT INTO event_logs (id, tenant_id, project_id, status, classification, device_id, device_name, \
                  event_data, context_id, responses, event_id, ack_deadline, created_by, created_time, updated_by, \
-                 updated_time, deleted) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0)",
+                 updated_time, deleted, reply_to) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17)",
         )
         .bind(log.id.as_str())
         .bind(log.tenant_id.as_str())
@@ -62,6 +64,7 @@ impl EventLogStore for SqlStore {
         .bind(log.created_time)
         .bind(log.updated_by.as_deref())
         .bind(log.updated_time)
+        .bind(log.reply_to.as_deref())
         .execute(&self.pool)
         .await
         .map_err(Error::store)?;

@@ -6,6 +6,7 @@ mod event_logs;
 mod events;
 mod models;
 mod projects;
+mod routes;
 mod row;
 mod sql;
 mod tenants;

@@ -117,10 +117,14 @@ impl ServeConfig {
             .unwrap_or_else(|| format!("http://{}:{}", host_of(bound), bound.port()))
     }
 
+    /// The MQTT host clients are told to use: --public-mqtt-host, else the bound address.
+    pub fn mqtt_host(&self, bound: SocketAddr) -> String {
+        self.public_mqtt_host.clone().unwrap_or_else(|| host_of(bound))
+    }
+
     /// `mqApiAddr`: `mqtt://<public mqtt host>:<port of the bound MQTT listener>`.
     pub fn mq_api_addr(&self, bound: SocketAddr) -> String {
-        let host = self.public_mqtt_host.clone().unwrap_or_else(|| host_of(bound));
-        format!("mqtt://{host}:{}", bound.port())
+        format!("mqtt://{}:{}", self.mqtt_host(bound), bound.port())
     }
 }
 

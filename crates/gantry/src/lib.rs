@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use gantry_api::{ApiConfig, AppState};
 use gantry_core::ingest::{Ingest, IngestConfig, IngestWriter};
+use gantry_core::routes::RouteConfig;
 use gantry_core::{PublicAddrs, Services};
 use gantry_mqtt::{BrokerConfig, EmbeddedBroker, Topics};
 use gantry_store::SqlStore;
@@ -69,12 +70,20 @@ impl Application {
         let store: Arc<dyn gantry_core::store::Store> = Arc::new(store);
         let (ingest, ingest_writer) = Ingest::start(store.clone(), IngestConfig::default());
         let ack_timeout = Duration::from_secs(config.ack_timeout);
+        let routes = RouteConfig {
+            host: config.mqtt_host(broker.tcp_addr()),
+            tcp_port: broker.tcp_addr().port(),
+            ws_port: broker.ws_addr().port(),
+            topic_prefix: config.topic_prefix.clone(),
+            ttl: Duration::from_secs(config.route_ttl),
+        };
         let services = Arc::new(Services::new(
             store,
             addrs,
             ingest.clone(),
             broker.downlink(),
             ack_timeout,
+            routes,
         ));
         broker.start(services.clone()).await;
         let generated_admin_token = services.auth.bootstrap(config.admin_token.as_deref()).await?;

@@ -12,6 +12,8 @@ pub struct TestApp {
     pub base: String,
     /// The embedded broker's MQTT/TCP address.
     pub mqtt: std::net::SocketAddr,
+    /// The embedded broker's MQTT/WebSocket address.
+    pub mqtt_ws: std::net::SocketAddr,
     pub admin: String,
     pub client: reqwest::Client,
     pub data_dir: PathBuf,
@@ -78,6 +80,7 @@ pub async fn spawn_with(config: ServeConfig, dir: tempfile::TempDir, admin: Stri
     let app = Application::build(config).await.expect("application builds");
     let base = format!("http://{}", app.http_addr());
     let mqtt = app.mqtt_addr();
+    let mqtt_ws = app.mqtt_ws_addr();
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(app.run_until(async {
         let _ = stopped.await;
@@ -85,6 +88,7 @@ pub async fn spawn_with(config: ServeConfig, dir: tempfile::TempDir, admin: Stri
     TestApp {
         base,
         mqtt,
+        mqtt_ws,
         admin,
         client: reqwest::Client::new(),
         data_dir,
@@ -181,6 +185,7 @@ impl TestApp {
         TestApp {
             base: base.to_owned(),
             mqtt: "127.0.0.1:0".parse().expect("literal address"),
+            mqtt_ws: "127.0.0.1:0".parse().expect("literal address"),
             admin: admin.to_owned(),
             client: reqwest::Client::new(),
             data_dir: PathBuf::new(),

@@ -10,3 +10,4 @@ mod events;
 mod helpers;
 mod mqtt;
 mod operations;
+mod routes;

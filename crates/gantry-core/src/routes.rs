@@ -1,0 +1,329 @@
+//! Message routes: short-lived MQTT identities (WEB, APP) or grants (DEVICE) that let a caller
+//! talk to one device in real time, and what the broker asks of them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::{Principal, generate_token, hash_token};
+use crate::catalog::CatalogService;
+use crate::control::ControlService;
+use crate::enums::{DeviceStatus, SourceType};
+use crate::ids::{DeviceId, ProjectId, TenantId};
+use crate::store::Store;
+use crate::telemetry::Message;
+use crate::time::now_ms;
+use crate::{Error, Result};
+
+/// `POST /api/v1/devices/{deviceId}/routes` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteInput {
+    /// APP (application), WEB (web page) or DEVICE (another device).
+    pub source_type: Option<SourceType>,
+    /// Whether the target device's acks are forwarded to the caller's ack topic.
+    #[serde(default)]
+    pub need_resp: bool,
+    /// Required for DEVICE: the device that will send.
+    pub source_device_id: Option<DeviceId>,
+    /// Required for DEVICE: that device's accessToken.
+    pub source_device_key: Option<String>,
+}
+
+/// The temporary MQTT identity of a WEB or APP route.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemporaryRole {
+    pub host: String,
+    /// The MQTT/TCP port for APP, the MQTT-over-WebSocket port for WEB.
+    pub port: u16,
+    pub ssl_enable: bool,
+    pub client_id: String,
+    pub username: String,
+    /// Shown when the route is created, never again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+}
+
+/// The topics of a route.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageRoute {
+    /// `<prefix>/out/json/<target device>`: where the caller publishes.
+    pub forward_topic: String,
+    /// `<prefix>/out/json/<caller>`: where the caller receives the device's acks.
+    pub ack_topic: String,
+}
+
+/// A route (`Route`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Route {
+    /// `routePolicy:<uuid>`.
+    pub id: String,
+    /// MQTT.
+    pub protocol: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temporary_role: Option<TemporaryRole>,
+    /// When the route expires, epoch milliseconds.
+    pub expired_time: i64,
+    pub route: MessageRoute,
+    pub device_id: DeviceId,
+    pub source_type: SourceType,
+    pub need_resp: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_device_id: Option<DeviceId>,
+    pub tenant_id: TenantId,
+    pub created_by: String,
+    pub created_time: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_time: Option<i64>,
+    pub deleted: bool,
+}
+
+/// A route as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRoute {
+    pub id: String,
+    pub tenant_id: TenantId,
+    pub project_id: ProjectId,
+    pub device_id: DeviceId,
+    pub source_type: SourceType,
+    pub source_device_id: Option<DeviceId>,
+    pub need_resp: bool,
+    /// WEB and APP: the temporary identity.
+    pub client_id: Option<String>,
+    pub username: Option<String>,
+    pub password_hash: Option<String>,
+    pub expired_time: i64,
+    pub created_by: String,
+    pub created_time: i64,
+    pub updated_by: Option<String>,
+    pub updated_time: Option<i64>,
+}
+
+/// What a connected route caller may do: publish to `target`'s inbox until `expires`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteGrant {
+    pub route_id: String,
+    pub tenant: TenantId,
+    pub target: DeviceId,
+    /// Whose inbox gets the target's acks, when the route wants responses.
+    pub reply_to: Option<String>,
+    pub expires: i64,
+}
+
+impl StoredRoute {
+    fn grant(&self) -> RouteGrant {
+        let caller = self
+            .client_id
+            .clone()
+            .or_else(|| self.source_device_id.as_ref().map(|d| d.to_string()));
+        RouteGrant {
+            route_id: self.id.clone(),
+            tenant: self.tenant_id.clone(),
+            target: self.device_id.clone(),
+            reply_to: if self.need_resp { caller } else { None },
+            expires: self.expired_time,
+        }
+    }
+}
+
+/// Where route callers connect and what topics look like.
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    pub host: String,
+    pub tcp_port: u16,
+    pub ws_port: u16,
+    pub topic_prefix: String,
+    pub ttl: Duration,
+}
+
+pub struct RouteService {
+    store: Arc<dyn Store>,
+    catalog: Arc<CatalogService>,
+    control: Arc<ControlService>,
+    config: RouteConfig,
+}
+
+impl RouteService {
+    pub fn new(
+        store: Arc<dyn Store>,
+        catalog: Arc<CatalogService>,
+        control: Arc<ControlService>,
+        config: RouteConfig,
+    ) -> Self {
+        Self {
+            store,
+            catalog,
+            control,
+            config,
+        }
+    }
+
+    fn inbox(&self, owner: &str) -> String {
+        format!("{}/out/json/{owner}", self.config.topic_prefix)
+    }
+
+    pub async fn create_route(&self, who: &Principal, device_id: &DeviceId, input: RouteInput) -> Result<Route> {
+        let device = self.catalog.load_device(who.tenant(), device_id).await?;
+        who.require_device_manage(&device.project_id)?;
+        let source_type = input
+            .source_type
+            .ok_or_else(|| Error::invalid("sourceType", "is required (APP, WEB or DEVICE)"))?;
+        if device.status == DeviceStatus::Locked {
+            return Err(Error::Conflict(format!("device {} is Locked", device.id)));
+        }
+        let now = now_ms();
+        let mut stored = StoredRoute {
+            id: format!("routePolicy:{}", uuid::Uuid::new_v4()),
+            tenant_id: device.record.tenant_id.clone(),
+            project_id: device.project_id.clone(),
+            device_id: device.id.clone(),
+            source_type,
+            source_device_id: None,
+            need_resp: input.need_resp,
+            client_id: None,
+            username: None,
+            password_hash: None,
+            expired_time: now + self.config.ttl.as_millis() as i64,
+            created_by: who.actor(),
+            created_time: now,
+            updated_by: None,
+            updated_time: None,
+        };
+        let mut password = None;
+        match source_type {
+            SourceType::Device => {
+                let source_id = input
+                    .source_device_id
+                    .ok_or_else(|| Error::invalid("sourceDeviceId", "is required when sourceType is DEVICE"))?;
+                let key = input
+                    .source_device_key
+                    .ok_or_else(|| Error::invalid("sourceDeviceKey", "is required when sourceType is DEVICE"))?;
+                if source_id == device.id {
+                    return Err(Error::invalid("sourceDeviceId", "a device needs no route to itself"));
+                }
+                let source = self.catalog.load_device(who.tenant(), &source_id).await?;
+                if key != source.access_token {
+                    return Err(Error::forbidden("sourceDeviceKey is not the source device's key"));
+                }
+                stored.source_device_id = Some(source.id);
+            }
+            SourceType::App | SourceType::Web => {
+                let client_id = format!("route-{}", uuid::Uuid::new_v4().simple());
+                let secret = generate_token();
+                stored.username = Some(client_id.clone());
+                stored.password_hash = Some(hash_token(&secret));
+                stored.client_id = Some(client_id);
+                password = Some(secret);
+            }
+        }
+        self.store.insert_route(&stored).await?;
+        Ok(self.view(&stored, password))
+    }
+
+    /// Extends a route that has not expired by the route TTL.
+    pub async fn refresh(&self, who: &Principal, route_id: &str) -> Result<Route> {
+        let mut stored = self
+            .store
+            .get_route(who.tenant(), route_id)
+            .await?
+            .ok_or_else(|| Error::not_found("route", route_id))?;
+        who.require_device_manage(&stored.project_id)?;
+        let now = now_ms();
+        if stored.expired_time <= now {
+            return Err(Error::Conflict("the route has expired; create a new one".to_owned()));
+        }
+        stored.expired_time += self.config.ttl.as_millis() as i64;
+        stored.updated_by = Some(who.actor());
+        stored.updated_time = Some(now);
+        self.store.update_route(&stored).await?;
+        Ok(self.view(&stored, None))
+    }
+
+    fn view(&self, stored: &StoredRoute, password: Option<String>) -> Route {
+        let caller = stored
+            .client_id
+            .clone()
+            .or_else(|| stored.source_device_id.as_ref().map(|d| d.to_string()))
+            .unwrap_or_default();
+        let temporary_role = stored.client_id.as_ref().map(|client_id| TemporaryRole {
+            host: self.config.host.clone(),
+            port: if stored.source_type == SourceType::Web {
+                self.config.ws_port
+            } else {
+                self.config.tcp_port
+            },
+            ssl_enable: false,
+            client_id: client_id.clone(),
+            username: stored.username.clone().unwrap_or_default(),
+            password,
+        });
+        Route {
+            id: stored.id.clone(),
+            protocol: "MQTT".to_owned(),
+            temporary_role,
+            expired_time: stored.expired_time,
+            route: MessageRoute {
+                forward_topic: self.inbox(stored.device_id.as_str()),
+                ack_topic: self.inbox(&caller),
+            },
+            device_id: stored.device_id.clone(),
+            source_type: stored.source_type,
+            need_resp: stored.need_resp,
+            source_device_id: stored.source_device_id.clone(),
+            tenant_id: stored.tenant_id.clone(),
+            created_by: stored.created_by.clone(),
+            created_time: stored.created_time,
+            updated_by: stored.updated_by.clone(),
+            updated_time: stored.updated_time,
+            deleted: false,
+        }
+    }
+
+    /// The grant of a WEB or APP identity logging in, if the credentials are right and the
+    /// route has not expired.
+    pub async fn login(&self, client_id: &str, username: &str, password: &str) -> Result<Option<RouteGrant>> {
+        let Some(stored) = self.store.route_by_client(client_id).await? else {
+            return Ok(None);
+        };
+        let valid = stored.username.as_deref() == Some(username)
+            && stored.password_hash.as_deref() == Some(hash_token(password).as_str())
+            && stored.expired_time > now_ms();
+        Ok(valid.then(|| stored.grant()))
+    }
+
+    /// The current grant of a route refreshed or not: for callers already connected.
+    pub async fn current(&self, grant: &RouteGrant) -> Result<Option<RouteGrant>> {
+        let stored = self.store.get_route(&grant.tenant, &grant.route_id).await?;
+        Ok(stored.filter(|s| s.expired_time > now_ms()).map(|s| s.grant()))
+    }
+
+    /// A live DEVICE route from `source` to `target`, if there is one.
+    pub async fn device_grant(&self, tenant: &TenantId, source: &DeviceId, target: &str) -> Result<Option<RouteGrant>> {
+        let stored = self
+            .store
+            .device_route(tenant, source, &DeviceId::from_string(target), now_ms())
+            .await?;
+        Ok(stored.map(|s| s.grant()))
+    }
+
+    /// A message sent along a route to its target: it must be a Message, the target must not
+    /// be Locked; it is recorded as an event log whose ack goes back to the caller.
+    pub async fn relay(&self, grant: &RouteGrant, caller: &str, bytes: &[u8]) -> Result<()> {
+        let message: Message =
+            serde_json::from_slice(bytes).map_err(|e| Error::invalid("payload", format!("not a Message: {e}")))?;
+        let device = self.catalog.load_device(&grant.tenant, &grant.target).await?;
+        if device.status == DeviceStatus::Locked {
+            return Err(Error::Conflict(format!("device {} is Locked", device.id)));
+        }
+        self.control
+            .record_relayed(&device, &message, caller, grant.reply_to.clone())
+            .await
+    }
+}
