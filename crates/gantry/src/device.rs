@@ -59,7 +59,25 @@ impl DeviceClient {
         username: &str,
         token: &str,
     ) -> anyhow::Result<Self> {
-        let mut options = MqttOptions::new(client_id, broker.ip().to_string(), broker.port());
+        let options = MqttOptions::new(client_id, broker.ip().to_string(), broker.port());
+        Self::connect_with(options, prefix, username, token).await
+    }
+
+    /// Connects over MQTT-over-WebSocket, as a web page does.
+    pub async fn connect_ws(
+        broker: SocketAddr,
+        prefix: &str,
+        client_id: &str,
+        username: &str,
+        token: &str,
+    ) -> anyhow::Result<Self> {
+        let mut options = MqttOptions::new(client_id, format!("ws://{broker}/mqtt"), broker.port());
+        options.set_transport(rumqttc::Transport::Ws);
+        Self::connect_with(options, prefix, username, token).await
+    }
+
+    async fn connect_with(mut options: MqttOptions, prefix: &str, username: &str, token: &str) -> anyhow::Result<Self> {
+        let client_id = options.client_id();
         options.set_credentials(username, token);
         options.set_keep_alive(Duration::from_secs(30));
         let (client, mut eventloop) = AsyncClient::new(options, 256);

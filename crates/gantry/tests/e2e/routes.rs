@@ -360,3 +360,51 @@ async fn route_rules() {
     .result();
     route(&app, &world, json!({"sourceType": "APP"})).await.error(409);
 }
+
+#[tokio::test]
+async fn a_web_route_works_over_websocket() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let web = route(&app, &world, json!({"sourceType": "WEB", "needResp": true}))
+        .await
+        .result();
+    let role = &web["temporaryRole"];
+    assert_eq!(role["port"], app.mqtt_ws.port());
+    let mut target = target_of(&app, &world).await;
+    let mut page = DeviceClient::connect_ws(
+        app.mqtt_ws,
+        PREFIX,
+        role["clientId"].as_str().unwrap(),
+        role["username"].as_str().unwrap(),
+        role["password"].as_str().unwrap(),
+    )
+    .await
+    .expect("the web identity logs in over WebSocket");
+    assert!(
+        page.subscribe(web["route"]["ackTopic"].as_str().unwrap())
+            .await
+            .unwrap()
+    );
+    let message = json!({"meta": {"id": "ws-1", "type": "m", "needack": true}, "payload": {"attrs": [{"code": "label", "value": "from the browser"}]}});
+    page.publish_raw(
+        web["route"]["forwardTopic"].as_str().unwrap(),
+        serde_json::to_vec(&message).unwrap(),
+    )
+    .await
+    .unwrap();
+    let got = target
+        .next_message(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("delivered")
+        .json();
+    target.ack(&got).await.unwrap();
+    assert_eq!(
+        page.next_message(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .expect("ack over WebSocket")
+            .json()["meta"]["correlationId"],
+        "ws-1"
+    );
+}
