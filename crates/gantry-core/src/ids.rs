@@ -55,3 +55,29 @@ impl TenantId {
         Self::from_string(DEFAULT_TENANT)
     }
 }
+
+impl EventId {
+    /// The smallest id an event stored at `ms` (epoch milliseconds) or later can have: ids are
+    /// UUIDv7, whose text orders by creation time.
+    pub fn lower_bound_at(ms: i64) -> Self {
+        let ms = ms.clamp(0, (1 << 48) - 1) as u64;
+        Self(format!("{:08x}-{:04x}-7000-8000-000000000000", ms >> 16, ms & 0xffff))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_order_by_creation_time() {
+        let before = EventId::lower_bound_at(chrono::Utc::now().timestamp_millis());
+        let id = EventId::generate();
+        let after = EventId::lower_bound_at(chrono::Utc::now().timestamp_millis() + 1);
+        assert!(before <= id && id < after, "{before} {id} {after}");
+        assert_eq!(
+            EventId::lower_bound_at(0).as_str(),
+            "00000000-0000-7000-8000-000000000000"
+        );
+    }
+}

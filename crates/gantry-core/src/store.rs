@@ -146,6 +146,8 @@ pub trait EventStore: Send + Sync {
         query: &crate::telemetry::EventQuery,
         page: PageRequest,
     ) -> Result<Page<crate::telemetry::DeviceEvent>>;
+    /// Deletes up to `limit` events stored before `cutoff` (epoch ms); returns how many.
+    async fn delete_events_before(&self, cutoff: i64, limit: i64) -> Result<u64>;
     /// The shadow attributes of a device with the arrival time of each value.
     async fn shadow(
         &self,

@@ -489,6 +489,19 @@ impl TelemetryService {
         self.store.list_events(who.tenant(), &query, page).await
     }
 
+    /// Deletes the events that arrived more than `days` ago, in batches; returns how many.
+    pub async fn apply_retention(&self, days: u32) -> Result<u64> {
+        let cutoff = now_ms() - i64::from(days) * 86_400_000;
+        let mut deleted = 0;
+        loop {
+            let n = self.store.delete_events_before(cutoff, 5_000).await?;
+            deleted += n;
+            if n < 5_000 {
+                return Ok(deleted);
+            }
+        }
+    }
+
     pub async fn shadow(&self, who: &Principal, device: &DeviceId) -> Result<Shadow> {
         let device = self.readable_device(who, device).await?;
         let attributes = self.store.shadow(who.tenant(), &device.id).await?;

@@ -183,6 +183,18 @@ impl EventStore for SqlStore {
         .await
     }
 
+    async fn delete_events_before(&self, cutoff: i64, limit: i64) -> Result<u64> {
+        // Event ids are UUIDv7, so the primary key orders them by arrival: no time index needed.
+        let done =
+            sqlx::query("DELETE FROM device_events WHERE id IN (SELECT id FROM device_events WHERE id < $1 LIMIT $2)")
+                .bind(EventId::lower_bound_at(cutoff).as_str())
+                .bind(limit)
+                .execute(&self.pool)
+                .await
+                .map_err(Error::store)?;
+        Ok(done.rows_affected())
+    }
+
     async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
         let rows = sqlx::query(
             "SELECT attribute_code, value, device_ts, ingress_ts FROM device_shadows \

@@ -7,12 +7,13 @@ use std::future::Future;
 use gantry_core::Error;
 use gantry_core::auth::Principal;
 use gantry_core::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable, SortOrder};
-use gantry_core::ids::{DeviceId, ModelId, ProjectId, TenantId};
+use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::PageRequest;
 use gantry_core::records::{Device, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant};
 use gantry_core::store::{
-    DeviceQuery, DeviceSort, DeviceStore, ModelStore, ProjectQuery, ProjectStore, Store, TenantStore,
+    DeviceQuery, DeviceSort, DeviceStore, EventStore, ModelStore, ProjectQuery, ProjectStore, Store, TenantStore,
 };
+use gantry_core::telemetry::{DeviceEvent, EventQuery, TimeField};
 use gantry_store::{SqlStore, sqlite_url};
 use serde_json::json;
 use sqlx::{Connection, Executor, Row};
@@ -53,6 +54,8 @@ store_suite!(
     project_models_are_distinct,
     deletes_conflict_while_in_use,
     records_round_trip_with_derived_fields,
+    events_list_by_window_and_feed_the_shadow,
+    retention_deletes_only_old_events,
 );
 
 // ---- harness ---------------------------------------------------------------------------------
@@ -1219,4 +1222,147 @@ async fn records_round_trip_with_derived_fields(store: SqlStore) {
     assert_eq!(store.get_device(&t, &lamp.id).await.unwrap(), Some(lamp.clone()));
     let listed = store.list_devices(&t, &DeviceQuery::default(), all()).await.unwrap();
     assert_eq!(listed.items, vec![lamp, dumb]);
+}
+
+// ---- events ----------------------------------------------------------------------------------
+
+fn event_at(device: &Device, id: EventId, code: &str, value: serde_json::Value, device_ts: i64) -> DeviceEvent {
+    DeviceEvent {
+        id,
+        tenant_id: device.record.tenant_id.clone(),
+        project_id: device.project_id.clone(),
+        model_id: device.model_id.clone(),
+        device_id: device.id.clone(),
+        attribute_code: code.to_owned(),
+        attribute_type: DataType::Float,
+        attribute_data: value,
+        channel: Channel::M,
+        ingress_time_stamp: 5_000,
+        device_timestamp: device_ts,
+        correlation_id: None,
+        context: None,
+        created_by: "DEVICE".to_owned(),
+        created_time: 5_000,
+        deleted: false,
+    }
+}
+
+async fn events_list_by_window_and_feed_the_shadow(store: SqlStore) {
+    let tenant = new_tenant(&store, "events").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    // one batch holds an older value after a newer one, and two values of one device time
+    let batch: Vec<DeviceEvent> = [(1, 100), (2, 300), (3, 200), (4, 300)]
+        .into_iter()
+        .map(|(v, ts)| event_at(&device, EventId::generate(), "temp", json!(v), ts))
+        .collect();
+    store.append_events(&batch).await.unwrap();
+    store
+        .append_events(&[event_at(&device, EventId::generate(), "temp", json!(5), 250)])
+        .await
+        .unwrap();
+    let shadow = store.shadow(&tenant, &device.id).await.unwrap();
+    assert_eq!(shadow.len(), 1);
+    assert_eq!(
+        (shadow[0].0.value.clone(), shadow[0].0.timestamp),
+        (json!(4), 300),
+        "newest device time, later arrival on a tie"
+    );
+
+    let query = |start, end| EventQuery {
+        device: device.id.clone(),
+        attribute_code: None,
+        time_field: TimeField::Device,
+        start,
+        end,
+    };
+    let page = store
+        .list_events(&tenant, &query(Some(200), Some(300)), all())
+        .await
+        .unwrap();
+    assert_eq!(page.total, 4, "both ends inclusive");
+    let times: Vec<i64> = page.items.iter().map(|e| e.device_timestamp).collect();
+    assert_eq!(times, vec![300, 300, 250, 200]);
+    let ties: Vec<&str> = page.items[..2].iter().map(|e| e.id.as_str()).collect();
+    assert!(ties[0] > ties[1], "ties newest id first");
+    assert_eq!(
+        store
+            .list_events(&tenant, &query(None, Some(99)), all())
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+    let other = new_tenant(&store, "other").await;
+    assert_eq!(
+        store
+            .list_events(&other, &query(None, None), all())
+            .await
+            .unwrap()
+            .total,
+        0,
+        "tenant scoped"
+    );
+    assert!(store.shadow(&other, &device.id).await.unwrap().is_empty());
+
+    let first = &page.items[0];
+    assert_eq!(store.get_event(&tenant, &first.id).await.unwrap().as_ref(), Some(first));
+    assert!(store.delete_event(&tenant, &first.id).await.unwrap());
+    assert!(!store.delete_event(&tenant, &first.id).await.unwrap());
+    assert_eq!(store.get_event(&tenant, &first.id).await.unwrap(), None);
+}
+
+async fn retention_deletes_only_old_events(store: SqlStore) {
+    let tenant = new_tenant(&store, "retention").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let day = 86_400_000;
+    let now = chrono_now();
+    let old: Vec<DeviceEvent> = (0..7)
+        .map(|i| {
+            let id = EventId::lower_bound_at(now - 10 * day + i)
+                .as_str()
+                .replace("-8000-000000000000", &format!("-8000-{i:012}"));
+            event_at(&device, EventId::from_string(id), "temp", json!(i), i)
+        })
+        .collect();
+    store.append_events(&old).await.unwrap();
+    store
+        .append_events(&[event_at(&device, EventId::generate(), "temp", json!(99), 1)])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.delete_events_before(now - day, 5).await.unwrap(),
+        5,
+        "batches are bounded"
+    );
+    assert_eq!(store.delete_events_before(now - day, 5).await.unwrap(), 2);
+    assert_eq!(store.delete_events_before(now - day, 5).await.unwrap(), 0);
+    let left = store
+        .list_events(
+            &tenant,
+            &EventQuery {
+                device: device.id.clone(),
+                attribute_code: None,
+                time_field: TimeField::Device,
+                start: None,
+                end: None,
+            },
+            all(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        left.items.iter().map(|e| e.attribute_data.clone()).collect::<Vec<_>>(),
+        vec![json!(99)]
+    );
+}
+
+fn chrono_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }

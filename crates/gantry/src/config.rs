@@ -80,6 +80,9 @@ pub struct ServeConfig {
     /// Lifetime in seconds of a route and its temporary identity.
     #[arg(long, env = "GANTRY_ROUTE_TTL", default_value_t = 3600)]
     pub route_ttl: u64,
+    /// Delete events that arrived more than this many days ago (checked hourly); default: keep all.
+    #[arg(long, env = "GANTRY_EVENT_RETENTION_DAYS")]
+    pub event_retention_days: Option<u32>,
     /// Requests per second allowed per bearer token (bursts of twice that); 0 turns the limit off.
     #[arg(long, env = "GANTRY_RATE_LIMIT", default_value_t = 5000)]
     pub rate_limit: u32,
@@ -105,6 +108,7 @@ impl ServeConfig {
             ack_timeout: 30,
             route_ttl: 3600,
             rate_limit: 5000,
+            event_retention_days: None,
             admin_token: None,
         }
     }
