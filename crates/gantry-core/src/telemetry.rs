@@ -200,6 +200,10 @@ pub struct Shadow {
     pub attribute_map: BTreeMap<String, ShadowAttribute>,
     #[schema(value_type = Object)]
     pub metadata: JsonMap,
+    /// The same map under the name the specification's sample response uses.
+    #[serde(rename = "metadataMap")]
+    #[schema(value_type = Object)]
+    pub metadata_map: JsonMap,
     pub tenant_id: TenantId,
     pub created_by: String,
     pub created_time: i64,
@@ -510,6 +514,7 @@ impl TelemetryService {
             id: device.id.clone(),
             attribute_map: attributes.into_iter().map(|(a, _)| (a.code.clone(), a)).collect(),
             metadata: JsonMap::new(),
+            metadata_map: JsonMap::new(),
             tenant_id: device.record.tenant_id.clone(),
             created_by: device.record.created_by.clone(),
             created_time: device.record.created_time,

@@ -470,6 +470,10 @@ async fn shadow_keeps_the_newest_device_time() {
         .result();
     assert_eq!(empty["id"], did);
     assert_eq!(empty["attributeMap"], json!({}));
+    assert_eq!(
+        (empty["metadata"].clone(), empty["metadataMap"].clone()),
+        (json!({}), json!({}))
+    );
     for (value, offset) in [(10.0, 0), (30.0, 5_000), (20.0, 2_000)] {
         app.post(
             "/api/v1/deviceEvents",
