@@ -121,6 +121,9 @@ pub trait DeviceStore: Send + Sync {
     async fn update_device(&self, device: &Device) -> Result<()>;
     /// The device with the fields derived from its model and project.
     async fn get_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Option<Device>>;
+    /// The tenant of a live device, whatever tenant asks: for messages that arrive through an
+    /// external broker, which names only the device.
+    async fn device_tenant(&self, id: &DeviceId) -> Result<Option<TenantId>>;
     async fn list_devices(&self, tenant: &TenantId, query: &DeviceQuery, page: PageRequest) -> Result<Page<Device>>;
     /// Soft-deletes and revokes the device's token.
     async fn delete_device(&self, tenant: &TenantId, id: &DeviceId, by: &str, at: i64) -> Result<()>;

@@ -493,6 +493,11 @@ impl TelemetryService {
         self.store.list_events(who.tenant(), &query, page).await
     }
 
+    /// The tenant of a device named only by its id (on an external broker's topic).
+    pub async fn device_tenant(&self, device: &DeviceId) -> Result<Option<TenantId>> {
+        self.store.device_tenant(device).await
+    }
+
     /// Deletes the events that arrived more than `days` ago, in batches; returns how many.
     pub async fn apply_retention(&self, days: u32) -> Result<u64> {
         let cutoff = now_ms() - i64::from(days) * 86_400_000;

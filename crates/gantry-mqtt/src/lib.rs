@@ -3,8 +3,10 @@
 //! same core services as REST; and the downlink that publishes control messages.
 
 mod broker;
+mod external;
 mod hooks;
 pub mod topics;
 
 pub use broker::{BrokerConfig, EmbeddedBroker, MqttStats};
+pub use external::ExternalBroker;
 pub use topics::Topics;

@@ -33,6 +33,16 @@ impl Topics {
         self.split(filter, "out") == Some(device)
     }
 
+    /// Whose upstream topic `topic` is, if it is one.
+    pub fn upstream_owner<'t>(&self, topic: &'t str) -> Option<&'t str> {
+        self.split(topic, "in")
+    }
+
+    /// The shared subscription through which the nodes of `group` split the upstream traffic.
+    pub fn shared_upstream(&self, group: &str) -> String {
+        format!("$share/{group}/{}/in/json/+", self.prefix)
+    }
+
     /// Whose inbox `topic` is, if it is one.
     pub fn inbox_owner<'t>(&self, topic: &'t str) -> Option<&'t str> {
         self.split(topic, "out")
@@ -73,5 +83,7 @@ mod tests {
         assert_eq!(Topics::new("site/a/").inbox("d"), "site/a/out/json/d");
         assert_eq!(t.inbox_owner("gantry/out/json/d7"), Some("d7"));
         assert_eq!(t.inbox_owner("gantry/in/json/d7"), None);
+        assert_eq!(t.upstream_owner("gantry/in/json/d7"), Some("d7"));
+        assert_eq!(t.shared_upstream("g"), "$share/g/gantry/in/json/+");
     }
 }

@@ -125,6 +125,15 @@ impl DeviceStore for SqlStore {
         row.as_ref().map(device_from_row).transpose()
     }
 
+    async fn device_tenant(&self, id: &DeviceId) -> Result<Option<TenantId>> {
+        let tenant: Option<String> = sqlx::query_scalar("SELECT tenant_id FROM devices WHERE id = $1 AND deleted = 0")
+            .bind(id.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(Error::store)?;
+        Ok(tenant.map(TenantId::from_string))
+    }
+
     async fn list_devices(&self, tenant: &TenantId, query: &DeviceQuery, page: PageRequest) -> Result<Page<Device>> {
         let mut from_where = Sql::new(FROM);
         from_where.bind(tenant.as_str());

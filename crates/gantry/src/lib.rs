@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod device;
+mod mqtt;
 pub mod simulate;
 
 use std::future::Future;
@@ -11,12 +12,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::mqtt::MqttFront;
 use anyhow::Context;
 use gantry_api::{ApiConfig, AppState};
 use gantry_core::ingest::{Ingest, IngestConfig, IngestWriter};
 use gantry_core::routes::RouteConfig;
 use gantry_core::{PublicAddrs, Services};
-use gantry_mqtt::{BrokerConfig, EmbeddedBroker, Topics};
 use gantry_store::SqlStore;
 use tokio::net::TcpListener;
 
@@ -27,7 +28,7 @@ pub struct Application {
     http: TcpListener,
     router: axum::Router,
     http_addr: SocketAddr,
-    broker: EmbeddedBroker,
+    broker: MqttFront,
     services: Arc<Services>,
     ingest: Ingest,
     ingest_writer: IngestWriter,
@@ -38,11 +39,6 @@ pub struct Application {
 
 impl Application {
     pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
-        if let Some(url) = &config.mqtt_broker_url {
-            anyhow::bail!(
-                "--mqtt-broker-url {url}: the external-broker mode is not built yet; run without it to use the embedded broker"
-            );
-        }
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
         let database_url = config
@@ -56,13 +52,7 @@ impl Application {
             .await
             .with_context(|| format!("binding HTTP on {}", config.http_addr))?;
         let http_addr = http.local_addr()?;
-        let topics = Topics::new(&config.topic_prefix);
-        let broker_config = BrokerConfig {
-            tcp_addr: config.mqtt_addr,
-            ws_addr: config.mqtt_ws_addr,
-            topics,
-        };
-        let mut broker = EmbeddedBroker::bind(&broker_config).await?;
+        let mut broker = MqttFront::open(&config).await?;
         let addrs = PublicAddrs {
             rest: config.public_url(http_addr),
             mq: config.mq_api_addr(broker.tcp_addr()),
@@ -86,7 +76,7 @@ impl Application {
             ack_timeout,
             routes,
         ));
-        broker.start(services.clone()).await;
+        broker.start(services.clone()).await?;
         let generated_admin_token = services.auth.bootstrap(config.admin_token.as_deref()).await?;
         if let Some(token) = &generated_admin_token {
             write_admin_token(&config.data_dir, token)?;
@@ -124,12 +114,12 @@ impl Application {
         self.http_addr
     }
 
-    /// The embedded broker's MQTT/TCP address.
+    /// Where devices connect over MQTT/TCP (the embedded broker, or the external one).
     pub fn mqtt_addr(&self) -> SocketAddr {
         self.broker.tcp_addr()
     }
 
-    /// The embedded broker's MQTT/WebSocket address.
+    /// Where web pages connect over MQTT/WebSocket.
     pub fn mqtt_ws_addr(&self) -> SocketAddr {
         self.broker.ws_addr()
     }
@@ -139,11 +129,7 @@ impl Application {
     pub async fn run_until(mut self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         // Tests and scripts read the bound addresses from these lines (a port may have been 0).
         println!("gantry listening on http://{}", self.http_addr);
-        println!(
-            "gantry mqtt on mqtt://{} and ws://{}",
-            self.broker.tcp_addr(),
-            self.broker.ws_addr()
-        );
+        println!("gantry mqtt on {}", self.broker.describe());
         let sweeper = tokio::spawn(sweep_overdue_acks(self.services.clone()));
         let retention = self
             .retention_days

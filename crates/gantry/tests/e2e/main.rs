@@ -7,6 +7,7 @@ mod catalog;
 mod crash;
 mod errors;
 mod events;
+mod external;
 mod helpers;
 mod mqtt;
 mod operations;

@@ -1,0 +1,121 @@
+//! The MQTT side of a node: the embedded broker, or a client of an external one (scale-out).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use gantry_core::Services;
+use gantry_core::control::Downlink;
+use gantry_mqtt::{BrokerConfig, EmbeddedBroker, ExternalBroker, MqttStats, Topics};
+
+use crate::config::ServeConfig;
+
+pub enum MqttFront {
+    Embedded(EmbeddedBroker),
+    External {
+        broker: Box<ExternalBroker>,
+        addr: SocketAddr,
+        ws_port: u16,
+    },
+}
+
+impl MqttFront {
+    /// Binds the embedded broker's listeners, or prepares the client of `--mqtt-broker-url`.
+    pub async fn open(config: &ServeConfig) -> anyhow::Result<Self> {
+        let topics = Topics::new(&config.topic_prefix);
+        match &config.mqtt_broker_url {
+            None => {
+                let broker_config = BrokerConfig {
+                    tcp_addr: config.mqtt_addr,
+                    ws_addr: config.mqtt_ws_addr,
+                    topics,
+                };
+                Ok(MqttFront::Embedded(EmbeddedBroker::bind(&broker_config).await?))
+            }
+            Some(url) => {
+                let client_id = format!("gantry-{}", node_id(&config.data_dir)?);
+                let broker = Box::new(ExternalBroker::new(url, topics, &client_id)?);
+                let addr = (broker.host(), broker.port())
+                    .to_socket_addrs()
+                    .with_context(|| format!("resolving {url}"))?
+                    .next()
+                    .with_context(|| format!("{url} resolves to no address"))?;
+                Ok(MqttFront::External {
+                    broker,
+                    addr,
+                    ws_port: config.mqtt_ws_addr.port(),
+                })
+            }
+        }
+    }
+
+    /// Where devices connect over MQTT/TCP.
+    pub fn tcp_addr(&self) -> SocketAddr {
+        match self {
+            MqttFront::Embedded(broker) => broker.tcp_addr(),
+            MqttFront::External { addr, .. } => *addr,
+        }
+    }
+
+    /// Where web pages connect over MQTT/WebSocket (for an external broker, the port of
+    /// --mqtt-ws-addr is taken as its WebSocket port).
+    pub fn ws_addr(&self) -> SocketAddr {
+        match self {
+            MqttFront::Embedded(broker) => broker.ws_addr(),
+            MqttFront::External { addr, ws_port, .. } => SocketAddr::new(addr.ip(), *ws_port),
+        }
+    }
+
+    pub fn downlink(&self) -> Arc<dyn Downlink> {
+        match self {
+            MqttFront::Embedded(broker) => broker.downlink(),
+            MqttFront::External { broker, .. } => broker.downlink(),
+        }
+    }
+
+    pub fn stats(&self) -> Arc<MqttStats> {
+        match self {
+            MqttFront::Embedded(broker) => broker.stats(),
+            MqttFront::External { broker, .. } => broker.stats(),
+        }
+    }
+
+    pub async fn start(&mut self, services: Arc<Services>) -> anyhow::Result<()> {
+        match self {
+            MqttFront::Embedded(broker) => {
+                broker.start(services).await;
+                Ok(())
+            }
+            MqttFront::External { broker, .. } => broker.start(services).await,
+        }
+    }
+
+    pub fn stop(&mut self) {
+        match self {
+            MqttFront::Embedded(broker) => broker.stop(),
+            MqttFront::External { broker, .. } => broker.stop(),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            MqttFront::Embedded(broker) => format!("mqtt://{} and ws://{}", broker.tcp_addr(), broker.ws_addr()),
+            MqttFront::External { addr, .. } => format!("the external broker mqtt://{addr}"),
+        }
+    }
+}
+
+/// This node's stable name, kept in the data dir: the external broker keeps the node's session
+/// (and the messages it has not acknowledged) under it across restarts.
+fn node_id(data_dir: &Path) -> anyhow::Result<String> {
+    let path = data_dir.join("node-id");
+    if let Ok(id) = std::fs::read_to_string(&path)
+        && !id.trim().is_empty()
+    {
+        return Ok(id.trim().to_owned());
+    }
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    std::fs::write(&path, &id).with_context(|| format!("writing {}", path.display()))?;
+    Ok(id)
+}

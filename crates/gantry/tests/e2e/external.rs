@@ -1,0 +1,180 @@
+//! Scale-out mode against a real external broker (Mosquitto here): devices connect to the
+//! broker, Gantry nodes are its clients. Runs when GANTRY_TEST_MQTT_BROKER_URL names a broker
+//! that lets anyone connect (e.g. mqtt://127.0.0.1:1883); each test uses a topic prefix of its own.
+
+use std::net::ToSocketAddrs;
+use std::time::Duration;
+
+use gantry::device::DeviceClient;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, World, spawn_app_with, spawn_with, unique};
+
+fn broker_url() -> Option<String> {
+    let url = std::env::var("GANTRY_TEST_MQTT_BROKER_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    if url.is_none() {
+        eprintln!("skipped: GANTRY_TEST_MQTT_BROKER_URL is not set");
+    }
+    url
+}
+
+async fn node(url: &str, prefix: &str) -> TestApp {
+    let (url, prefix) = (url.to_owned(), prefix.to_owned());
+    spawn_app_with(move |c| {
+        c.mqtt_broker_url = Some(url);
+        c.topic_prefix = prefix;
+    })
+    .await
+}
+
+async fn device_on_broker(app: &TestApp, prefix: &str, world: &World) -> DeviceClient {
+    let addr = app.mqtt.to_socket_addrs().unwrap().next().unwrap();
+    let mut device = DeviceClient::connect(
+        addr,
+        prefix,
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    )
+    .await
+    .expect("the device connects to the external broker");
+    device.subscribe_inbox().await.unwrap();
+    device
+}
+
+async fn wait_for(mut check: impl AsyncFnMut() -> bool) -> bool {
+    for _ in 0..100 {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+async fn total(app: &TestApp, path: &str) -> i64 {
+    app.get(path, &app.admin).await.result()["totalResults"]
+        .as_i64()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn telemetry_and_controls_through_an_external_broker() {
+    let Some(url) = broker_url() else { return };
+    let prefix = unique("gantry-ext");
+    let app = node(&url, &prefix).await;
+    let world = app.world().await;
+    assert!(
+        world.project["mqApiAddr"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{}", app.mqtt.port()))
+    );
+    let mut device = device_on_broker(&app, &prefix, &world).await;
+    let did = world.device["id"].as_str().unwrap().to_owned();
+    let events = format!("/api/v1/devices/{did}/events");
+
+    let id = device
+        .publish_attrs(
+            &[("temp", json!(20.5)), ("nosuch", json!(1))],
+            Some(1_714_492_800),
+            true,
+        )
+        .await
+        .unwrap();
+    assert!(
+        wait_for(async || total(&app, &events).await == 1).await,
+        "the event arrives through the broker"
+    );
+    let ack = device
+        .next_message(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the service's ack")
+        .json();
+    assert_eq!(ack["meta"]["correlationId"], id.as_str());
+    assert_eq!(ack["payload"]["refused"][0]["code"], "nosuch");
+    let shadow = app
+        .get(format!("/api/v1/devices/{did}/shadows"), &app.admin)
+        .await
+        .result();
+    assert_eq!(shadow["attributeMap"]["temp"]["value"], 20.5);
+
+    app.put(
+        format!("/api/v1/devices/{did}/shadows"),
+        &app.admin,
+        json!({"needack": true, "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+    )
+    .await
+    .result_done();
+    let control = device
+        .next_message(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the control arrives")
+        .json();
+    assert_eq!(control["payload"]["attrs"][0]["code"], "label");
+    device.ack(&control).await.unwrap();
+    let logs = format!(
+        "/api/v1/projects/{}/eventLogs?eventId={}",
+        world.project["id"].as_str().unwrap(),
+        control["meta"]["id"].as_str().unwrap()
+    );
+    let completed =
+        wait_for(async || app.get(&logs, &app.admin).await.result()["results"][0]["status"] == "completed").await;
+    assert!(completed, "the ack completes the control");
+}
+
+#[tokio::test]
+async fn nodes_share_the_upstream_traffic() {
+    let Some(url) = broker_url() else { return };
+    if std::env::var("GANTRY_E2E_POSTGRES_URL").is_err() {
+        eprintln!("skipped: two nodes need one shared database (GANTRY_E2E_POSTGRES_URL)");
+        return;
+    }
+    let prefix = unique("gantry-ext");
+    let first = node(&url, &prefix).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = gantry::config::ServeConfig::local(dir.path().to_path_buf());
+    config.database_url = Some(first.database_url());
+    config.admin_token = Some(first.admin.clone());
+    config.mqtt_broker_url = Some(url.clone());
+    config.topic_prefix = prefix.clone();
+    let second = spawn_with(config, dir, first.admin.clone()).await;
+    let world = first.world().await;
+    let mut device = device_on_broker(&first, &prefix, &world).await;
+    for i in 0..40 {
+        device
+            .publish_attrs(&[("count", json!(i))], Some(1_714_492_800 + i), false)
+            .await
+            .unwrap();
+    }
+    let events = format!(
+        "/api/v1/devices/{}/events?pageSize=1000",
+        world.device["id"].as_str().unwrap()
+    );
+    assert!(wait_for(async || total(&first, &events).await == 40).await);
+    let per_node = |app: &TestApp| {
+        let metrics_url = format!("{}/metrics", app.base);
+        let client = app.client.clone();
+        async move {
+            let text = client.get(metrics_url).send().await.unwrap().text().await.unwrap();
+            text.lines()
+                .find_map(|l| l.strip_prefix("gantry_mqtt_events_stored_total "))
+                .unwrap()
+                .parse::<i64>()
+                .unwrap()
+        }
+    };
+    let (a, b) = (per_node(&first).await, per_node(&second).await);
+    assert_eq!(a + b, 40, "each message stored once");
+    assert!(a > 0 && b > 0, "both nodes took a share: {a} and {b}");
+    let values: Vec<Value> = first.get(&events, &first.admin).await.result()["results"]
+        .as_array()
+        .unwrap()
+        .to_vec();
+    let mut counts: Vec<i64> = values.iter().map(|v| v["attributeData"].as_i64().unwrap()).collect();
+    counts.sort();
+    assert_eq!(counts, (0..40).collect::<Vec<_>>());
+}
