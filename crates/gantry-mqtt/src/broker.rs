@@ -91,6 +91,28 @@ impl MqttStats {
     }
 }
 
+impl MqttStats {
+    /// Counts what became of an upstream message and sends the device the ack it asked for.
+    pub(crate) async fn settle(
+        &self,
+        downlink: &dyn Downlink,
+        device: &str,
+        outcome: gantry_core::telemetry::Upstream,
+    ) {
+        self.events_stored.fetch_add(outcome.stored as u64, Ordering::Relaxed);
+        if !outcome.refused.is_empty() {
+            self.entries_refused
+                .fetch_add(outcome.refused.len() as u64, Ordering::Relaxed);
+            tracing::info!(device, refused = ?outcome.refused, "upstream entries refused");
+        }
+        if let Some(reply) = outcome.reply
+            && let Err(e) = downlink.send(device, &reply).await
+        {
+            tracing::warn!(device, error = %e, "could not send the ack");
+        }
+    }
+}
+
 /// The broker inside `gantry serve`.
 pub struct EmbeddedBroker {
     scx: ServerContext,

@@ -123,6 +123,7 @@ impl ExternalBroker {
         let handler = Upstream {
             services,
             client: self.client.clone(),
+            downlink: self.downlink(),
             topics: self.topics.clone(),
             stats: self.stats.clone(),
             tenants: Arc::default(),
@@ -168,6 +169,7 @@ impl Drop for ExternalBroker {
 struct Upstream {
     services: Arc<Services>,
     client: AsyncClient,
+    downlink: Arc<dyn Downlink>,
     topics: Topics,
     stats: Arc<MqttStats>,
     /// A device's tenant never changes: look it up once.
@@ -216,23 +218,7 @@ impl Upstream {
         };
         match outcome {
             Ok(outcome) => {
-                self.stats
-                    .events_stored
-                    .fetch_add(outcome.stored as u64, Ordering::Relaxed);
-                if !outcome.refused.is_empty() {
-                    self.stats
-                        .entries_refused
-                        .fetch_add(outcome.refused.len() as u64, Ordering::Relaxed);
-                    tracing::info!(device, refused = ?outcome.refused, "upstream entries refused");
-                }
-                if let Some(reply) = outcome.reply
-                    && let Ok(payload) = serde_json::to_vec(&reply)
-                {
-                    let _ = self
-                        .client
-                        .publish(self.topics.inbox(&device), QoS::AtLeastOnce, false, payload)
-                        .await;
-                }
+                self.stats.settle(self.downlink.as_ref(), &device, outcome).await;
                 // Committed: now the broker may forget the message.
                 let _ = self.client.ack(&publish).await;
             }

@@ -172,20 +172,7 @@ impl GantryHooks {
             .await
         {
             Ok(outcome) => {
-                self.stats
-                    .events_stored
-                    .fetch_add(outcome.stored as u64, Ordering::Relaxed);
-                if !outcome.refused.is_empty() {
-                    self.stats
-                        .entries_refused
-                        .fetch_add(outcome.refused.len() as u64, Ordering::Relaxed);
-                    tracing::info!(client_id, refused = ?outcome.refused, "upstream entries refused");
-                }
-                if let Some(reply) = outcome.reply
-                    && let Err(e) = self.downlink.send(client_id, &reply).await
-                {
-                    tracing::warn!(client_id, error = %e, "could not send the ack");
-                }
+                self.stats.settle(self.downlink.as_ref(), client_id, outcome).await;
                 PublishAclResult::allow()
             }
             Err(e) => {
