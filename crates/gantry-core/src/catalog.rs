@@ -115,8 +115,8 @@ pub struct DeviceInput {
     /// Defaults to Active on creation.
     pub status: Option<DeviceStatus>,
     pub comments: Option<String>,
-    /// Defaults to false on creation.
-    #[serde(rename = "virtual")]
+    /// Defaults to false on creation. `isVirtual`, the name responses use, is accepted too.
+    #[serde(rename = "virtual", alias = "isVirtual")]
     pub virtual_: Option<bool>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<JsonMap>,

@@ -332,6 +332,14 @@ async fn devices() {
     )
     .await
     .error(400);
+    let renamed = app
+        .put(format!("/api/v1/devices/{id}"), &app.admin, json!({"isVirtual": false}))
+        .await
+        .result();
+    assert_eq!(
+        renamed["virtual"], false,
+        "isVirtual is accepted as the request name too"
+    );
     app.put(
         &format!("/api/v1/devices/{}", uuid::Uuid::new_v4()),
         &app.admin,
