@@ -1,8 +1,6 @@
 //! Who is calling: bearer tokens, the principals they stand for, and what each may do.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
@@ -109,45 +107,9 @@ pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-/// Recently seen tokens, so that a request does not cost a store lookup. The catalog drops
-/// entries when it changes what they stand for (a device Locked, moved or deleted, a project
-/// deleted); the time limit bounds how stale another node's change can be seen here.
-pub struct TokenCache {
-    entries: RwLock<HashMap<String, (Principal, Instant)>>,
-    ttl: Duration,
-}
-
-impl TokenCache {
-    pub fn new(ttl: Duration) -> Self {
-        Self {
-            entries: RwLock::default(),
-            ttl,
-        }
-    }
-
-    fn get(&self, hash: &str) -> Option<Principal> {
-        let entries = self.entries.read().expect("token cache lock");
-        entries
-            .get(hash)
-            .filter(|(_, at)| at.elapsed() < self.ttl)
-            .map(|(p, _)| p.clone())
-    }
-
-    fn put(&self, hash: String, principal: Principal) {
-        self.entries
-            .write()
-            .expect("token cache lock")
-            .insert(hash, (principal, Instant::now()));
-    }
-
-    /// Drops the entries of principals that `stale` selects.
-    pub fn forget(&self, stale: impl Fn(&Principal) -> bool) {
-        self.entries
-            .write()
-            .expect("token cache lock")
-            .retain(|_, (p, _)| !stale(p));
-    }
-}
+/// Recently seen tokens (by hash), so that a request does not cost a store lookup. The catalog
+/// drops the entries of a device it Locks, moves or deletes and of a project it deletes.
+pub type TokenCache = crate::cache::TtlCache<String, Principal>;
 
 /// Turns bearer tokens into principals.
 pub struct AuthService {
@@ -186,7 +148,7 @@ impl AuthService {
         if let Some(token) = fixed {
             self.store.set_system_token(&tenant, &hash_token(token)).await?;
             self.cache
-                .forget(|p| matches!(p, Principal::Admin { system: true, .. }));
+                .forget(|_, p| matches!(p, Principal::Admin { system: true, .. }));
             return Ok(None);
         }
         if self.store.has_system_token().await? {

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::auth::{Principal, TokenCache, generate_token, hash_token};
+use crate::cache::TtlCache;
 use crate::control::Downlink;
 use crate::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable};
 use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
@@ -127,6 +128,8 @@ pub struct CatalogService {
     addrs: PublicAddrs,
     downlink: Arc<dyn Downlink>,
     tokens: Arc<TokenCache>,
+    devices: TtlCache<DeviceId, Device>,
+    models: TtlCache<ModelId, DeviceModel>,
 }
 
 impl CatalogService {
@@ -140,14 +143,17 @@ impl CatalogService {
             store,
             addrs,
             downlink,
+            devices: TtlCache::new(tokens.ttl()),
+            models: TtlCache::new(tokens.ttl()),
             tokens,
         }
     }
 
-    /// A device's token now stands for something else (Locked, moved) or nothing (deleted).
-    fn forget_device_token(&self, id: &DeviceId) {
+    /// A device changed or is gone: drop its cached record and token.
+    fn forget_device(&self, id: &DeviceId) {
+        self.devices.forget(|k, _| k == id);
         self.tokens
-            .forget(|p| matches!(p, Principal::Device { device, .. } if device == id));
+            .forget(|_, p| matches!(p, Principal::Device { device, .. } if device == id));
     }
 
     // ---- tenants ---------------------------------------------------------------------------
@@ -224,6 +230,7 @@ impl CatalogService {
         require_attributes_or_actions(&model)?;
         model.record.touch(&who.actor(), now_ms());
         self.store.update_model(&model).await?;
+        self.forget_model(&model.id);
         Ok(model)
     }
 
@@ -257,14 +264,25 @@ impl CatalogService {
 
     pub async fn delete_model(&self, who: &Principal, id: &ModelId) -> Result<()> {
         let tenant = who.require_admin()?;
-        self.store.delete_model(tenant, id, &who.actor(), now_ms()).await
+        self.store.delete_model(tenant, id, &who.actor(), now_ms()).await?;
+        self.forget_model(id);
+        Ok(())
     }
 
+    /// A model changed or is gone: drop it, and the devices whose derived fields it feeds.
+    fn forget_model(&self, id: &ModelId) {
+        self.models.forget(|k, _| k == id);
+        self.devices.forget(|_, d| &d.model_id == id);
+    }
+
+    /// A model of the tenant, from the cache when this process read it lately.
     pub async fn load_model(&self, tenant: &TenantId, id: &ModelId) -> Result<DeviceModel> {
-        self.store
-            .get_model(tenant, id)
-            .await?
-            .ok_or_else(|| Error::not_found("device model", id))
+        if let Some(model) = self.models.get(id).filter(|m| &m.record.tenant_id == tenant) {
+            return Ok(model);
+        }
+        let model = self.store.get_model(tenant, id).await?.ok_or_else(|| Error::not_found("device model", id))?;
+        self.models.put(id.clone(), model.clone());
+        Ok(model)
     }
 
     // ---- projects --------------------------------------------------------------------------
@@ -317,6 +335,7 @@ impl CatalogService {
         }
         project.record.touch(&who.actor(), now_ms());
         self.store.update_project(&project).await?;
+        self.devices.forget(|_, d| d.project_id == project.id);
         Ok(project)
     }
 
@@ -369,7 +388,7 @@ impl CatalogService {
         let tenant = who.require_admin()?;
         self.store.delete_project(tenant, id, &who.actor(), now_ms()).await?;
         self.tokens
-            .forget(|p| matches!(p, Principal::Application { project, .. } if project == id));
+            .forget(|_, p| matches!(p, Principal::Application { project, .. } if project == id));
         Ok(())
     }
 
@@ -452,7 +471,7 @@ impl CatalogService {
         }
         device.record.touch(&who.actor(), now_ms());
         self.store.update_device(&device).await?;
-        self.forget_device_token(&device.id);
+        self.forget_device(&device.id);
         if device.status == DeviceStatus::Locked {
             // A Locked device keeps no open connection.
             self.downlink.disconnect(&device.id).await;
@@ -472,16 +491,20 @@ impl CatalogService {
         self.store
             .delete_device(who.tenant(), id, &who.actor(), now_ms())
             .await?;
-        self.forget_device_token(&device.id);
+        self.forget_device(&device.id);
         self.downlink.disconnect(&device.id).await;
         Ok(())
     }
 
+    /// A device of the tenant with its derived fields, from the cache when this process read
+    /// it lately (ingest and reads look devices up on every message).
     pub async fn load_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Device> {
-        self.store
-            .get_device(tenant, id)
-            .await?
-            .ok_or_else(|| Error::not_found("device", id))
+        if let Some(device) = self.devices.get(id).filter(|d| &d.record.tenant_id == tenant) {
+            return Ok(device);
+        }
+        let device = self.store.get_device(tenant, id).await?.ok_or_else(|| Error::not_found("device", id))?;
+        self.devices.put(id.clone(), device.clone());
+        Ok(device)
     }
 }
 

@@ -2,6 +2,7 @@
 //! that HTTP and MQTT both call, so that every rule lives in one place.
 
 pub mod auth;
+pub mod cache;
 pub mod catalog;
 pub mod control;
 pub mod enums;
