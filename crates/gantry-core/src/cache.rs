@@ -14,7 +14,10 @@ pub struct TtlCache<K, V> {
 
 impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
     pub fn new(ttl: Duration) -> Self {
-        Self { entries: RwLock::default(), ttl }
+        Self {
+            entries: RwLock::default(),
+            ttl,
+        }
     }
 
     pub fn ttl(&self) -> Duration {
@@ -23,16 +26,25 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
 
     pub fn get(&self, key: &K) -> Option<V> {
         let entries = self.entries.read().expect("cache lock");
-        entries.get(key).filter(|(_, at)| at.elapsed() < self.ttl).map(|(v, _)| v.clone())
+        entries
+            .get(key)
+            .filter(|(_, at)| at.elapsed() < self.ttl)
+            .map(|(v, _)| v.clone())
     }
 
     pub fn put(&self, key: K, value: V) {
-        self.entries.write().expect("cache lock").insert(key, (value, Instant::now()));
+        self.entries
+            .write()
+            .expect("cache lock")
+            .insert(key, (value, Instant::now()));
     }
 
     /// Drops the entries `stale` selects.
     pub fn forget(&self, stale: impl Fn(&K, &V) -> bool) {
-        self.entries.write().expect("cache lock").retain(|k, (v, _)| !stale(k, v));
+        self.entries
+            .write()
+            .expect("cache lock")
+            .retain(|k, (v, _)| !stale(k, v));
     }
 }
 

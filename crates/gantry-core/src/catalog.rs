@@ -280,7 +280,11 @@ impl CatalogService {
         if let Some(model) = self.models.get(id).filter(|m| &m.record.tenant_id == tenant) {
             return Ok(model);
         }
-        let model = self.store.get_model(tenant, id).await?.ok_or_else(|| Error::not_found("device model", id))?;
+        let model = self
+            .store
+            .get_model(tenant, id)
+            .await?
+            .ok_or_else(|| Error::not_found("device model", id))?;
         self.models.put(id.clone(), model.clone());
         Ok(model)
     }
@@ -502,7 +506,11 @@ impl CatalogService {
         if let Some(device) = self.devices.get(id).filter(|d| &d.record.tenant_id == tenant) {
             return Ok(device);
         }
-        let device = self.store.get_device(tenant, id).await?.ok_or_else(|| Error::not_found("device", id))?;
+        let device = self
+            .store
+            .get_device(tenant, id)
+            .await?
+            .ok_or_else(|| Error::not_found("device", id))?;
         self.devices.put(id.clone(), device.clone());
         Ok(device)
     }

@@ -142,10 +142,10 @@ pub trait EventStore: Send + Sync {
     ) -> Result<Option<crate::telemetry::DeviceEvent>>;
     /// Removes the event; false when there was none.
     async fn delete_event(&self, tenant: &TenantId, id: &crate::ids::EventId) -> Result<bool>;
-    /// Newest first by the queried time, then by id (descending), with the exact total.
+    /// Newest first by the queried time, then by id (descending), with the exact total. The
+    /// device id selects (ids are unique across tenants): the caller has checked its tenant.
     async fn list_events(
         &self,
-        tenant: &TenantId,
         query: &crate::telemetry::EventQuery,
         page: PageRequest,
     ) -> Result<Page<crate::telemetry::DeviceEvent>>;

@@ -490,7 +490,7 @@ impl TelemetryService {
         {
             return Err(Error::invalid("endDate", "is before startDate"));
         }
-        self.store.list_events(who.tenant(), &query, page).await
+        self.store.list_events(&query, page).await
     }
 
     /// The tenant of a device named only by its id (on an external broker's topic).

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 use async_trait::async_trait;
 use gantry_core::Services;
@@ -19,7 +19,9 @@ use crate::topics::Topics;
 
 #[derive(Clone)]
 pub(crate) struct GantryHooks {
-    services: Arc<Services>,
+    /// Weak: the broker's context outlives the application in rmqtt's background work, and a
+    /// strong reference from it would keep the services (and their database pool) alive.
+    services: Weak<Services>,
     topics: Topics,
     downlink: Arc<dyn Downlink>,
     stats: Arc<MqttStats>,
@@ -42,7 +44,7 @@ impl GantryHooks {
         stats: Arc<MqttStats>,
     ) -> Self {
         Self {
-            services,
+            services: Arc::downgrade(&services),
             topics,
             downlink,
             stats,
@@ -53,13 +55,16 @@ impl GantryHooks {
     /// A device: client id = username = device id, password = its access token, not Locked.
     /// A route's temporary identity: its client id, username and password, before expiry.
     async fn authenticate(&self, info: &ConnectInfo) -> AuthResult {
+        let Some(services) = self.services.upgrade() else {
+            return AuthResult::NotAuthorized;
+        };
         let client_id = info.client_id().to_string();
         let username = info.username().map(|u| u.to_string()).unwrap_or_default();
         let token = info
             .password()
             .and_then(|p| std::str::from_utf8(p).ok())
             .unwrap_or_default();
-        let identity = match self.services.auth.authenticate(token).await {
+        let identity = match services.auth.authenticate(token).await {
             Ok(Principal::Device {
                 tenant, device, locked, ..
             }) if device.as_str() == client_id && username == client_id => {
@@ -70,7 +75,7 @@ impl GantryHooks {
                 }
             }
             Ok(_) | Err(gantry_core::Error::Unauthorized) => {
-                match self.services.routes.login(&client_id, &username, token).await {
+                match services.routes.login(&client_id, &username, token).await {
                     Ok(Some(grant)) => Ok(Identity::Route(grant)),
                     Ok(None) => Err(AuthResult::BadUsernameOrPassword),
                     Err(e) => {
@@ -103,6 +108,9 @@ impl GantryHooks {
     /// A device publishes to its own upstream topic, and to the inbox of a device it holds a
     /// live DEVICE route to; a route's identity only to its target's inbox.
     async fn check_publish(&self, client_id: &str, publish: &Publish) -> PublishAclResult {
+        let Some(services) = self.services.upgrade() else {
+            return PublishAclResult::rejected(true, None);
+        };
         let identity = self.identities.read().expect("identities lock").get(client_id).cloned();
         let topic = &publish.topic;
         match identity {
@@ -113,7 +121,7 @@ impl GantryHooks {
             Some(Identity::Device(tenant)) => {
                 let grant = match self.topics.inbox_owner(topic) {
                     Some(target) => {
-                        self.services
+                        services
                             .routes
                             .device_grant(&tenant, &DeviceId::from_string(client_id), target)
                             .await
@@ -125,7 +133,7 @@ impl GantryHooks {
                     _ => self.deny(client_id, topic),
                 }
             }
-            Some(Identity::Route(grant)) => match self.services.routes.current(&grant).await {
+            Some(Identity::Route(grant)) => match services.routes.current(&grant).await {
                 Ok(Some(grant)) if self.topics.is_inbox_of(topic, grant.target.as_str()) => {
                     self.relay(client_id, &grant, publish).await
                 }
@@ -150,7 +158,10 @@ impl GantryHooks {
 
     /// A message along a route: recorded as an event log, then delivered by the broker.
     async fn relay(&self, client_id: &str, grant: &RouteGrant, publish: &Publish) -> PublishAclResult {
-        match self.services.routes.relay(grant, client_id, &publish.payload).await {
+        let Some(services) = self.services.upgrade() else {
+            return PublishAclResult::rejected(false, None);
+        };
+        match services.routes.relay(grant, client_id, &publish.payload).await {
             Ok(()) => PublishAclResult::allow(),
             Err(e) => {
                 self.stats.entries_refused.fetch_add(1, Ordering::Relaxed);
@@ -163,10 +174,12 @@ impl GantryHooks {
     /// What a device publishes to its upstream topic is ingested before the publish is
     /// acknowledged, so a QoS 1 PUBACK means the events are durable.
     async fn ingest(&self, client_id: &str, tenant: TenantId, publish: &Publish) -> PublishAclResult {
+        let Some(services) = self.services.upgrade() else {
+            return PublishAclResult::rejected(true, None);
+        };
         self.stats.messages_in.fetch_add(1, Ordering::Relaxed);
         let device = DeviceId::from_string(client_id);
-        match self
-            .services
+        match services
             .telemetry
             .handle_upstream(&tenant, &device, &publish.payload)
             .await

@@ -12,6 +12,7 @@ use gantry_core::store::EventStore;
 use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute, TimeField};
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
+use sqlx::{Any, Transaction};
 
 use crate::SqlStore;
 use crate::row::{get, json, json_opt, spelled, to_json};
@@ -129,6 +130,14 @@ impl EventStore for SqlStore {
             }
             query.execute(&mut *tx).await.map_err(Error::store)?;
         }
+        let mut counts: HashMap<(&str, &str), i64> = HashMap::new();
+        for e in events {
+            *counts.entry((e.device_id.as_str(), "")).or_default() += 1;
+            *counts
+                .entry((e.device_id.as_str(), e.attribute_code.as_str()))
+                .or_default() += 1;
+        }
+        adjust_counts(&mut tx, counts.into_iter().collect()).await?;
         tx.commit().await.map_err(Error::store)
     }
 
@@ -145,24 +154,33 @@ impl EventStore for SqlStore {
     }
 
     async fn delete_event(&self, tenant: &TenantId, id: &EventId) -> Result<bool> {
-        let done = sqlx::query("DELETE FROM device_events WHERE tenant_id = $1 AND id = $2")
-            .bind(tenant.as_str())
-            .bind(id.as_str())
-            .execute(&self.pool)
-            .await
-            .map_err(Error::store)?;
-        Ok(done.rows_affected() > 0)
+        let mut tx = self.begin_write().await?;
+        let deleted = sqlx::query(
+            "DELETE FROM device_events WHERE tenant_id = $1 AND id = $2 RETURNING device_id, attribute_code",
+        )
+        .bind(tenant.as_str())
+        .bind(id.as_str())
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(Error::store)?;
+        let found = !deleted.is_empty();
+        uncount(&mut tx, &deleted).await?;
+        tx.commit().await.map_err(Error::store)?;
+        Ok(found)
     }
 
-    async fn list_events(&self, tenant: &TenantId, query: &EventQuery, page: PageRequest) -> Result<Page<DeviceEvent>> {
+    async fn list_events(&self, query: &EventQuery, page: PageRequest) -> Result<Page<DeviceEvent>> {
         let time = match query.time_field {
             TimeField::Device => "device_ts",
             TimeField::Ingress => "ingress_ts",
         };
+        let order = format!("{time} DESC, id DESC");
+        if query.start.is_none() && query.end.is_none() {
+            return self.list_all_events(query, &order, page).await;
+        }
+        // The device id alone selects: it is unique across tenants, and the caller checked the tenant.
         let mut sql = Sql::new(" FROM device_events WHERE device_id = ");
-        sql.bind(query.device.as_str())
-            .push(" AND tenant_id = ")
-            .bind(tenant.as_str());
+        sql.bind(query.device.as_str());
         if let Some(code) = &query.attribute_code {
             sql.push(" AND attribute_code = ").bind(code.as_str());
         }
@@ -172,27 +190,24 @@ impl EventStore for SqlStore {
         if let Some(end) = query.end {
             sql.push(&format!(" AND {time} <= ")).bind(end);
         }
-        fetch_page(
-            &self.pool,
-            COLUMNS,
-            &sql,
-            &format!("{time} DESC, id DESC"),
-            page,
-            event_from_row,
-        )
-        .await
+        fetch_page(&self.pool, COLUMNS, &sql, &order, page, event_from_row).await
     }
 
     async fn delete_events_before(&self, cutoff: i64, limit: i64) -> Result<u64> {
         // Event ids are UUIDv7, so the primary key orders them by arrival: no time index needed.
-        let done =
-            sqlx::query("DELETE FROM device_events WHERE id IN (SELECT id FROM device_events WHERE id < $1 LIMIT $2)")
-                .bind(EventId::lower_bound_at(cutoff).as_str())
-                .bind(limit)
-                .execute(&self.pool)
-                .await
-                .map_err(Error::store)?;
-        Ok(done.rows_affected())
+        let mut tx = self.begin_write().await?;
+        let deleted = sqlx::query(
+            "DELETE FROM device_events WHERE id IN (SELECT id FROM device_events WHERE id < $1 LIMIT $2) \
+             RETURNING device_id, attribute_code",
+        )
+        .bind(EventId::lower_bound_at(cutoff).as_str())
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(Error::store)?;
+        uncount(&mut tx, &deleted).await?;
+        tx.commit().await.map_err(Error::store)?;
+        Ok(deleted.len() as u64)
     }
 
     async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
@@ -216,6 +231,70 @@ impl EventStore for SqlStore {
             })
             .collect()
     }
+}
+
+impl SqlStore {
+    /// A listing without a time range: its total is the kept count, its page an index walk.
+    async fn list_all_events(&self, query: &EventQuery, order: &str, page: PageRequest) -> Result<Page<DeviceEvent>> {
+        let code = query.attribute_code.as_deref().unwrap_or("");
+        let total: Option<i64> =
+            sqlx::query_scalar("SELECT events FROM device_event_counts WHERE device_id = $1 AND attribute_code = $2")
+                .bind(query.device.as_str())
+                .bind(code)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(Error::store)?;
+        let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM device_events WHERE device_id = "));
+        sql.bind(query.device.as_str());
+        if let Some(code) = &query.attribute_code {
+            sql.push(" AND attribute_code = ").bind(code.as_str());
+        }
+        sql.push(" ORDER BY ")
+            .push(order)
+            .push(" LIMIT ")
+            .bind(page.limit())
+            .push(" OFFSET ")
+            .bind(page.offset());
+        let rows = sql.query().fetch_all(&self.pool).await.map_err(Error::store)?;
+        let items = rows.iter().map(event_from_row).collect::<Result<Vec<_>>>()?;
+        Ok(Page {
+            request: page,
+            total: total.unwrap_or(0).max(0) as u64,
+            items,
+        })
+    }
+}
+
+/// Adds `delta` to the kept counts of each (device, attribute) key ('' = the device's total).
+async fn adjust_counts(tx: &mut Transaction<'static, Any>, deltas: Vec<((&str, &str), i64)>) -> Result<()> {
+    for chunk in deltas.chunks(ROWS_PER_STATEMENT) {
+        let text = format!(
+            "INSERT INTO device_event_counts (device_id, attribute_code, events) VALUES {} \
+             ON CONFLICT (device_id, attribute_code) DO UPDATE SET events = device_event_counts.events + excluded.events",
+            values_clause(chunk.len(), 3)
+        );
+        let mut query = sqlx::query(&text);
+        for ((device, code), delta) in chunk {
+            query = query.bind(*device).bind(*code).bind(*delta);
+        }
+        query.execute(&mut **tx).await.map_err(Error::store)?;
+    }
+    Ok(())
+}
+
+/// Takes deleted events (rows of device_id, attribute_code) off the kept counts.
+async fn uncount(tx: &mut Transaction<'static, Any>, deleted: &[AnyRow]) -> Result<()> {
+    let mut counts: HashMap<(String, String), i64> = HashMap::new();
+    for row in deleted {
+        let (device, code): (String, String) = (get(row, "device_id")?, get(row, "attribute_code")?);
+        *counts.entry((device.clone(), String::new())).or_default() -= 1;
+        *counts.entry((device, code)).or_default() -= 1;
+    }
+    let deltas = counts
+        .iter()
+        .map(|((d, c), n)| ((d.as_str(), c.as_str()), *n))
+        .collect();
+    adjust_counts(tx, deltas).await
 }
 
 #[cfg(test)]

@@ -1277,40 +1277,41 @@ async fn events_list_by_window_and_feed_the_shadow(store: SqlStore) {
         start,
         end,
     };
-    let page = store
-        .list_events(&tenant, &query(Some(200), Some(300)), all())
-        .await
-        .unwrap();
+    let page = store.list_events(&query(Some(200), Some(300)), all()).await.unwrap();
     assert_eq!(page.total, 4, "both ends inclusive");
     let times: Vec<i64> = page.items.iter().map(|e| e.device_timestamp).collect();
     assert_eq!(times, vec![300, 300, 250, 200]);
     let ties: Vec<&str> = page.items[..2].iter().map(|e| e.id.as_str()).collect();
     assert!(ties[0] > ties[1], "ties newest id first");
-    assert_eq!(
-        store
-            .list_events(&tenant, &query(None, Some(99)), all())
-            .await
-            .unwrap()
-            .total,
-        0
-    );
+    assert_eq!(store.list_events(&query(None, Some(99)), all()).await.unwrap().total, 0);
     let other = new_tenant(&store, "other").await;
-    assert_eq!(
-        store
-            .list_events(&other, &query(None, None), all())
-            .await
-            .unwrap()
-            .total,
-        0,
+    assert!(
+        store.shadow(&other, &device.id).await.unwrap().is_empty(),
         "tenant scoped"
     );
-    assert!(store.shadow(&other, &device.id).await.unwrap().is_empty());
 
+    // an unfiltered listing's total is the kept count, per device and per attribute
+    let unfiltered = store.list_events(&query(None, None), all()).await.unwrap();
+    assert_eq!((unfiltered.total, unfiltered.items.len()), (5, 5));
     let first = &page.items[0];
     assert_eq!(store.get_event(&tenant, &first.id).await.unwrap().as_ref(), Some(first));
+    assert!(!store.delete_event(&other, &first.id).await.unwrap(), "tenant scoped");
     assert!(store.delete_event(&tenant, &first.id).await.unwrap());
     assert!(!store.delete_event(&tenant, &first.id).await.unwrap());
     assert_eq!(store.get_event(&tenant, &first.id).await.unwrap(), None);
+    assert_eq!(store.list_events(&query(None, None), all()).await.unwrap().total, 4);
+    store
+        .append_events(&[event_at(&device, EventId::generate(), "other", json!(1), 1)])
+        .await
+        .unwrap();
+    let by_attribute = |code: &str| EventQuery {
+        attribute_code: Some(code.to_owned()),
+        ..query(None, None)
+    };
+    assert_eq!(store.list_events(&by_attribute("temp"), all()).await.unwrap().total, 4);
+    assert_eq!(store.list_events(&by_attribute("other"), all()).await.unwrap().total, 1);
+    assert_eq!(store.list_events(&by_attribute("none"), all()).await.unwrap().total, 0);
+    assert_eq!(store.list_events(&query(None, None), all()).await.unwrap().total, 5);
 }
 
 async fn retention_deletes_only_old_events(store: SqlStore) {
@@ -1342,7 +1343,6 @@ async fn retention_deletes_only_old_events(store: SqlStore) {
     assert_eq!(store.delete_events_before(now - day, 5).await.unwrap(), 0);
     let left = store
         .list_events(
-            &tenant,
             &EventQuery {
                 device: device.id.clone(),
                 attribute_code: None,
@@ -1358,6 +1358,7 @@ async fn retention_deletes_only_old_events(store: SqlStore) {
         left.items.iter().map(|e| e.attribute_data.clone()).collect::<Vec<_>>(),
         vec![json!(99)]
     );
+    assert_eq!(left.total, 1, "the kept count follows the deletions");
 }
 
 fn chrono_now() -> i64 {
