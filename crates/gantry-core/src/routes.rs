@@ -298,6 +298,13 @@ impl RouteService {
         Ok(valid.then(|| stored.grant()))
     }
 
+    /// The live grant of a WEB or APP identity known by its client id alone (an external broker
+    /// asking whether a client it authenticated may use a topic).
+    pub async fn grant_of_client(&self, client_id: &str) -> Result<Option<RouteGrant>> {
+        let stored = self.store.route_by_client(client_id).await?;
+        Ok(stored.filter(|s| s.expired_time > now_ms()).map(|s| s.grant()))
+    }
+
     /// The current grant of a route refreshed or not: for callers already connected.
     pub async fn current(&self, grant: &RouteGrant) -> Result<Option<RouteGrant>> {
         let stored = self.store.get_route(&grant.tenant, &grant.route_id).await?;

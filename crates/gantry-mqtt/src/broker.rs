@@ -21,6 +21,7 @@ use rmqtt::types::{ClientId, From, Id, Publish};
 use tokio::task::JoinHandle;
 
 use crate::hooks::GantryHooks;
+use crate::policy::Policy;
 use crate::topics::Topics;
 
 #[derive(Debug, Clone)]
@@ -178,7 +179,11 @@ impl EmbeddedBroker {
 
     /// Attaches the hooks over `services` and starts accepting connections.
     pub async fn start(&mut self, services: Arc<Services>) {
-        let hooks = GantryHooks::new(services, self.topics.clone(), self.downlink(), self.stats.clone());
+        let hooks = GantryHooks::new(
+            Policy::new(&services, self.topics.clone()),
+            self.downlink(),
+            self.stats.clone(),
+        );
         let register = self.scx.extends.hook_mgr().register();
         for hook in [
             Type::ClientAuthenticate,

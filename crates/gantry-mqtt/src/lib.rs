@@ -5,8 +5,10 @@
 mod broker;
 mod external;
 mod hooks;
+pub mod policy;
 pub mod topics;
 
 pub use broker::{BrokerConfig, EmbeddedBroker, MqttStats};
 pub use external::ExternalBroker;
+pub use policy::Policy;
 pub use topics::Topics;

@@ -1,6 +1,7 @@
 //! The Gantry service assembled: configuration, wiring of store, services and front ends, and
 //! the process lifecycle (start, serve, drain on shutdown).
 
+mod broker_auth;
 pub mod config;
 pub mod device;
 mod mqtt;
@@ -96,7 +97,8 @@ impl Application {
             metrics,
             limiter,
         };
-        let router = gantry_api::router(state, &ApiConfig::default());
+        let policy = gantry_mqtt::Policy::new(&services, gantry_mqtt::Topics::new(&config.topic_prefix));
+        let router = gantry_api::router(state, &ApiConfig::default()).merge(broker_auth::routes(policy));
         Ok(Self {
             http,
             router,

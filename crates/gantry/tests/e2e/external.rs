@@ -178,3 +178,139 @@ async fn nodes_share_the_upstream_traffic() {
     counts.sort();
     assert_eq!(counts, (0..40).collect::<Vec<_>>());
 }
+
+#[tokio::test]
+async fn an_external_broker_asks_gantry_who_may_do_what() {
+    // These endpoints need no broker: they answer EMQX's HTTP authenticator and authorizer.
+    let app = crate::helpers::spawn_app().await;
+    let world = app.world().await;
+    let other = app.world().await;
+    let (did, token) = (
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    );
+    let ask = |path: &'static str, body: Value, bearer: String| {
+        let request = app
+            .client
+            .post(format!("{}{path}", app.base))
+            .bearer_auth(bearer)
+            .json(&body);
+        async move {
+            let reply = request.send().await.unwrap();
+            (
+                reply.status().as_u16(),
+                reply.json::<Value>().await.unwrap_or(Value::Null)["result"].clone(),
+            )
+        }
+    };
+    let admin = app.admin.clone();
+    assert_eq!(
+        ask(
+            "/mqtt/auth",
+            json!({"clientid": did, "username": did, "password": token}),
+            admin.clone()
+        )
+        .await,
+        (200, json!("allow"))
+    );
+    assert_eq!(
+        ask(
+            "/mqtt/auth",
+            json!({"clientid": did, "username": did, "password": "guess"}),
+            admin.clone()
+        )
+        .await,
+        (200, json!("deny"))
+    );
+    assert_eq!(
+        ask(
+            "/mqtt/auth",
+            json!({"clientid": did, "username": did, "password": token}),
+            token.to_owned()
+        )
+        .await
+        .0,
+        403,
+        "only the system administrator asks"
+    );
+    let acl = |topic: String, action: &str| json!({"clientid": did, "username": did, "topic": topic, "action": action});
+    assert_eq!(
+        ask(
+            "/mqtt/acl",
+            acl(format!("gantry/in/json/{did}"), "publish"),
+            admin.clone()
+        )
+        .await
+        .1,
+        "allow"
+    );
+    assert_eq!(
+        ask(
+            "/mqtt/acl",
+            acl(format!("gantry/out/json/{did}"), "subscribe"),
+            admin.clone()
+        )
+        .await
+        .1,
+        "allow"
+    );
+    let theirs = other.device["id"].as_str().unwrap();
+    assert_eq!(
+        ask(
+            "/mqtt/acl",
+            acl(format!("gantry/in/json/{theirs}"), "publish"),
+            admin.clone()
+        )
+        .await
+        .1,
+        "deny"
+    );
+    assert_eq!(
+        ask("/mqtt/acl", acl("#".to_owned(), "subscribe"), admin.clone())
+            .await
+            .1,
+        "deny"
+    );
+    let route = app
+        .post(
+            format!("/api/v1/devices/{did}/routes"),
+            &app.admin,
+            json!({"sourceType": "APP"}),
+        )
+        .await
+        .result();
+    let role = &route["temporaryRole"];
+    let login = json!({"clientid": role["clientId"], "username": role["username"], "password": role["password"]});
+    assert_eq!(ask("/mqtt/auth", login, admin.clone()).await.1, "allow");
+    let as_route = |topic: &str, action: &str| json!({"clientid": role["clientId"], "topic": topic, "action": action});
+    assert_eq!(
+        ask(
+            "/mqtt/acl",
+            as_route(route["route"]["forwardTopic"].as_str().unwrap(), "publish"),
+            admin.clone()
+        )
+        .await
+        .1,
+        "allow"
+    );
+    assert_eq!(
+        ask(
+            "/mqtt/acl",
+            as_route(route["route"]["ackTopic"].as_str().unwrap(), "subscribe"),
+            admin.clone()
+        )
+        .await
+        .1,
+        "allow"
+    );
+    assert_eq!(
+        ask(
+            "/mqtt/acl",
+            as_route(&format!("gantry/out/json/{theirs}"), "publish"),
+            admin
+        )
+        .await
+        .1,
+        "deny"
+    );
+}

@@ -1,0 +1,137 @@
+//! Who may connect and which topics they may use. The embedded broker's hooks apply these
+//! rules, and so does the HTTP authentication an external broker (EMQX) calls in scale-out mode.
+
+use std::sync::{Arc, Weak};
+
+use gantry_core::Services;
+use gantry_core::auth::Principal;
+use gantry_core::ids::{DeviceId, TenantId};
+use gantry_core::routes::RouteGrant;
+
+use crate::topics::Topics;
+
+/// A client that logged in: a device, or the temporary identity of a WEB or APP route.
+#[derive(Debug, Clone)]
+pub enum Identity {
+    Device(TenantId),
+    Route(RouteGrant),
+}
+
+/// Why a login is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    BadCredentials,
+    NotAuthorized,
+}
+
+/// What a permitted publish is.
+#[derive(Debug, Clone)]
+pub enum Publishing {
+    /// A device's own upstream message: ingest it.
+    Upstream(TenantId),
+    /// A message along a route to its target: record it and let it through.
+    Relay(RouteGrant),
+}
+
+#[derive(Clone)]
+pub struct Policy {
+    /// Weak: rmqtt's background work keeps the broker context (and so this) alive after the
+    /// application is gone; a strong reference would keep the services and their pool alive.
+    services: Weak<Services>,
+    topics: Topics,
+}
+
+impl Policy {
+    pub fn new(services: &Arc<Services>, topics: Topics) -> Self {
+        Self {
+            services: Arc::downgrade(services),
+            topics,
+        }
+    }
+
+    pub fn services(&self) -> Option<Arc<Services>> {
+        self.services.upgrade()
+    }
+
+    /// A device: client id = username = device id, password = its access token, not Locked.
+    /// A route's identity: its client id, username and password, before expiry.
+    pub async fn login(&self, client_id: &str, username: &str, password: &str) -> Result<Identity, Refusal> {
+        let services = self.services().ok_or(Refusal::NotAuthorized)?;
+        match services.auth.authenticate(password).await {
+            Ok(Principal::Device {
+                tenant, device, locked, ..
+            }) if device.as_str() == client_id && username == client_id => {
+                if locked {
+                    Err(Refusal::NotAuthorized)
+                } else {
+                    Ok(Identity::Device(tenant))
+                }
+            }
+            Ok(_) | Err(gantry_core::Error::Unauthorized) => {
+                match services.routes.login(client_id, username, password).await {
+                    Ok(Some(grant)) => Ok(Identity::Route(grant)),
+                    Ok(None) => Err(Refusal::BadCredentials),
+                    Err(e) => {
+                        tracing::error!(error = %e, "route login failed on the store");
+                        Err(Refusal::NotAuthorized)
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "device login failed on the store");
+                Err(Refusal::NotAuthorized)
+            }
+        }
+    }
+
+    /// The identity of a client known by its id alone (a device, or a live route identity).
+    pub async fn identify(&self, client_id: &str) -> Option<Identity> {
+        let services = self.services()?;
+        if let Ok(Some(tenant)) = services
+            .telemetry
+            .device_tenant(&DeviceId::from_string(client_id))
+            .await
+        {
+            return Some(Identity::Device(tenant));
+        }
+        services
+            .routes
+            .grant_of_client(client_id)
+            .await
+            .ok()
+            .flatten()
+            .map(Identity::Route)
+    }
+
+    /// Whether `client_id` may publish to `topic`, and what the publish is: a device to its own
+    /// upstream topic or, along a live DEVICE route, to its target's inbox; a route's identity
+    /// to its target's inbox while the route lives.
+    pub async fn may_publish(&self, identity: &Identity, client_id: &str, topic: &str) -> Option<Publishing> {
+        let services = self.services()?;
+        match identity {
+            Identity::Device(tenant) if self.topics.is_upstream_of(topic, client_id) => {
+                Some(Publishing::Upstream(tenant.clone()))
+            }
+            Identity::Device(tenant) => {
+                let target = self.topics.inbox_owner(topic)?;
+                let grant = services
+                    .routes
+                    .device_grant(tenant, &DeviceId::from_string(client_id), target)
+                    .await
+                    .ok()??;
+                Some(Publishing::Relay(grant))
+            }
+            Identity::Route(grant) => {
+                let grant = services.routes.current(grant).await.ok()??;
+                self.topics
+                    .is_inbox_of(topic, grant.target.as_str())
+                    .then_some(Publishing::Relay(grant))
+            }
+        }
+    }
+
+    /// A client subscribes only to its own inbox (a route's ack topic is its identity's inbox).
+    pub fn may_subscribe(&self, client_id: &str, filter: &str) -> bool {
+        self.topics.is_inbox_of(filter, client_id)
+    }
+}
