@@ -71,7 +71,11 @@ fn shadow_candidates(events: &[DeviceEvent]) -> Vec<&DeviceEvent> {
             }
         }
     }
-    latest.into_values().collect()
+    let mut candidates: Vec<&DeviceEvent> = latest.into_values().collect();
+    // One lock order for every writer: concurrent batches (several nodes on one PostgreSQL)
+    // then wait for each other instead of deadlocking.
+    candidates.sort_by(|a, b| (&a.device_id, &a.attribute_code).cmp(&(&b.device_id, &b.attribute_code)));
+    candidates
 }
 
 #[async_trait]
@@ -265,8 +269,10 @@ impl SqlStore {
     }
 }
 
-/// Adds `delta` to the kept counts of each (device, attribute) key ('' = the device's total).
-async fn adjust_counts(tx: &mut Transaction<'static, Any>, deltas: Vec<((&str, &str), i64)>) -> Result<()> {
+/// Adds `delta` to the kept counts of each (device, attribute) key ('' = the device's total),
+/// in key order, the one lock order of every writer.
+async fn adjust_counts(tx: &mut Transaction<'static, Any>, mut deltas: Vec<((&str, &str), i64)>) -> Result<()> {
+    deltas.sort_unstable();
     for chunk in deltas.chunks(ROWS_PER_STATEMENT) {
         let text = format!(
             "INSERT INTO device_event_counts (device_id, attribute_code, events) VALUES {} \

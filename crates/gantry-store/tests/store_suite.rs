@@ -56,6 +56,7 @@ store_suite!(
     records_round_trip_with_derived_fields,
     events_list_by_window_and_feed_the_shadow,
     retention_deletes_only_old_events,
+    concurrent_batches_on_the_same_devices,
 );
 
 // ---- harness ---------------------------------------------------------------------------------
@@ -1366,4 +1367,47 @@ fn chrono_now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
+}
+
+/// Several writers (nodes sharing one database) append batches that touch the same shadows and
+/// counts in different orders: all commit, and the counts add up.
+async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
+    let tenant = new_tenant(&store, "writers").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let mut devices = Vec::new();
+    for i in 0..6 {
+        devices.push(new_device(&store, &tenant, &format!("d{i}"), &project, &model).await);
+    }
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let store = store.clone();
+            let mut order = devices.clone();
+            if w % 2 == 1 {
+                order.reverse();
+            }
+            tokio::spawn(async move {
+                for round in 0..10 {
+                    let batch: Vec<DeviceEvent> = order
+                        .iter()
+                        .map(|d| event_at(d, EventId::generate(), "temp", json!(w), round))
+                        .collect();
+                    store.append_events(&batch).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.expect("no writer failed");
+    }
+    for device in &devices {
+        let query = EventQuery {
+            device: device.id.clone(),
+            attribute_code: None,
+            time_field: TimeField::Device,
+            start: None,
+            end: None,
+        };
+        assert_eq!(store.list_events(&query, all()).await.unwrap().total, 80);
+    }
 }
