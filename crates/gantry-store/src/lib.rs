@@ -89,6 +89,10 @@ impl SqlStore {
         }
     }
 
+    fn is_sqlite(&self) -> bool {
+        self.backend == Backend::Sqlite
+    }
+
     pub fn pool(&self) -> &AnyPool {
         &self.pool
     }
