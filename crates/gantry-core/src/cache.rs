@@ -39,6 +39,10 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
             .insert(key, (value, Instant::now()));
     }
 
+    pub fn remove(&self, key: &K) {
+        self.entries.write().expect("cache lock").remove(key);
+    }
+
     /// Drops the entries `stale` selects.
     pub fn forget(&self, stale: impl Fn(&K, &V) -> bool) {
         self.entries

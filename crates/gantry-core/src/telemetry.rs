@@ -3,11 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth::Principal;
+use crate::cache::TtlCache;
 use crate::catalog::CatalogService;
 use crate::control::ControlService;
 use crate::enums::{Channel, DataType, DeviceStatus, EventSource, MessageType};
@@ -19,6 +22,10 @@ use crate::records::{Device, DeviceModel, JsonMap, ModelAttribute};
 use crate::store::Store;
 use crate::time::{now_ms, parse_timestamp};
 use crate::{Error, Result};
+
+/// How long a shadow read stays cached. Writes in this process drop it at once; this bounds how
+/// late a write through another node on the same database shows.
+const SHADOW_CACHE_TTL: Duration = Duration::from_secs(2);
 
 /// A stored device event (`DeviceEvent`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -257,6 +264,10 @@ pub struct TelemetryService {
     catalog: Arc<CatalogService>,
     control: Arc<ControlService>,
     ingest: Ingest,
+    /// Shadows read lately. Ingest drops a device's entry after each commit and bumps the epoch,
+    /// so a read that raced a commit does not put back what it read before it.
+    shadows: TtlCache<DeviceId, Arc<Vec<(ShadowAttribute, i64)>>>,
+    shadow_epoch: AtomicU64,
 }
 
 /// What became of an upstream MQTT message.
@@ -282,6 +293,8 @@ impl TelemetryService {
             catalog,
             control,
             ingest,
+            shadows: TtlCache::new(SHADOW_CACHE_TTL),
+            shadow_epoch: AtomicU64::new(0),
         }
     }
 
@@ -337,6 +350,7 @@ impl TelemetryService {
                 }
                 outcome.stored = events.len();
                 self.ingest.submit(events).await?;
+                self.shadow_changed(&device.id);
             }
         }
         if message.meta.needack {
@@ -424,6 +438,7 @@ impl TelemetryService {
         };
         let message = Message::of_event(&event);
         self.ingest.submit(vec![event]).await?;
+        self.shadow_changed(&device.id);
         Ok(message)
     }
 
@@ -511,13 +526,28 @@ impl TelemetryService {
         }
     }
 
+    fn shadow_changed(&self, device: &DeviceId) {
+        self.shadow_epoch.fetch_add(1, Ordering::SeqCst);
+        self.shadows.remove(device);
+    }
+
     pub async fn shadow(&self, who: &Principal, device: &DeviceId) -> Result<Shadow> {
         let device = self.readable_device(who, device).await?;
-        let attributes = self.store.shadow(who.tenant(), &device.id).await?;
+        let attributes = match self.shadows.get(&device.id) {
+            Some(attributes) => attributes,
+            None => {
+                let epoch = self.shadow_epoch.load(Ordering::SeqCst);
+                let attributes = Arc::new(self.store.shadow(who.tenant(), &device.id).await?);
+                if self.shadow_epoch.load(Ordering::SeqCst) == epoch {
+                    self.shadows.put(device.id.clone(), attributes.clone());
+                }
+                attributes
+            }
+        };
         let updated_time = attributes.iter().map(|(_, ingress)| *ingress).max();
         Ok(Shadow {
             id: device.id.clone(),
-            attribute_map: attributes.into_iter().map(|(a, _)| (a.code.clone(), a)).collect(),
+            attribute_map: attributes.iter().map(|(a, _)| (a.code.clone(), a.clone())).collect(),
             metadata: JsonMap::new(),
             metadata_map: JsonMap::new(),
             tenant_id: device.record.tenant_id.clone(),
