@@ -1,0 +1,601 @@
+//! The report: every figure of a run as JSON, the same as a markdown table a person reads, and the
+//! issue's targets checked against the figures (with the shortfall when one is missed).
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::load::WindowPoint;
+use crate::machine::Machine;
+use crate::scenarios::ingest_rest::{self, IngestCheck};
+use crate::scenarios::{Measurement, read};
+use crate::seed::Seeded;
+use crate::server::Stopped;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub tool: String,
+    pub started_at: String,
+    pub seconds: f64,
+    /// The command line exactly as the bench was started.
+    pub command: String,
+    /// quick, full or custom (sizes or duration changed by flags).
+    pub mode: String,
+    pub settings: Settings,
+    pub machine: Machine,
+    /// The gantry binary started, or the URL of the Gantry measured.
+    pub gantry: String,
+    /// Whether the bench was built with optimisations (a debug build measures itself).
+    pub bench_build: &'static str,
+    pub runs: Vec<BackendRun>,
+    pub targets: Vec<TargetResult>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    pub scenarios: Vec<String>,
+    pub connections: usize,
+    pub warmup_seconds: f64,
+    pub duration_seconds: f64,
+    pub ingest_devices: usize,
+    pub filler_devices: usize,
+    pub listed_device_events: u64,
+    pub store_events: u64,
+}
+
+/// Everything measured against one store.
+#[derive(Debug, Clone, Serialize)]
+pub struct BackendRun {
+    pub backend: String,
+    pub devices_created: usize,
+    pub devices_seconds: f64,
+    pub seed: Option<Seeded>,
+    pub measurements: Vec<Measurement>,
+    pub ingest_check: Option<IngestCheck>,
+    /// Per second of the ingest run: answers, p50 and p99.
+    pub ingest_timeline: Vec<WindowPoint>,
+    pub server: Option<Stopped>,
+    /// Set when the run stopped early; the figures before it are kept.
+    pub error: Option<String>,
+}
+
+impl BackendRun {
+    pub fn new(backend: &str) -> Self {
+        Self {
+            backend: backend.to_owned(),
+            devices_created: 0,
+            devices_seconds: 0.0,
+            seed: None,
+            measurements: Vec::new(),
+            ingest_check: None,
+            ingest_timeline: Vec::new(),
+            server: None,
+            error: None,
+        }
+    }
+
+    fn find(&self, scenario: &str, variant: &str, connections: usize) -> Option<&Measurement> {
+        self.measurements
+            .iter()
+            .find(|m| m.scenario == scenario && m.variant == variant && m.connections == connections)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    AtLeast,
+    Below,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetResult {
+    pub backend: String,
+    pub target: String,
+    pub bound: Bound,
+    pub limit: f64,
+    pub unit: &'static str,
+    /// None when the scenario did not run.
+    pub measured: Option<f64>,
+    pub met: Option<bool>,
+    /// How far from the limit a missed target is, in % of the limit.
+    pub shortfall_pct: Option<f64>,
+    pub note: Option<String>,
+}
+
+/// Whether `measured` meets the bound, and by how much (in % of the limit) it misses.
+pub fn evaluate(bound: Bound, limit: f64, measured: f64) -> (bool, Option<f64>) {
+    let met = match bound {
+        Bound::AtLeast => measured >= limit,
+        Bound::Below => measured < limit,
+    };
+    if met || limit <= 0.0 {
+        (met, None)
+    } else {
+        (met, Some((measured - limit).abs() / limit * 100.0))
+    }
+}
+
+fn target(
+    backend: &str,
+    name: &str,
+    bound: Bound,
+    limit: f64,
+    unit: &'static str,
+    measured: Option<f64>,
+    note: Option<String>,
+) -> TargetResult {
+    let outcome = measured.map(|m| evaluate(bound, limit, m));
+    TargetResult {
+        backend: backend.to_owned(),
+        target: name.to_owned(),
+        bound,
+        limit,
+        unit,
+        measured,
+        met: outcome.map(|(met, _)| met),
+        shortfall_pct: outcome.and_then(|(_, s)| s),
+        note,
+    }
+}
+
+/// The issue's targets for a 2-core machine, checked against one backend's figures.
+pub fn targets_for(run: &BackendRun, settings: &Settings) -> Vec<TargetResult> {
+    const FULL_LISTED: u64 = 1_000_000;
+    let b = run.backend.as_str();
+    let many = settings.connections;
+    let at_many = (many != 64).then(|| format!("measured at {many} connections, not 64"));
+    let mut out = Vec::new();
+    if settings.scenarios.iter().any(|s| s == ingest_rest::SCENARIO) {
+        let m = run.find(ingest_rest::SCENARIO, ingest_rest::VARIANT, many);
+        let stored_note = run
+            .ingest_check
+            .as_ref()
+            .and_then(|c| (!c.matches).then(|| format!("{} answered 200 but {} stored", c.answered_ok, c.stored)));
+        out.push(target(
+            b,
+            "ingest-rest: single-event POSTs/s at 64 connections",
+            Bound::AtLeast,
+            15_000.0,
+            "req/s",
+            m.map(|m| m.requests_per_second),
+            at_many.clone().or(stored_note),
+        ));
+        out.push(target(
+            b,
+            "ingest-rest: p99 at 64 connections",
+            Bound::Below,
+            50.0,
+            "ms",
+            m.map(|m| m.latency.p99_ms),
+            at_many.clone(),
+        ));
+    }
+    if settings.scenarios.iter().any(|s| s == read::SCENARIO) {
+        let shadow = run.find(read::SCENARIO, read::SHADOW_VARIANT, many);
+        out.push(target(
+            b,
+            "read: GET shadow/s at 64 connections",
+            Bound::AtLeast,
+            30_000.0,
+            "req/s",
+            shadow.map(|m| m.requests_per_second),
+            at_many.clone(),
+        ));
+        out.push(target(
+            b,
+            "read: GET shadow p99 at 64 connections",
+            Bound::Below,
+            5.0,
+            "ms",
+            shadow.map(|m| m.latency.p99_ms),
+            at_many.clone(),
+        ));
+        let listed = run
+            .seed
+            .as_ref()
+            .map(|s| s.listed_device_events)
+            .unwrap_or(settings.listed_device_events);
+        let mut note = "at 1 connection".to_owned();
+        if listed < FULL_LISTED {
+            let _ = write!(
+                note,
+                "; the device holds {} events, not 1,000,000",
+                thousands(listed as f64)
+            );
+        }
+        out.push(target(
+            b,
+            "read: event listing first page p99 (1,000,000-event device)",
+            Bound::Below,
+            10.0,
+            "ms",
+            run.find(read::SCENARIO, read::FIRST_PAGE_VARIANT, 1)
+                .map(|m| m.latency.p99_ms),
+            Some(note),
+        ));
+    }
+    out
+}
+
+/// 12345.6 → "12,346".
+pub fn thousands(value: f64) -> String {
+    let rounded = value.round();
+    let digits = format!("{}", rounded.abs() as u64);
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if rounded < 0.0 {
+        out.insert(0, '-');
+    }
+    out
+}
+
+/// Milliseconds with the precision that matters at their size.
+pub fn millis(value: f64) -> String {
+    if value < 10.0 {
+        format!("{value:.2}")
+    } else if value < 100.0 {
+        format!("{value:.1}")
+    } else {
+        thousands(value)
+    }
+}
+
+fn opt(value: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    value.map(f).unwrap_or_else(|| "–".to_owned())
+}
+
+/// The figures of one target, with the shortfall in words.
+fn verdict(t: &TargetResult) -> String {
+    match (t.met, t.shortfall_pct) {
+        (None, _) => "not measured".to_owned(),
+        (Some(true), _) => "met".to_owned(),
+        (Some(false), Some(pct)) => match t.bound {
+            Bound::AtLeast => format!("**missed**: {pct:.1}% below"),
+            Bound::Below => format!("**missed**: {pct:.1}% over"),
+        },
+        (Some(false), None) => "**missed**".to_owned(),
+    }
+}
+
+fn figure(value: f64, unit: &str) -> String {
+    if unit == "ms" {
+        format!("{} ms", millis(value))
+    } else {
+        format!("{} {unit}", thousands(value))
+    }
+}
+
+/// The results table alone (what docs/PERFORMANCE.md keeps).
+pub fn results_table(report: &Report) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "| store | scenario | variant | conns | req/s | × baseline | p50 ms | p99 ms | p99.9 ms | failed | server CPU µs/req | server cores | server RSS MiB | client CPU µs/req | postgres cores | other cores | server writes KiB/req |\n",
+    );
+    out.push_str("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    for run in &report.runs {
+        for m in &run.measurements {
+            let mut notes: Vec<String> = m.note.iter().cloned().collect();
+            let answers = m.ok + m.failed;
+            if answers < 100 {
+                notes.push(format!("only {answers} answers measured"));
+            }
+            let variant = if notes.is_empty() {
+                m.variant.clone()
+            } else {
+                format!("{} ({})", m.variant, notes.join("; "))
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                run.backend,
+                m.scenario,
+                variant,
+                m.connections,
+                thousands(m.requests_per_second),
+                opt(m.baseline_ratio, |r| format!("{r:.2}")),
+                millis(m.latency.p50_ms),
+                millis(m.latency.p99_ms),
+                millis(m.latency.p999_ms),
+                m.failed,
+                opt(m.server_cpu_us_per_request, |v| format!("{v:.0}")),
+                opt(m.server_cores_busy, |v| format!("{v:.2}")),
+                opt(m.usage.server_rss_max_mib, |v| format!("{v:.0}")),
+                opt(m.client_cpu_us_per_request, |v| format!("{v:.0}")),
+                opt(m.postgres_cores_busy, |v| format!("{v:.2}")),
+                opt(m.other_cores_busy, |v| format!("{v:.2}")),
+                opt(m.server_written_kib_per_request, |v| format!("{v:.1}")),
+            );
+        }
+    }
+    out
+}
+
+/// The targets table alone.
+pub fn targets_table(report: &Report) -> String {
+    let mut out = String::new();
+    out.push_str("| store | target | limit | measured | verdict | note |\n|---|---|--:|--:|---|---|\n");
+    for t in &report.targets {
+        let limit = match t.bound {
+            Bound::AtLeast => format!("≥ {}", figure(t.limit, t.unit)),
+            Bound::Below => format!("< {}", figure(t.limit, t.unit)),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            t.backend,
+            t.target,
+            limit,
+            opt(t.measured, |v| figure(v, t.unit)),
+            verdict(t),
+            t.note.as_deref().unwrap_or("")
+        );
+    }
+    out
+}
+
+/// The whole report as markdown.
+pub fn render_markdown(report: &Report) -> String {
+    let mut out = String::new();
+    let m = &report.machine;
+    let _ = writeln!(out, "# Gantry benchmark ({})\n", report.mode);
+    let _ = writeln!(out, "- when: {} ({:.0} s)", report.started_at, report.seconds);
+    let _ = writeln!(out, "- command: `{}`", report.command);
+    let _ = writeln!(
+        out,
+        "- machine: {}; kernel {}; load average at start {}",
+        m.summary(),
+        m.kernel,
+        m.load_average_at_start
+    );
+    let _ = writeln!(
+        out,
+        "- gantry: {}; commit {}{}; bench build: {}",
+        report.gantry,
+        m.git_commit.as_deref().unwrap_or("unknown"),
+        if m.git_dirty == Some(true) {
+            " (with uncommitted changes)"
+        } else {
+            ""
+        },
+        report.bench_build
+    );
+    let s = &report.settings;
+    let _ = writeln!(
+        out,
+        "- settings: {} connections; warm-up {} s, then {} s per measurement; {} ingest devices; listed device {} events in a store of {}",
+        s.connections,
+        s.warmup_seconds,
+        s.duration_seconds,
+        s.ingest_devices,
+        thousands(s.listed_device_events as f64),
+        thousands(s.store_events as f64),
+    );
+    out.push_str(
+        "\nreq/s counts 2xx answers; × baseline is that over `GET /healthz` at the same concurrency in the same run; \
+         latencies are per request, from send to the last byte of the answer (closed loop). CPU and RSS are read from /proc: \
+         server cores is the server's CPU time over the run's wall time, postgres cores the same for a local PostgreSQL's \
+         processes, other cores for every other process (another job on a shared machine); server writes is what the server handed to write calls \
+         (WAL, checkpoints, log) per request.\n\n",
+    );
+    out.push_str(&results_table(report));
+    if !report.targets.is_empty() {
+        out.push_str("\n## Targets (2-core machine)\n\n");
+        out.push_str(&targets_table(report));
+    }
+    out.push_str("\n## Runs\n\n");
+    for run in &report.runs {
+        let _ = write!(
+            out,
+            "- **{}**: {} devices created over REST in {:.1} s",
+            run.backend, run.devices_created, run.devices_seconds
+        );
+        if let Some(seed) = &run.seed {
+            let _ = write!(
+                out,
+                "; seeded {} events ({} on the listed device) through the {} in {:.1} s ({}/s)",
+                thousands(seed.store_events as f64),
+                thousands(seed.listed_device_events as f64),
+                if seed.method == "store" {
+                    "store library"
+                } else {
+                    "REST API"
+                },
+                seed.seconds,
+                thousands(seed.events_per_second)
+            );
+        }
+        if let Some(check) = &run.ingest_check {
+            let _ = write!(
+                out,
+                "; ingest: {} answered 200, {} stored{}",
+                thousands(check.answered_ok as f64),
+                thousands(check.stored as f64),
+                if check.matches { " (equal)" } else { " (**differ**)" }
+            );
+            if let (Some(commits), Some(per)) = (check.commits, check.events_per_commit) {
+                let _ = write!(
+                    out,
+                    " in {} commits ({per:.1} events per commit)",
+                    thousands(commits as f64)
+                );
+            }
+        }
+        if let Some(server) = &run.server {
+            let _ = write!(
+                out,
+                "; server: peak RSS {} MiB, {} CPU s, stopped by SIGTERM in {:.1} s ({})",
+                opt(server.peak_rss_mib, |v| format!("{v:.0}")),
+                opt(server.cpu_seconds, |v| format!("{v:.1}")),
+                server.stop_seconds,
+                server.exit
+            );
+        }
+        if let Some(error) = &run.error {
+            let _ = write!(out, "; **stopped early**: {error}");
+        }
+        out.push_str(".\n");
+    }
+    for note in &report.notes {
+        let _ = writeln!(out, "- {note}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::Latency;
+    use crate::server::Usage;
+
+    #[test]
+    fn evaluation_and_shortfall() {
+        assert_eq!(evaluate(Bound::AtLeast, 15_000.0, 16_000.0), (true, None));
+        let (met, short) = evaluate(Bound::AtLeast, 15_000.0, 12_000.0);
+        assert!(!met);
+        assert!((short.unwrap() - 20.0).abs() < 1e-9);
+        assert_eq!(evaluate(Bound::Below, 50.0, 49.9), (true, None));
+        let (met, short) = evaluate(Bound::Below, 10.0, 25.0);
+        assert!(!met);
+        assert!((short.unwrap() - 150.0).abs() < 1e-9);
+        // The limit itself misses a "below" target.
+        assert!(!evaluate(Bound::Below, 5.0, 5.0).0);
+    }
+
+    #[test]
+    fn number_formats() {
+        assert_eq!(thousands(0.0), "0");
+        assert_eq!(thousands(999.4), "999");
+        assert_eq!(thousands(1_234_567.8), "1,234,568");
+        assert_eq!(thousands(-12_345.0), "-12,345");
+        assert_eq!(millis(1.234), "1.23");
+        assert_eq!(millis(12.34), "12.3");
+        assert_eq!(millis(1234.0), "1,234");
+    }
+
+    fn measurement(scenario: &'static str, variant: &str, connections: usize, rps: f64, p99: f64) -> Measurement {
+        Measurement {
+            scenario,
+            variant: variant.to_owned(),
+            connections,
+            requests_per_second: rps,
+            ok: 100,
+            failed: 0,
+            failed_by_status: Default::default(),
+            latency: Latency {
+                p50_ms: p99 / 2.0,
+                p90_ms: p99 / 1.5,
+                p99_ms: p99,
+                p999_ms: p99 * 2.0,
+                max_ms: p99 * 3.0,
+                mean_ms: p99 / 2.0,
+            },
+            baseline_ratio: Some(0.5),
+            usage: Usage::default(),
+            server_cpu_us_per_request: Some(40.0),
+            client_cpu_us_per_request: None,
+            server_cores_busy: Some(1.5),
+            postgres_cores_busy: None,
+            other_cores_busy: Some(0.01),
+            server_written_kib_per_request: Some(0.0),
+            note: None,
+        }
+    }
+
+    fn sample_report() -> Report {
+        let settings = Settings {
+            scenarios: vec!["ingest-rest".into(), "read".into()],
+            connections: 64,
+            warmup_seconds: 0.5,
+            duration_seconds: 2.0,
+            ingest_devices: 10,
+            filler_devices: 10,
+            listed_device_events: 100_000,
+            store_events: 1_000_000,
+        };
+        let mut run = BackendRun::new("sqlite");
+        run.measurements = vec![
+            measurement("baseline", "GET /healthz", 64, 40_000.0, 3.0),
+            measurement(ingest_rest::SCENARIO, ingest_rest::VARIANT, 64, 12_000.0, 20.0),
+            measurement(read::SCENARIO, read::SHADOW_VARIANT, 64, 31_000.0, 6.0),
+        ];
+        run.ingest_check = Some(IngestCheck {
+            answered_ok: 5,
+            stored: 5,
+            matches: true,
+            commits: Some(2),
+            events_per_commit: Some(2.5),
+        });
+        let targets = targets_for(&run, &settings);
+        Report {
+            tool: "gantry-bench test".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            seconds: 10.0,
+            command: "gantry-bench all --quick".into(),
+            mode: "quick".into(),
+            settings,
+            machine: Machine {
+                cpus: 2,
+                cpu_model: "Test CPU".into(),
+                memory_gib: 4.0,
+                kernel: "6.1".into(),
+                load_average_at_start: "0.10 0.20 0.30 1/100 42".into(),
+                git_commit: Some("abc123".into()),
+                git_dirty: Some(false),
+            },
+            gantry: "target/release/gantry".into(),
+            bench_build: "release",
+            runs: vec![run],
+            targets,
+            notes: vec!["a note".into()],
+        }
+    }
+
+    #[test]
+    fn targets_report_misses_and_what_did_not_run() {
+        let report = sample_report();
+        let t = &report.targets;
+        assert_eq!(t.len(), 5);
+        let ingest = &t[0];
+        assert_eq!(ingest.met, Some(false));
+        assert!((ingest.shortfall_pct.unwrap() - 20.0).abs() < 1e-9);
+        assert_eq!(t[1].met, Some(true));
+        assert_eq!(t[2].met, Some(true));
+        assert_eq!(t[3].met, Some(false));
+        assert!((t[3].shortfall_pct.unwrap() - 20.0).abs() < 1e-9);
+        // The listing did not run in this report.
+        assert_eq!(t[4].measured, None);
+        assert_eq!(t[4].met, None);
+        assert!(t[4].note.as_deref().unwrap().contains("100,000 events"));
+    }
+
+    #[test]
+    fn markdown_has_every_measurement_and_verdict() {
+        let text = render_markdown(&sample_report());
+        assert!(text.contains("| sqlite | baseline | GET /healthz | 64 | 40,000 | 0.50 | 1.50 | 3.00 | 6.00 | 0 |"));
+        assert!(text.contains("| sqlite | ingest-rest: single-event POSTs/s at 64 connections | ≥ 15,000 req/s | 12,000 req/s | **missed**: 20.0% below |"));
+        assert!(text.contains("**missed**: 20.0% over"));
+        assert!(text.contains("not measured"));
+        assert!(text.contains("ingest: 5 answered 200, 5 stored (equal) in 2 commits (2.5 events per commit)"));
+        assert!(text.contains("`gantry-bench all --quick`"));
+        assert!(text.contains("- a note"));
+        // Every table row has the header's column count.
+        for line in text.lines().filter(|l| l.starts_with("| sqlite | baseline")) {
+            assert_eq!(line.matches('|').count(), 18, "{line}");
+        }
+    }
+
+    #[test]
+    fn the_report_serializes() {
+        let json = serde_json::to_value(sample_report()).unwrap();
+        assert_eq!(json["runs"][0]["measurements"][1]["scenario"], "ingest-rest");
+        assert_eq!(json["targets"][0]["bound"], "at_least");
+        assert_eq!(json["machine"]["cpus"], 2);
+    }
+}
