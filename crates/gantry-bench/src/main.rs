@@ -270,11 +270,20 @@ fn gantry_binary(opts: &Options) -> anyhow::Result<PathBuf> {
             Some(other) => args.extend(["--profile", other]),
         }
         eprintln!("building gantry: cargo {}", args.join(" "));
-        let status = std::process::Command::new(cargo)
-            .args(&args)
-            .current_dir(manifest_dir)
-            .status()
-            .context("running cargo build for gantry")?;
+        let mut command = std::process::Command::new(cargo);
+        command.args(&args).current_dir(manifest_dir);
+        // `cargo run` gave this process the bench's CARGO_PKG_* and CARGO_MANIFEST_*; some build
+        // scripts rerun when those change, so passing them on would rebuild gantry every time.
+        for (key, _) in std::env::vars_os() {
+            if let Some(key) = key.to_str()
+                && (key.starts_with("CARGO_PKG_")
+                    || key.starts_with("CARGO_MANIFEST_")
+                    || matches!(key, "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"))
+            {
+                command.env_remove(key);
+            }
+        }
+        let status = command.status().context("running cargo build for gantry")?;
         if !status.success() {
             bail!("building gantry failed ({status})");
         }
