@@ -82,7 +82,7 @@ struct Options {
     /// Events on the device whose events are listed [default: 1,000,000; --quick 100,000].
     #[arg(long, global = true)]
     device_events: Option<u64>,
-    /// Events in the whole store [default: 10,000,000; --quick 500,000].
+    /// Events in the whole store [default: 10,000,000; --quick 1,000,000].
     #[arg(long, global = true)]
     store_events: Option<u64>,
     /// Devices the ingest scenario posts for [default: 1,000; --quick 200].
@@ -112,9 +112,7 @@ impl Options {
             ingest_devices: self.ingest_devices.unwrap_or(if q { 200 } else { 1000 }),
             filler_devices: if q { 100 } else { 1000 },
             listed_device_events: self.device_events.unwrap_or(if q { 100_000 } else { 1_000_000 }),
-            // Quick keeps the store small: seeding SQLite runs at 10,000 to 20,000 events/s here,
-            // and quick must finish in 3 minutes on a busy machine too.
-            store_events: self.store_events.unwrap_or(if q { 500_000 } else { 10_000_000 }),
+            store_events: self.store_events.unwrap_or(if q { 1_000_000 } else { 10_000_000 }),
         };
         ensure!(settings.connections > 0, "--connections must be at least 1");
         ensure!(settings.duration_seconds > 0.0, "--duration must be positive");
@@ -364,17 +362,14 @@ async fn local_on(
             "[{name}] seeding {} events ({} on the listed device) through the store",
             settings.store_events, settings.listed_device_events
         );
-        let (batch, writers) = if name == "postgres" {
-            (seed::POSTGRES_BATCH, 2)
-        } else {
-            (seed::SQLITE_BATCH, 1)
-        };
+        // SQLite writes one transaction at a time; PostgreSQL takes two writers (of different devices).
+        let writers = if name == "postgres" { 2 } else { 1 };
         let seeded = seed::seed_store(
             &database.store_url,
             &fleet,
             settings.listed_device_events,
             settings.store_events,
-            batch,
+            seed::BATCH,
             writers,
         )
         .await?;
@@ -596,7 +591,7 @@ mod tests {
         let (mode, s) = cli.options.settings(cli.command).unwrap();
         assert_eq!(mode, "quick");
         assert_eq!(s.listed_device_events, 100_000);
-        assert_eq!(s.store_events, 500_000);
+        assert_eq!(s.store_events, 1_000_000);
         assert_eq!(s.scenarios, ["read", "ingest-rest"]);
         let cli = Cli::parse_from(["gantry-bench", "--store-events", "5000000", "read"]);
         let (mode, s) = cli.options.settings(cli.command).unwrap();

@@ -382,7 +382,7 @@ pub fn render_markdown(report: &Report) -> String {
          latencies are per request, from send to the last byte of the answer (closed loop). CPU and RSS are read from /proc: \
          server cores is the server's CPU time over the run's wall time, postgres cores the same for a local PostgreSQL's \
          processes, other cores for every other process (another job on a shared machine); server writes is what the server handed to write calls \
-         (WAL, checkpoints, log) per request.\n\n",
+         per request, files (WAL, checkpoints) and sockets (the answer, queries to PostgreSQL) alike.\n\n",
     );
     out.push_str(&results_table(report));
     if !report.targets.is_empty() {

@@ -171,7 +171,8 @@ pub struct ProcSample {
     pub rss_kib: u64,
     pub hwm_kib: u64,
     pub cpu_seconds: f64,
-    /// Bytes handed to write calls so far (`wchar` of /proc/<pid>/io): the WAL, checkpoints, logs.
+    /// Bytes handed to write calls so far (`wchar` of /proc/<pid>/io): files (WAL, checkpoints,
+    /// log) and sockets (answers, queries to PostgreSQL) alike.
     pub written_bytes: Option<u64>,
 }
 

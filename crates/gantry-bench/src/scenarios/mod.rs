@@ -54,7 +54,8 @@ pub struct Measurement {
     pub postgres_cores_busy: Option<f64>,
     /// Cores every other process (neither server, bench nor PostgreSQL) kept busy meanwhile: noise.
     pub other_cores_busy: Option<f64>,
-    /// KiB the server wrote (write calls: WAL, checkpoints, log) per answered request.
+    /// KiB the server handed to write calls (files and sockets: WAL, checkpoints, answers) per
+    /// answered request.
     pub server_written_kib_per_request: Option<f64>,
     pub note: Option<String>,
 }
