@@ -72,7 +72,7 @@ struct WorkerStats {
     answered_total: u64,
 }
 
-fn histogram(sigfig: u8) -> Histogram<u64> {
+pub fn histogram(sigfig: u8) -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, sigfig).expect("valid histogram bounds")
 }
 

@@ -8,11 +8,14 @@ mod db;
 mod http;
 mod load;
 mod machine;
+mod mqtt;
+mod mqtt_load;
 mod report;
 mod scenarios;
 mod seed;
 mod server;
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -23,8 +26,9 @@ use clap::{Args, Parser, Subcommand};
 use crate::db::{Backend, Database};
 use crate::http::{Api, Target};
 use crate::report::{BackendRun, Report, Settings};
-use crate::scenarios::{Ctx, baseline, ingest_rest, read};
-use crate::seed::Fleet;
+use crate::scenarios::ingest_mqtt::MqttTarget;
+use crate::scenarios::{Ctx, baseline, connections, control, ingest_mqtt, ingest_rest, read};
+use crate::seed::{Fleet, FleetSize};
 use crate::server::{Server, ServerOptions};
 
 #[derive(Debug, Parser)]
@@ -32,7 +36,7 @@ use crate::server::{Server, ServerOptions};
     name = "gantry-bench",
     version,
     about = "Load generator and benchmark report for Gantry",
-    after_help = "Writes <out>/report.json, <out>/report.md and <out>/ingest-rest-latency.png, and prints the table."
+    after_help = "Writes <out>/report.json, <out>/report.md and the latency charts <out>/ingest-*-latency.png, and prints the tables."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -47,6 +51,12 @@ enum Command {
     IngestRest,
     /// GET device and shadow; a device's event listing in a store of many events.
     Read,
+    /// QoS 1 telemetry from many devices over MQTT, paced; a plain Mosquitto as the baseline.
+    IngestMqtt,
+    /// PUT shadows → device over MQTT → ack → event log completed; idle and under telemetry.
+    Control,
+    /// As many device connections as the open-file limit allows, held; memory per connection.
+    Connections,
     /// Every scenario.
     All,
 }
@@ -85,9 +95,31 @@ struct Options {
     /// Events in the whole store [default: 10,000,000; --quick 1,000,000].
     #[arg(long, global = true)]
     store_events: Option<u64>,
-    /// Devices the ingest scenario posts for [default: 1,000; --quick 200].
+    /// Devices the ingest scenarios post and publish for [default: 1,000; --quick 200].
     #[arg(long, global = true)]
     ingest_devices: Option<usize>,
+    /// Messages/s the ingest-mqtt devices publish in all [default: 25,000; --quick 5,000].
+    #[arg(long, global = true)]
+    mqtt_rate: Option<f64>,
+    /// Messages/s of telemetry under the loaded control round trips [default: 10,000; --quick 2,000].
+    #[arg(long, global = true)]
+    control_background_rate: Option<f64>,
+    /// Device connections to hold, capped by the open-file limit less 1,000 [default: 19,000;
+    /// --quick 2,000].
+    #[arg(long, global = true)]
+    held_connections: Option<usize>,
+    /// The plain Mosquitto of the ingest-mqtt baseline (anonymous access).
+    #[arg(long, global = true, default_value = "127.0.0.1:1883", value_name = "HOST:PORT")]
+    mosquitto: String,
+    /// Skip the Mosquitto baseline.
+    #[arg(long, global = true)]
+    no_mosquitto: bool,
+    /// With --url: the MQTT listener (host:port) of that Gantry, for the MQTT scenarios.
+    #[arg(long, global = true, requires = "url", value_name = "HOST:PORT")]
+    mqtt_addr: Option<String>,
+    /// The topic prefix of the Gantry measured.
+    #[arg(long, global = true, default_value = "gantry")]
+    topic_prefix: String,
     /// Keep the data directory (and the PostgreSQL database) after the run, for inspection.
     #[arg(long, global = true)]
     keep: bool,
@@ -100,10 +132,22 @@ impl Options {
     fn settings(&self, command: Command) -> anyhow::Result<(String, Settings)> {
         let q = self.quick;
         let scenarios = match command {
-            Command::IngestRest => vec![ingest_rest::SCENARIO.to_owned()],
-            Command::Read => vec![read::SCENARIO.to_owned()],
-            Command::All => vec![read::SCENARIO.to_owned(), ingest_rest::SCENARIO.to_owned()],
-        };
+            Command::IngestRest => vec![ingest_rest::SCENARIO],
+            Command::Read => vec![read::SCENARIO],
+            Command::IngestMqtt => vec![ingest_mqtt::SCENARIO],
+            Command::Control => vec![control::SCENARIO],
+            Command::Connections => vec![connections::SCENARIO],
+            Command::All => vec![
+                read::SCENARIO,
+                ingest_rest::SCENARIO,
+                ingest_mqtt::SCENARIO,
+                control::SCENARIO,
+                connections::SCENARIO,
+            ],
+        }
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
         let settings = Settings {
             scenarios,
             connections: self.connections,
@@ -113,10 +157,20 @@ impl Options {
             filler_devices: if q { 100 } else { 1000 },
             listed_device_events: self.device_events.unwrap_or(if q { 100_000 } else { 1_000_000 }),
             store_events: self.store_events.unwrap_or(if q { 1_000_000 } else { 10_000_000 }),
+            mqtt_rate: self.mqtt_rate.unwrap_or(if q { 5_000.0 } else { 25_000.0 }),
+            control_background_rate: self
+                .control_background_rate
+                .unwrap_or(if q { 2_000.0 } else { 10_000.0 }),
+            held_connections: self.held_connections.unwrap_or(if q { 2_000 } else { 19_000 }),
         };
         ensure!(settings.connections > 0, "--connections must be at least 1");
         ensure!(settings.duration_seconds > 0.0, "--duration must be positive");
         ensure!(settings.ingest_devices > 0, "--ingest-devices must be at least 1");
+        ensure!(settings.mqtt_rate > 0.0, "--mqtt-rate must be positive");
+        ensure!(
+            settings.control_background_rate >= 0.0,
+            "--control-background-rate must not be negative"
+        );
         ensure!(
             settings.store_events >= settings.listed_device_events,
             "--store-events must be at least --device-events"
@@ -124,7 +178,10 @@ impl Options {
         let custom = self.duration.is_some()
             || self.device_events.is_some()
             || self.store_events.is_some()
-            || self.ingest_devices.is_some();
+            || self.ingest_devices.is_some()
+            || self.mqtt_rate.is_some()
+            || self.control_background_rate.is_some()
+            || self.held_connections.is_some();
         let mode = match (q, custom) {
             (true, false) => "quick",
             (false, false) => "full",
@@ -157,6 +214,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     let (mode, settings) = opts.settings(cli.command)?;
     std::fs::create_dir_all(&opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
     let machine = machine::Machine::read();
+    let plan = MqttPlan::resolve(opts).await?;
     let mut notes = Vec::new();
     if cfg!(debug_assertions) {
         notes.push("the bench is a debug build: its own cost distorts every figure; run it with --release".to_owned());
@@ -170,7 +228,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
                     .to_owned(),
             );
             let mut run = BackendRun::new("remote");
-            if let Err(e) = remote(&mut run, url, token, &settings).await {
+            if let Err(e) = remote(&mut run, url, token, &settings, &plan).await {
                 report_error(&mut run, e);
             }
             (url.clone(), vec![run])
@@ -192,7 +250,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             let mut runs = Vec::new();
             for backend in &backends {
                 let mut run = BackendRun::new(backend.name());
-                if let Err(e) = local(&mut run, &bin, backend, &settings, &opts.out, opts.keep).await {
+                if let Err(e) = local(&mut run, &bin, backend, &settings, &plan, &opts.out, opts.keep).await {
                     report_error(&mut run, e);
                 }
                 runs.push(run);
@@ -220,10 +278,12 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         notes,
     };
     write_outputs(&report, &opts.out)?;
-    Ok(report
-        .runs
-        .iter()
-        .all(|r| r.error.is_none() && r.ingest_check.as_ref().is_none_or(|c| c.matches)))
+    Ok(report.runs.iter().all(|r| {
+        r.error.is_none()
+            && r.ingest_check.as_ref().is_none_or(|c| c.matches)
+            && r.mqtt_ingest.as_ref().is_none_or(|c| c.every_ack_stored)
+            && r.control_check.as_ref().is_none_or(|c| c.matches)
+    }))
 }
 
 fn report_error(run: &mut BackendRun, e: anyhow::Error) {
@@ -243,11 +303,35 @@ fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<()> {
         .map(|r| (r.backend.clone(), r.ingest_timeline.clone()))
         .collect();
     if !series.is_empty() {
-        let png = out.join("ingest-rest-latency.png");
-        chart::render(&png, "ingest-rest", &series)?;
+        chart::render(&out.join("ingest-rest-latency.png"), "ingest-rest", &series)?;
+    }
+    let mqtt_series: Vec<(String, Vec<load::WindowPoint>)> = report
+        .runs
+        .iter()
+        .filter_map(|r| Some((r.backend.clone(), r.mqtt_ingest.as_ref()?)))
+        .map(|(backend, c)| {
+            let points = c
+                .gantry
+                .windows
+                .iter()
+                .map(|w| load::WindowPoint {
+                    second: w.second,
+                    answers: w.acked,
+                    p50_ms: w.p50_ms,
+                    p99_ms: w.p99_ms,
+                })
+                .collect();
+            (backend, points)
+        })
+        .collect();
+    if !mqtt_series.is_empty() {
+        chart::render(&out.join("ingest-mqtt-latency.png"), "ingest-mqtt", &mqtt_series)?;
     }
     println!("{markdown}");
-    eprintln!("report: {} (and report.md, ingest-rest-latency.png)", json.display());
+    eprintln!(
+        "report: {} (and report.md, the ingest-*-latency.png charts)",
+        json.display()
+    );
     Ok(())
 }
 
@@ -294,6 +378,77 @@ fn run_tag() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..8].to_owned()
 }
 
+/// What the MQTT scenarios need besides the server: its topic prefix and the baseline broker.
+struct MqttPlan {
+    prefix: String,
+    mosquitto: Option<SocketAddr>,
+    /// The MQTT listener of a Gantry given by --url.
+    remote: Option<SocketAddr>,
+}
+
+impl MqttPlan {
+    async fn resolve(opts: &Options) -> anyhow::Result<Self> {
+        let mosquitto = if opts.no_mosquitto {
+            None
+        } else {
+            Some(resolve_addr(&opts.mosquitto).await?)
+        };
+        let remote = match &opts.mqtt_addr {
+            Some(addr) => Some(resolve_addr(addr).await?),
+            None => None,
+        };
+        Ok(Self {
+            prefix: opts.topic_prefix.clone(),
+            mosquitto,
+            remote,
+        })
+    }
+
+    fn target(&self, addr: Option<SocketAddr>) -> Option<MqttTarget> {
+        addr.map(|addr| MqttTarget {
+            addr,
+            prefix: self.prefix.clone(),
+            mosquitto: self.mosquitto,
+        })
+    }
+}
+
+async fn resolve_addr(addr: &str) -> anyhow::Result<SocketAddr> {
+    tokio::net::lookup_host(addr)
+        .await
+        .with_context(|| format!("resolving {addr}"))?
+        .next()
+        .with_context(|| format!("{addr} has no address"))
+}
+
+/// The devices a run creates, by the scenarios it runs.
+fn fleet_size(settings: &Settings) -> FleetSize {
+    let wants = |s: &str| settings.wants(s);
+    let ingest = if wants(ingest_rest::SCENARIO) || wants(ingest_mqtt::SCENARIO) || wants(control::SCENARIO) {
+        settings.ingest_devices
+    } else {
+        0
+    };
+    let fillers = if wants(read::SCENARIO) {
+        settings.filler_devices
+    } else {
+        0
+    };
+    let control = usize::from(wants(control::SCENARIO));
+    let holders = if wants(connections::SCENARIO) {
+        let target = connections::target(settings.held_connections, server::open_file_limit());
+        target.saturating_sub(1 + ingest + fillers + control)
+    } else {
+        0
+    };
+    FleetSize {
+        ingest,
+        fillers,
+        control,
+        holders,
+    }
+}
+
 /// One store, on a gantry started here: the fleet over REST, the events through the store with
 /// the server stopped, then the measurements on a fresh start.
 async fn local(
@@ -301,13 +456,14 @@ async fn local(
     bin: &Path,
     backend: &Backend,
     settings: &Settings,
+    plan: &MqttPlan,
     out: &Path,
     keep: bool,
 ) -> anyhow::Result<()> {
     let name = backend.name();
     let dir = tempfile::Builder::new().prefix("gantry-bench-").tempdir()?;
     let database = Database::prepare(backend, dir.path()).await?;
-    let result = local_on(run, bin, &database, dir.path(), settings, out).await;
+    let result = local_on(run, bin, &database, dir.path(), settings, plan, out).await;
     if keep {
         eprintln!(
             "[{name}] kept: data dir {}, store {}",
@@ -327,11 +483,10 @@ async fn local_on(
     database: &Database,
     data_dir: &Path,
     settings: &Settings,
+    plan: &MqttPlan,
     out: &Path,
 ) -> anyhow::Result<()> {
     let name = database.backend.name();
-    let wants_read = settings.scenarios.iter().any(|s| s == read::SCENARIO);
-    let wants_ingest = settings.scenarios.iter().any(|s| s == ingest_rest::SCENARIO);
     let token = gantry_core::auth::generate_token();
     let setup_log = out.join(format!("gantry-{name}-setup.log"));
     let log = out.join(format!("gantry-{name}.log"));
@@ -345,18 +500,18 @@ async fn local_on(
 
     eprintln!("[{name}] starting gantry and creating devices over REST");
     let mut server = Server::start(options(&setup_log)).await?;
+    // Nothing has been asked of it yet: this is the idle server.
+    run.idle_rss_mib = server::sample(Some(server.pid())).map(|s| server::kib_to_mib(s.rss_kib));
     let mut target = Target::resolve(&server.base, &token).await?;
     let fleet = {
         let api = Api::new(target.clone());
-        let ingest = if wants_ingest { settings.ingest_devices } else { 0 };
-        let fillers = if wants_read { settings.filler_devices } else { 0 };
-        seed::create_fleet(&api, &run_tag(), ingest, fillers).await?
+        seed::create_fleet(&api, &run_tag(), fleet_size(settings)).await?
     };
     run.devices_created = fleet.device_count();
     run.devices_seconds = fleet.seconds;
     eprintln!("[{name}] {} devices in {:.1} s", fleet.device_count(), fleet.seconds);
 
-    if wants_read {
+    if settings.wants(read::SCENARIO) {
         server.stop().await?;
         eprintln!(
             "[{name}] seeding {} events ({} on the listed device) through the store",
@@ -387,9 +542,11 @@ async fn local_on(
         server.log().display()
     );
     let api = Api::new(target.clone());
+    let mqtt = plan.target(server.mqtt);
     let ctx = Ctx {
         target: &target,
         api: &api,
+        mqtt: mqtt.as_ref(),
         pid: Some(server.pid()),
         local_postgres: is_local_postgres(database.server_url.as_deref()),
         warmup: Duration::from_secs_f64(settings.warmup_seconds),
@@ -405,25 +562,34 @@ async fn local_on(
 }
 
 /// A Gantry started by someone else: the fleet and the listed device's events over REST.
-async fn remote(run: &mut BackendRun, url: &str, token: &str, settings: &Settings) -> anyhow::Result<()> {
-    let wants_read = settings.scenarios.iter().any(|s| s == read::SCENARIO);
-    let wants_ingest = settings.scenarios.iter().any(|s| s == ingest_rest::SCENARIO);
+async fn remote(
+    run: &mut BackendRun,
+    url: &str,
+    token: &str,
+    settings: &Settings,
+    plan: &MqttPlan,
+) -> anyhow::Result<()> {
     let target = Target::resolve(url, token).await?;
     let api = Api::new(target.clone());
-    let ingest = if wants_ingest { settings.ingest_devices } else { 0 };
-    let fleet = seed::create_fleet(&api, &run_tag(), ingest, 0).await?;
+    let size = FleetSize {
+        fillers: 0,
+        ..fleet_size(settings)
+    };
+    let fleet = seed::create_fleet(&api, &run_tag(), size).await?;
     run.devices_created = fleet.device_count();
     run.devices_seconds = fleet.seconds;
-    if wants_read {
+    if settings.wants(read::SCENARIO) {
         eprintln!(
             "[remote] posting {} events for the listed device",
             settings.listed_device_events
         );
         run.seed = Some(seed::seed_http(&target, &fleet.listed, settings.listed_device_events, 32).await?);
     }
+    let mqtt = plan.target(plan.remote);
     let ctx = Ctx {
         target: &target,
         api: &api,
+        mqtt: mqtt.as_ref(),
         pid: None,
         local_postgres: false,
         warmup: Duration::from_secs_f64(settings.warmup_seconds),
@@ -436,8 +602,8 @@ async fn remote(run: &mut BackendRun, url: &str, token: &str, settings: &Setting
 /// The baseline, then the scenarios asked for; measurements are kept as they come, so a
 /// failure late in the run leaves the earlier figures in the report.
 async fn measure_all(run: &mut BackendRun, ctx: &Ctx<'_>, fleet: &Fleet, settings: &Settings) -> anyhow::Result<()> {
-    let wants_read = settings.scenarios.iter().any(|s| s == read::SCENARIO);
-    let wants_ingest = settings.scenarios.iter().any(|s| s == ingest_rest::SCENARIO);
+    let wants_read = settings.wants(read::SCENARIO);
+    let wants_http = wants_read || settings.wants(ingest_rest::SCENARIO);
     // The baseline at every concurrency another measurement uses, for its ratio.
     let mut counts = vec![ctx.connections];
     if wants_read {
@@ -445,8 +611,11 @@ async fn measure_all(run: &mut BackendRun, ctx: &Ctx<'_>, fleet: &Fleet, setting
     }
     counts.sort_unstable_by(|a, b| b.cmp(a));
     counts.dedup();
+    let tag = run_tag();
     let result = async {
-        run.measurements.extend(baseline::run(ctx, &counts).await?);
+        if wants_http {
+            run.measurements.extend(baseline::run(ctx, &counts).await?);
+        }
         if wants_read {
             let mut devices: Vec<String> = fleet.fillers.iter().map(|d| d.id.clone()).collect();
             devices.push(fleet.listed.id.clone());
@@ -454,7 +623,7 @@ async fn measure_all(run: &mut BackendRun, ctx: &Ctx<'_>, fleet: &Fleet, setting
             run.measurements
                 .extend(read::run(ctx, &devices, &fleet.listed.id, listed).await?);
         }
-        if wants_ingest {
+        if settings.wants(ingest_rest::SCENARIO) {
             let outcome = ingest_rest::run(ctx, &fleet.ingest).await?;
             if !outcome.check.matches {
                 eprintln!(
@@ -465,6 +634,47 @@ async fn measure_all(run: &mut BackendRun, ctx: &Ctx<'_>, fleet: &Fleet, setting
             run.measurements.push(outcome.measurement);
             run.ingest_check = Some(outcome.check);
             run.ingest_timeline = outcome.timeline;
+        }
+        let mqtt_scenarios = [ingest_mqtt::SCENARIO, control::SCENARIO, connections::SCENARIO];
+        let Some(mqtt) = ctx.mqtt else {
+            if mqtt_scenarios.iter().any(|s| settings.wants(s)) {
+                run.skipped
+                    .push("MQTT scenarios: no MQTT listener known (pass --mqtt-addr with --url)".to_owned());
+            }
+            return Ok(());
+        };
+        if settings.wants(ingest_mqtt::SCENARIO) {
+            let outcome = ingest_mqtt::run(ctx, mqtt, &fleet.ingest, settings.mqtt_rate, &tag).await?;
+            if !outcome.check.every_ack_stored {
+                eprintln!(
+                    "[{}] WARNING: {} messages acknowledged but {} events stored",
+                    run.backend, outcome.check.gantry.acked, outcome.check.stored
+                );
+            }
+            run.measurements.extend(outcome.measurements);
+            run.mqtt_ingest = Some(outcome.check);
+        }
+        if settings.wants(control::SCENARIO) {
+            let device = fleet.control.first().context("no control device was created")?;
+            let outcome = control::run(
+                ctx,
+                mqtt,
+                &fleet.project_id,
+                device,
+                &fleet.ingest,
+                settings.control_background_rate,
+                &tag,
+            )
+            .await?;
+            run.measurements.extend(outcome.measurements);
+            run.control_check = Some(outcome.check);
+        }
+        if settings.wants(connections::SCENARIO) {
+            let limit = server::open_file_limit();
+            let target = connections::target(settings.held_connections, limit);
+            let devices: Vec<_> = fleet.all().take(target).cloned().collect();
+            run.connections =
+                Some(connections::run(mqtt.addr, &mqtt.prefix, ctx.pid, &devices, limit, run.idle_rss_mib).await);
         }
         Ok::<_, anyhow::Error>(())
     }
@@ -592,7 +802,11 @@ mod tests {
         assert_eq!(mode, "quick");
         assert_eq!(s.listed_device_events, 100_000);
         assert_eq!(s.store_events, 1_000_000);
-        assert_eq!(s.scenarios, ["read", "ingest-rest"]);
+        assert_eq!(
+            s.scenarios,
+            ["read", "ingest-rest", "ingest-mqtt", "control", "connections"]
+        );
+        assert_eq!((s.mqtt_rate, s.held_connections), (5_000.0, 2_000));
         let cli = Cli::parse_from(["gantry-bench", "--store-events", "5000000", "read"]);
         let (mode, s) = cli.options.settings(cli.command).unwrap();
         assert_eq!(mode, "custom");

@@ -7,6 +7,9 @@ use serde::Serialize;
 
 use crate::load::WindowPoint;
 use crate::machine::Machine;
+use crate::scenarios::connections::{self, ConnectionsResult};
+use crate::scenarios::control::{self, ControlCheck};
+use crate::scenarios::ingest_mqtt::{self, MqttIngestCheck};
 use crate::scenarios::ingest_rest::{self, IngestCheck};
 use crate::scenarios::{Measurement, read};
 use crate::seed::Seeded;
@@ -42,6 +45,18 @@ pub struct Settings {
     pub filler_devices: usize,
     pub listed_device_events: u64,
     pub store_events: u64,
+    /// Messages/s offered by the ingest-mqtt devices in all.
+    pub mqtt_rate: f64,
+    /// Telemetry messages/s under the loaded control round trips.
+    pub control_background_rate: f64,
+    /// Connections the connections scenario asks for, before the open-file limit.
+    pub held_connections: usize,
+}
+
+impl Settings {
+    pub fn wants(&self, scenario: &str) -> bool {
+        self.scenarios.iter().any(|s| s == scenario)
+    }
 }
 
 /// Everything measured against one store.
@@ -55,6 +70,13 @@ pub struct BackendRun {
     pub ingest_check: Option<IngestCheck>,
     /// Per second of the ingest run: answers, p50 and p99.
     pub ingest_timeline: Vec<WindowPoint>,
+    pub mqtt_ingest: Option<MqttIngestCheck>,
+    pub control_check: Option<ControlCheck>,
+    pub connections: Option<ConnectionsResult>,
+    /// Server RSS right after it started, before any request.
+    pub idle_rss_mib: Option<f64>,
+    /// Scenarios asked for that could not run here, and why.
+    pub skipped: Vec<String>,
     pub server: Option<Stopped>,
     /// Set when the run stopped early; the figures before it are kept.
     pub error: Option<String>,
@@ -70,6 +92,11 @@ impl BackendRun {
             measurements: Vec::new(),
             ingest_check: None,
             ingest_timeline: Vec::new(),
+            mqtt_ingest: None,
+            control_check: None,
+            connections: None,
+            idle_rss_mib: None,
+            skipped: Vec::new(),
             server: None,
             error: None,
         }
@@ -216,6 +243,141 @@ pub fn targets_for(run: &BackendRun, settings: &Settings) -> Vec<TargetResult> {
             Some(note),
         ));
     }
+    out.extend(mqtt_targets(run, settings));
+    out
+}
+
+/// The targets of the MQTT scenarios.
+fn mqtt_targets(run: &BackendRun, settings: &Settings) -> Vec<TargetResult> {
+    const FULL_DEVICES: usize = 1000;
+    let b = run.backend.as_str();
+    let mut out = Vec::new();
+    if settings.wants(ingest_mqtt::SCENARIO) {
+        let check = run.mqtt_ingest.as_ref();
+        let gantry = run
+            .measurements
+            .iter()
+            .find(|m| m.scenario == ingest_mqtt::SCENARIO && m.variant.starts_with(ingest_mqtt::VARIANT));
+        let floor = if b == "postgres" { 10_000.0 } else { 25_000.0 };
+        let mut notes = Vec::new();
+        if settings.mqtt_rate < floor {
+            notes.push(format!("only {} msg/s offered", thousands(settings.mqtt_rate)));
+        }
+        if settings.ingest_devices != FULL_DEVICES {
+            notes.push(format!(
+                "{} devices, not 1,000",
+                thousands(settings.ingest_devices as f64)
+            ));
+        }
+        if let Some(c) = check.filter(|c| !c.every_ack_stored) {
+            notes.push(format!("{} acknowledged but {} stored", c.gantry.acked, c.stored));
+        }
+        let seconds = settings.duration_seconds * f64::from(ingest_mqtt::DURATION_FACTOR);
+        notes.push(format!("sustained {seconds:.0} s, not 10 minutes"));
+        out.push(target(
+            b,
+            "ingest-mqtt: events stored/s (QoS 1)",
+            Bound::AtLeast,
+            floor,
+            "events/s",
+            check.map(|c| c.stored_per_second),
+            Some(notes.join("; ")),
+        ));
+        out.push(target(
+            b,
+            "ingest-mqtt: p99 publish→committed",
+            Bound::Below,
+            100.0,
+            "ms",
+            gantry.map(|m| m.latency.p99_ms),
+            None,
+        ));
+        out.push(target(
+            b,
+            "ingest-mqtt: backlog when publishing stopped, in seconds of load",
+            Bound::Below,
+            1.0,
+            "s",
+            check.map(|c| c.gantry.unacked_at_end as f64 / c.gantry.offered_rate),
+            None,
+        ));
+        out.push(target(
+            b,
+            "ingest-mqtt: stored/s over plain Mosquitto's delivered/s",
+            Bound::AtLeast,
+            0.8,
+            "×",
+            gantry.and_then(|m| m.baseline_ratio),
+            check.and_then(|c| c.mosquitto_skipped.clone()),
+        ));
+    }
+    if settings.wants(control::SCENARIO) {
+        let idle = run
+            .measurements
+            .iter()
+            .find(|m| m.scenario == control::SCENARIO && m.variant == control::IDLE_VARIANT);
+        let note = run
+            .control_check
+            .as_ref()
+            .filter(|c| !c.matches)
+            .map(|c| format!("{} sent but {} logs completed", c.sent, c.completed));
+        out.push(target(
+            b,
+            "control: round trip p50, idle",
+            Bound::Below,
+            5.0,
+            "ms",
+            idle.map(|m| m.latency.p50_ms),
+            note.clone(),
+        ));
+        out.push(target(
+            b,
+            "control: round trip p99, idle",
+            Bound::Below,
+            20.0,
+            "ms",
+            idle.map(|m| m.latency.p99_ms),
+            note,
+        ));
+    }
+    if settings.wants(connections::SCENARIO) {
+        let c = run.connections.as_ref();
+        out.push(target(
+            b,
+            "connections: held",
+            Bound::AtLeast,
+            19_000.0,
+            "connections",
+            c.map(|c| c.held as f64),
+            c.and_then(|c| {
+                let mut notes: Vec<String> = c.error.iter().cloned().collect();
+                if let Some(limit) = c.open_file_limit {
+                    notes.push(format!("open-file limit {}", thousands(limit as f64)));
+                }
+                (!notes.is_empty()).then(|| notes.join("; "))
+            }),
+        ));
+        out.push(target(
+            b,
+            "connections: server memory per connection",
+            Bound::Below,
+            10.0,
+            "KB",
+            c.and_then(|c| c.kib_per_connection).map(|kib| kib * 1.024),
+            None,
+        ));
+    }
+    if settings.wants(connections::SCENARIO) || settings.wants(ingest_mqtt::SCENARIO) {
+        out.push(target(
+            b,
+            "idle server RSS",
+            Bound::Below,
+            50.0,
+            "MB",
+            run.idle_rss_mib.map(|mib| mib * 1.048_576),
+            Some("right after start, before any request".to_owned()),
+        ));
+    }
     out
 }
 
@@ -267,6 +429,8 @@ fn verdict(t: &TargetResult) -> String {
 fn figure(value: f64, unit: &str) -> String {
     if unit == "ms" {
         format!("{} ms", millis(value))
+    } else if value.abs() < 100.0 {
+        format!("{value:.2} {unit}")
     } else {
         format!("{} {unit}", thousands(value))
     }
@@ -340,6 +504,89 @@ pub fn targets_table(report: &Report) -> String {
     out
 }
 
+/// The MQTT scenarios' checks of one run, as sub-items.
+fn mqtt_lines(out: &mut String, run: &BackendRun) {
+    if let Some(c) = &run.mqtt_ingest {
+        let g = &c.gantry;
+        let _ = writeln!(
+            out,
+            "  - ingest-mqtt: {} devices published {} messages at {} msg/s offered; {} acknowledged, {} events stored ({}); \
+             {} unacknowledged when publishing stopped, drained in {:.1} s; {} still unacknowledged after the drain wait; {} connections lost",
+            g.connections,
+            thousands(g.sent as f64),
+            thousands(g.offered_rate),
+            thousands(g.acked as f64),
+            thousands(c.stored as f64),
+            if c.every_ack_stored {
+                "every acknowledged message stored"
+            } else {
+                "**fewer stored than acknowledged**"
+            },
+            thousands(g.unacked_at_end as f64),
+            g.drain_seconds,
+            thousands(g.unacked_after_drain as f64),
+            g.lost_connections,
+        );
+        match (&c.mosquitto, &c.mosquitto_skipped) {
+            (Some(m), _) => {
+                let _ = writeln!(
+                    out,
+                    "  - Mosquitto baseline ({}): {} published, {} acknowledged, {} delivered to the subscriber ({}/s)",
+                    m.addr,
+                    thousands(m.publishers.sent as f64),
+                    thousands(m.publishers.acked as f64),
+                    thousands(m.delivered as f64),
+                    thousands(m.delivered_per_second)
+                );
+            }
+            (None, Some(why)) => {
+                let _ = writeln!(out, "  - no Mosquitto baseline: {why}");
+            }
+            (None, None) => {}
+        }
+    }
+    if let Some(c) = &run.control_check {
+        let _ = write!(
+            out,
+            "  - control: {} controls sent, {} event logs read completed afterwards{}",
+            c.sent,
+            c.completed,
+            if c.matches { "" } else { " (**differ**)" }
+        );
+        if let Some(bg) = &c.background {
+            let _ = write!(
+                out,
+                "; background telemetry {} msg/s offered, {} msg/s acknowledged",
+                thousands(bg.offered_rate),
+                thousands(bg.acked_per_second())
+            );
+        }
+        out.push('\n');
+    }
+    if let Some(c) = &run.connections {
+        let _ = writeln!(
+            out,
+            "  - connections: {} of {} held (logged in, subscribed, answering PINGREQ); opened in {:.1} s ({}/s); \
+             server RSS {} MiB idle at start, {} MiB before connecting, {} MiB after: {} KiB per connection{}",
+            thousands(c.held as f64),
+            thousands(c.target as f64),
+            c.connect_seconds,
+            thousands(c.connects_per_second),
+            opt(c.idle_rss_mib, |v| format!("{v:.1}")),
+            opt(c.rss_before_mib, |v| format!("{v:.1}")),
+            opt(c.rss_after_mib, |v| format!("{v:.1}")),
+            opt(c.kib_per_connection, |v| format!("{v:.1}")),
+            c.error
+                .as_ref()
+                .map(|e| format!("; first failure: {e}"))
+                .unwrap_or_default()
+        );
+    }
+    for why in &run.skipped {
+        let _ = writeln!(out, "  - skipped: {why}");
+    }
+}
+
 /// The whole report as markdown.
 pub fn render_markdown(report: &Report) -> String {
     let mut out = String::new();
@@ -377,12 +624,27 @@ pub fn render_markdown(report: &Report) -> String {
         thousands(s.listed_device_events as f64),
         thousands(s.store_events as f64),
     );
+    if s.scenarios
+        .iter()
+        .any(|x| x != read::SCENARIO && x != ingest_rest::SCENARIO)
+    {
+        let _ = writeln!(
+            out,
+            "- MQTT: {} msg/s offered by the ingest devices; control under {} msg/s of telemetry; {} connections held (before the open-file limit)",
+            thousands(s.mqtt_rate),
+            thousands(s.control_background_rate),
+            thousands(s.held_connections as f64),
+        );
+    }
     out.push_str(
         "\nreq/s counts 2xx answers; × baseline is that over `GET /healthz` at the same concurrency in the same run; \
          latencies are per request, from send to the last byte of the answer (closed loop). CPU and RSS are read from /proc: \
          server cores is the server's CPU time over the run's wall time, postgres cores the same for a local PostgreSQL's \
          processes, other cores for every other process (another job on a shared machine); server writes is what the server handed to write calls \
-         per request, files (WAL, checkpoints) and sockets (the answer, queries to PostgreSQL) alike.\n\n",
+         per request, files (WAL, checkpoints) and sockets (the answer, queries to PostgreSQL) alike. \
+         MQTT rows: for ingest-mqtt, req/s is events stored per second (Mosquitto: messages delivered to the subscriber per second), \
+         × baseline is over the Mosquitto row, latency is publish→PUBACK of the messages sent after the warm-up (Gantry acknowledges \
+         after the commit), conns is devices publishing; for control, req/s is round trips per second and latency is PUT → PUBACK of the device's ack.\n\n",
     );
     out.push_str(&results_table(report));
     if !report.targets.is_empty() {
@@ -441,6 +703,7 @@ pub fn render_markdown(report: &Report) -> String {
             let _ = write!(out, "; **stopped early**: {error}");
         }
         out.push_str(".\n");
+        mqtt_lines(&mut out, run);
     }
     for note in &report.notes {
         let _ = writeln!(out, "- {note}");
@@ -518,6 +781,9 @@ mod tests {
             filler_devices: 10,
             listed_device_events: 100_000,
             store_events: 1_000_000,
+            mqtt_rate: 25_000.0,
+            control_background_rate: 10_000.0,
+            held_connections: 19_000,
         };
         let mut run = BackendRun::new("sqlite");
         run.measurements = vec![
@@ -589,6 +855,114 @@ mod tests {
         for line in text.lines().filter(|l| l.starts_with("| sqlite | baseline")) {
             assert_eq!(line.matches('|').count(), 18, "{line}");
         }
+    }
+
+    fn outcome(offered: f64, sent: u64, acked: u64, unacked_at_end: u64) -> crate::mqtt_load::Outcome {
+        crate::mqtt_load::Outcome {
+            offered_rate: offered,
+            connections: 1000,
+            sent,
+            acked,
+            measured_acked: acked,
+            latency: Latency {
+                p50_ms: 4.0,
+                p90_ms: 8.0,
+                p99_ms: 120.0,
+                p999_ms: 150.0,
+                max_ms: 200.0,
+                mean_ms: 5.0,
+            },
+            unacked_at_end,
+            unacked_after_drain: 0,
+            drain_seconds: 0.4,
+            active_seconds: 10.0,
+            measured_seconds: 8.0,
+            lost_connections: 0,
+            windows: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn mqtt_targets_and_checks() {
+        let mut report = sample_report();
+        report.settings.scenarios = vec![
+            ingest_mqtt::SCENARIO.into(),
+            control::SCENARIO.into(),
+            connections::SCENARIO.into(),
+        ];
+        report.settings.ingest_devices = 1000;
+        let run = &mut report.runs[0];
+        let mut gantry = measurement(
+            ingest_mqtt::SCENARIO,
+            &format!("{}, 25,000 msg/s offered", ingest_mqtt::VARIANT),
+            1000,
+            20_000.0,
+            120.0,
+        );
+        gantry.baseline_ratio = Some(0.9);
+        run.measurements = vec![
+            gantry,
+            measurement(control::SCENARIO, control::IDLE_VARIANT, 1, 300.0, 9.0),
+        ];
+        run.mqtt_ingest = Some(MqttIngestCheck {
+            gantry: outcome(25_000.0, 250_000, 200_000, 50_000),
+            stored: 200_000,
+            every_ack_stored: true,
+            stored_per_second: 20_000.0,
+            mosquitto: None,
+            mosquitto_skipped: Some("connection refused".into()),
+        });
+        run.control_check = Some(ControlCheck {
+            sent: 3000,
+            completed: 2999,
+            matches: false,
+            background: None,
+        });
+        run.connections = Some(ConnectionsResult {
+            target: 19_000,
+            open_file_limit: Some(20_000),
+            held: 19_000,
+            connect_seconds: 10.0,
+            connects_per_second: 1900.0,
+            idle_rss_mib: Some(20.0),
+            rss_before_mib: Some(40.0),
+            rss_after_mib: Some(240.0),
+            kib_per_connection: Some(10.78),
+            error: None,
+        });
+        run.idle_rss_mib = Some(20.0);
+        let targets = targets_for(&report.runs[0], &report.settings);
+        let by_name = |name: &str| targets.iter().find(|t| t.target.starts_with(name)).unwrap();
+        let stored = by_name("ingest-mqtt: events stored/s");
+        assert_eq!((stored.measured, stored.met), (Some(20_000.0), Some(false)));
+        assert_eq!(by_name("ingest-mqtt: p99").met, Some(false));
+        // 50,000 unacknowledged at 25,000/s offered: two seconds behind.
+        assert_eq!(by_name("ingest-mqtt: backlog").measured, Some(2.0));
+        let ratio = by_name("ingest-mqtt: stored/s over");
+        assert_eq!(
+            (ratio.met, ratio.note.as_deref()),
+            (Some(true), Some("connection refused"))
+        );
+        let p50 = by_name("control: round trip p50");
+        assert_eq!(p50.met, Some(true));
+        assert_eq!(p50.note.as_deref(), Some("3000 sent but 2999 logs completed"));
+        assert_eq!(by_name("control: round trip p99").met, Some(true));
+        assert_eq!(by_name("connections: held").met, Some(true));
+        let memory = by_name("connections: server memory");
+        assert_eq!(memory.met, Some(false));
+        assert!((memory.measured.unwrap() - 11.04).abs() < 0.01);
+        assert_eq!(by_name("idle server RSS").met, Some(true));
+
+        report.targets = targets;
+        let text = render_markdown(&report);
+        assert!(
+            text.contains("200,000 acknowledged, 200,000 events stored (every acknowledged message stored)"),
+            "{text}"
+        );
+        assert!(text.contains("no Mosquitto baseline: connection refused"));
+        assert!(text.contains("3000 controls sent, 2999 event logs read completed afterwards (**differ**)"));
+        assert!(text.contains("19,000 of 19,000 held"));
+        assert!(text.contains("| ≥ 0.80 × | 0.90 × | met |"), "{text}");
     }
 
     #[test]

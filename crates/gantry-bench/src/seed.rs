@@ -25,6 +25,8 @@ use crate::http::{Api, Conn, Target};
 /// The model's attributes; events cycle through them, so one attribute holds a third of a
 /// device's events (what the attributeCode listing reads).
 pub const ATTRIBUTES: [&str; 3] = ["temp", "load", "speed"];
+/// A writable attribute of the model: what the control scenario sends down.
+pub const CONTROL_ATTRIBUTE: &str = "setpoint";
 /// The attribute the attributeCode listing asks for.
 pub const LISTED_ATTRIBUTE: &str = "load";
 /// Device time of a device's first seeded event: 2024-01-01T00:00:00Z.
@@ -53,18 +55,40 @@ pub struct Fleet {
     pub fillers: Vec<DeviceRef>,
     /// The device whose events are listed.
     pub listed: DeviceRef,
+    /// Devices that take controls.
+    pub control: Vec<DeviceRef>,
+    /// Devices that exist only to hold connections (with all the others).
+    pub holders: Vec<DeviceRef>,
     pub seconds: f64,
+}
+
+/// How many devices of each kind to create.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FleetSize {
+    pub ingest: usize,
+    pub fillers: usize,
+    pub control: usize,
+    pub holders: usize,
 }
 
 impl Fleet {
     pub fn device_count(&self) -> usize {
-        self.ingest.len() + self.fillers.len() + 1
+        self.all().count()
+    }
+
+    /// Every device of the fleet.
+    pub fn all(&self) -> impl Iterator<Item = &DeviceRef> {
+        std::iter::once(&self.listed)
+            .chain(&self.ingest)
+            .chain(&self.fillers)
+            .chain(&self.control)
+            .chain(&self.holders)
     }
 }
 
-/// Creates a project, a model and the devices, `parallel` requests at a time. `tag` keeps names
-/// unique when the same server is benchmarked twice.
-pub async fn create_fleet(api: &Api, tag: &str, ingest: usize, fillers: usize) -> anyhow::Result<Fleet> {
+/// Creates a project, a model and the devices, 16 requests at a time. `tag` keeps names unique
+/// when the same server is benchmarked twice.
+pub async fn create_fleet(api: &Api, tag: &str, size: FleetSize) -> anyhow::Result<Fleet> {
     let started = Instant::now();
     let project = api
         .post(
@@ -73,10 +97,14 @@ pub async fn create_fleet(api: &Api, tag: &str, ingest: usize, fillers: usize) -
         )
         .await
         .context("creating the project")?;
-    let attributes: serde_json::Map<String, serde_json::Value> = ATTRIBUTES
+    let mut attributes: serde_json::Map<String, serde_json::Value> = ATTRIBUTES
         .iter()
         .map(|code| (code.to_string(), json!({"name": code, "dataType": "Float"})))
         .collect();
+    attributes.insert(
+        CONTROL_ATTRIBUTE.to_owned(),
+        json!({"name": CONTROL_ATTRIBUTE, "dataType": "Float", "readable": "W"}),
+    );
     let model = api
         .post(
             "/api/v1/deviceModels",
@@ -87,8 +115,10 @@ pub async fn create_fleet(api: &Api, tag: &str, ingest: usize, fillers: usize) -
     let project_id = text(&project["id"])?;
     let model_id = text(&model["id"])?;
     let names: Vec<String> = std::iter::once(format!("bench-{tag}-listed"))
-        .chain((0..ingest).map(|i| format!("bench-{tag}-ingest-{i:05}")))
-        .chain((0..fillers).map(|i| format!("bench-{tag}-filler-{i:05}")))
+        .chain((0..size.ingest).map(|i| format!("bench-{tag}-ingest-{i:05}")))
+        .chain((0..size.fillers).map(|i| format!("bench-{tag}-filler-{i:05}")))
+        .chain((0..size.control).map(|i| format!("bench-{tag}-control-{i:02}")))
+        .chain((0..size.holders).map(|i| format!("bench-{tag}-held-{i:05}")))
         .collect();
     let mut devices: Vec<DeviceRef> = futures::stream::iter(names)
         .map(|name| {
@@ -106,7 +136,9 @@ pub async fn create_fleet(api: &Api, tag: &str, ingest: usize, fillers: usize) -
         .try_collect()
         .await
         .context("creating devices")?;
-    let fillers = devices.split_off(1 + ingest);
+    let holders = devices.split_off(1 + size.ingest + size.fillers + size.control);
+    let control = devices.split_off(1 + size.ingest + size.fillers);
+    let fillers = devices.split_off(1 + size.ingest);
     let ingest = devices.split_off(1);
     let listed = devices.pop().expect("the listed device was created first");
     Ok(Fleet {
@@ -115,6 +147,8 @@ pub async fn create_fleet(api: &Api, tag: &str, ingest: usize, fillers: usize) -
         ingest,
         fillers,
         listed,
+        control,
+        holders,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

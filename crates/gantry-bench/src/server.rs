@@ -1,6 +1,7 @@
 //! The Gantry under test: started as its own process (the `gantry` binary), on ports the kernel
 //! picks, stopped with SIGTERM; and what it costs, read from /proc (resident memory, CPU time).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ use tokio::task::JoinHandle;
 
 /// The line gantry prints once it takes requests; the rest of it is the base URL.
 const LISTENING: &str = "gantry listening on ";
+/// The line after it: `gantry mqtt on mqtt://<addr> and ws://<addr>` with the embedded broker.
+const MQTT_ON: &str = "gantry mqtt on ";
 
 pub struct ServerOptions<'a> {
     pub bin: &'a Path,
@@ -32,6 +35,8 @@ pub struct Server {
     child: Child,
     pid: u32,
     pub base: String,
+    /// The embedded broker's MQTT-over-TCP listener.
+    pub mqtt: Option<SocketAddr>,
     log: PathBuf,
     drain: JoinHandle<()>,
 }
@@ -86,16 +91,20 @@ impl Server {
         let stdout = child.stdout.take().context("server stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let found = tokio::time::timeout(Duration::from_secs(120), async {
+            let mut base = None;
             while let Some(line) = lines.next_line().await? {
-                if let Some(url) = line.trim().strip_prefix(LISTENING) {
-                    return Ok::<_, std::io::Error>(Some(url.to_owned()));
+                let line = line.trim();
+                if let Some(url) = line.strip_prefix(LISTENING) {
+                    base = Some(url.to_owned());
+                } else if let Some(rest) = line.strip_prefix(MQTT_ON) {
+                    return Ok::<_, std::io::Error>(base.map(|b| (b, mqtt_addr(rest))));
                 }
             }
-            Ok(None)
+            Ok(base.map(|b| (b, None)))
         })
         .await;
-        let base = match found {
-            Ok(Ok(Some(url))) => url,
+        let (base, mqtt) = match found {
+            Ok(Ok(Some(found))) => found,
             Ok(Ok(None)) | Ok(Err(_)) => bail!(
                 "gantry exited before listening; its log ({}) ends with:\n{}",
                 options.log.display(),
@@ -112,6 +121,7 @@ impl Server {
             child,
             pid,
             base,
+            mqtt,
             log: options.log.to_path_buf(),
             drain,
         })
@@ -153,6 +163,34 @@ impl Server {
             stop_seconds: asked.elapsed().as_secs_f64(),
         })
     }
+}
+
+/// `mqtt://127.0.0.1:1883 and ws://...` → 127.0.0.1:1883; None for an external broker.
+fn mqtt_addr(rest: &str) -> Option<SocketAddr> {
+    rest.strip_prefix("mqtt://")?.split_whitespace().next()?.parse().ok()
+}
+
+/// The pid of a running process with this command name (the first found), e.g. a local broker.
+pub fn pid_of(name: &str) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| command_name(&stat) == Some(name))
+        })
+}
+
+/// The soft limit on open files of this process (inherited by the server it starts).
+pub fn open_file_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    parse_open_file_limit(&limits)
+}
+
+/// "Max open files            20000                20000                files" → 20000.
+pub fn parse_open_file_limit(limits: &str) -> Option<u64> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..].split_whitespace().next()?.parse().ok()
 }
 
 fn tail(path: &Path) -> String {
@@ -414,6 +452,19 @@ mod tests {
         let text = "cpu  100 5 50 1000 20 3 2 0 0 0\ncpu0 50 2 25 500 10 1 1 0 0 0\n";
         assert_eq!(parse_busy_ticks(text), Some(160));
         assert_eq!(parse_busy_ticks("intr 1 2 3"), None);
+    }
+
+    #[test]
+    fn startup_lines() {
+        assert_eq!(
+            mqtt_addr("mqtt://127.0.0.1:41883 and ws://127.0.0.1:40883"),
+            Some("127.0.0.1:41883".parse().unwrap())
+        );
+        assert_eq!(mqtt_addr("the external broker mqtt://10.0.0.1:1883"), None);
+        let limits = "Limit                     Soft Limit           Hard Limit           Units\n\
+                      Max open files            20000                40000                files\n";
+        assert_eq!(parse_open_file_limit(limits), Some(20000));
+        assert!(open_file_limit().is_some_and(|n| n > 0));
     }
 
     #[test]

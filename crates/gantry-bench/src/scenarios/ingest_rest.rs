@@ -125,7 +125,7 @@ pub fn counter(text: &str, name: &str) -> Option<u64> {
 }
 
 /// The events the API lists for these devices, summed (`totalResults` of a one-row page each).
-async fn count_events(api: &Api, devices: &[DeviceRef]) -> anyhow::Result<u64> {
+pub async fn count_events(api: &Api, devices: &[DeviceRef]) -> anyhow::Result<u64> {
     let totals: Vec<u64> = futures::stream::iter(devices)
         .map(|d| async move {
             let page = api.get(&format!("/api/v1/devices/{}/events?pageSize=1", d.id)).await?;

@@ -2,6 +2,9 @@
 //! and what the server and the load generator spent on it.
 
 pub mod baseline;
+pub mod connections;
+pub mod control;
+pub mod ingest_mqtt;
 pub mod ingest_rest;
 pub mod read;
 
@@ -19,6 +22,8 @@ pub struct Ctx<'a> {
     /// The server, with the administrator's token.
     pub target: &'a Target,
     pub api: &'a Api,
+    /// The server's MQTT side, when it is known.
+    pub mqtt: Option<&'a ingest_mqtt::MqttTarget>,
     /// The server's process, when the bench started it (for /proc sampling).
     pub pid: Option<u32>,
     /// The store is a PostgreSQL on this machine: its processes' CPU is measured apart.
@@ -76,39 +81,79 @@ pub async fn measure(
     };
     let result = load::run(ctx.target, spec, make).await?;
     let usage = meter.finish().await;
-    let answered = result.answered_total.max(1) as f64;
-    let wall = result.wall.as_secs_f64().max(f64::EPSILON);
-    let measurement = Measurement {
+    let mut measurement = Measurement::new(
         scenario,
-        variant: variant.to_owned(),
+        variant.to_owned(),
         connections,
-        requests_per_second: result.ok_per_second(),
-        ok: result.ok,
-        failed: result.failed_total(),
-        failed_by_status: result.failed.clone(),
-        latency: load::summarize(&result.latency),
-        baseline_ratio: None,
+        result.ok_per_second(),
+        result.ok,
+        result.failed_total(),
+        load::summarize(&result.latency),
         usage,
-        server_cpu_us_per_request: usage.server_cpu_seconds.map(|s| s * 1e6 / answered),
-        client_cpu_us_per_request: usage.client_cpu_seconds.map(|s| s * 1e6 / answered),
-        server_cores_busy: usage.server_cpu_seconds.map(|s| s / wall),
-        postgres_cores_busy: usage.postgres_cpu_seconds.map(|s| s / wall),
-        other_cores_busy: usage.other_cpu_seconds.map(|s| s / wall),
-        server_written_kib_per_request: usage.server_written_bytes.map(|b| b as f64 / 1024.0 / answered),
-        note: None,
-    };
-    eprintln!(
-        "  {scenario:<11} {variant:<44} {connections:>3} conn  {:>9.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms{}",
-        measurement.requests_per_second,
-        measurement.latency.p50_ms,
-        measurement.latency.p99_ms,
-        if measurement.failed > 0 {
-            format!("  {} failed {:?}", measurement.failed, measurement.failed_by_status)
-        } else {
-            String::new()
-        }
+        result.answered_total,
+        result.wall,
     );
+    measurement.failed_by_status = result.failed.clone();
+    measurement.log();
     Ok((measurement, result))
+}
+
+impl Measurement {
+    /// A measurement from its counts and what the server spent meanwhile. `answered` is every
+    /// answer the server gave over `wall`, warm-up included: the cost per request divides by it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        scenario: &'static str,
+        variant: String,
+        connections: usize,
+        per_second: f64,
+        ok: u64,
+        failed: u64,
+        latency: Latency,
+        usage: Usage,
+        answered: u64,
+        wall: Duration,
+    ) -> Self {
+        let answered = answered.max(1) as f64;
+        let wall = wall.as_secs_f64().max(f64::EPSILON);
+        Self {
+            scenario,
+            variant,
+            connections,
+            requests_per_second: per_second,
+            ok,
+            failed,
+            failed_by_status: BTreeMap::new(),
+            latency,
+            baseline_ratio: None,
+            usage,
+            server_cpu_us_per_request: usage.server_cpu_seconds.map(|s| s * 1e6 / answered),
+            client_cpu_us_per_request: usage.client_cpu_seconds.map(|s| s * 1e6 / answered),
+            server_cores_busy: usage.server_cpu_seconds.map(|s| s / wall),
+            postgres_cores_busy: usage.postgres_cpu_seconds.map(|s| s / wall),
+            other_cores_busy: usage.other_cpu_seconds.map(|s| s / wall),
+            server_written_kib_per_request: usage.server_written_bytes.map(|b| b as f64 / 1024.0 / answered),
+            note: None,
+        }
+    }
+
+    /// One line on stderr, as each measurement ends.
+    pub fn log(&self) {
+        eprintln!(
+            "  {:<11} {:<44} {:>4} conn  {:>9.0} /s  p50 {:>7.2} ms  p99 {:>7.2} ms{}",
+            self.scenario,
+            self.variant,
+            self.connections,
+            self.requests_per_second,
+            self.latency.p50_ms,
+            self.latency.p99_ms,
+            if self.failed > 0 {
+                format!("  {} failed {:?}", self.failed, self.failed_by_status)
+            } else {
+                String::new()
+            }
+        );
+    }
 }
 
 /// Fills `baseline_ratio` of every measurement from the baseline at the same concurrency.
@@ -118,7 +163,8 @@ pub fn apply_baselines(measurements: &mut [Measurement]) {
         .filter(|m| m.scenario == baseline::SCENARIO)
         .map(|m| (m.connections, m.requests_per_second))
         .collect();
-    for m in measurements.iter_mut() {
+    // MQTT measurements carry their own baseline (a plain broker), set by their scenario.
+    for m in measurements.iter_mut().filter(|m| m.baseline_ratio.is_none()) {
         m.baseline_ratio = baselines
             .get(&m.connections)
             .filter(|b| **b > 0.0)
