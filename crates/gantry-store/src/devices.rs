@@ -11,6 +11,7 @@ use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
 
 use crate::row::{flag, get, json, record, spelled, to_json};
+use crate::soft_delete::{DEVICES, Intent, MODELS, PROJECTS, soft_delete};
 use crate::sql::{Sql, contains_pattern, fetch_page};
 use crate::tenants::insert_token;
 use crate::{SqlStore, write_error};
@@ -53,7 +54,13 @@ fn device_from_row(row: &AnyRow) -> Result<Device> {
 impl DeviceStore for SqlStore {
     async fn insert_device(&self, device: &Device, token_hash: &str) -> Result<()> {
         let record = &device.record;
+        let tenant = &record.tenant_id;
         let mut tx = self.begin_write().await?;
+        // The service has looked both up, but they may have been deleted since.
+        self.lock_live(&mut tx, &PROJECTS, tenant, device.project_id.as_str(), Intent::Use)
+            .await?;
+        self.lock_live(&mut tx, &MODELS, tenant, device.model_id.as_str(), Intent::Use)
+            .await?;
         sqlx::query(
             "INSERT INTO devices (id, tenant_id, device_name, project_id, model_id, status, access_token, is_virtual, \
                  comments, metadata, created_by, created_time, updated_by, updated_time, deleted) \
@@ -91,6 +98,16 @@ impl DeviceStore for SqlStore {
 
     async fn update_device(&self, device: &Device) -> Result<()> {
         let record = &device.record;
+        let mut tx = self.begin_write().await?;
+        // The device may be moving into a project deleted since the service looked it up.
+        self.lock_live(
+            &mut tx,
+            &PROJECTS,
+            &record.tenant_id,
+            device.project_id.as_str(),
+            Intent::Use,
+        )
+        .await?;
         let done = sqlx::query(
             "UPDATE devices SET device_name = $3, project_id = $4, status = $5, comments = $6, is_virtual = $7, \
                  metadata = $8, updated_by = $9, updated_time = $10 \
@@ -106,13 +123,13 @@ impl DeviceStore for SqlStore {
         .bind(to_json(&device.metadata)?)
         .bind(record.updated_by.as_deref())
         .bind(record.updated_time)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(write_error("device", &device.device_name))?;
         if done.rows_affected() == 0 {
             return Err(Error::not_found("device", &device.id));
         }
-        Ok(())
+        tx.commit().await.map_err(Error::store)
     }
 
     async fn get_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Option<Device>> {
@@ -164,25 +181,7 @@ impl DeviceStore for SqlStore {
 
     async fn delete_device(&self, tenant: &TenantId, id: &DeviceId, by: &str, at: i64) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        let done = sqlx::query(
-            "UPDATE devices SET deleted = 1, updated_by = $3, updated_time = $4 \
-             WHERE tenant_id = $1 AND id = $2 AND deleted = 0",
-        )
-        .bind(tenant.as_str())
-        .bind(id.as_str())
-        .bind(by)
-        .bind(at)
-        .execute(&mut *tx)
-        .await
-        .map_err(Error::store)?;
-        if done.rows_affected() == 0 {
-            return Err(Error::not_found("device", id));
-        }
-        sqlx::query("DELETE FROM tokens WHERE device_id = $1")
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(Error::store)?;
+        soft_delete(&mut tx, &DEVICES, tenant, id.as_str(), by, at).await?;
         tx.commit().await.map_err(Error::store)
     }
 }

@@ -8,6 +8,7 @@ mod models;
 mod projects;
 mod routes;
 mod row;
+mod soft_delete;
 mod sql;
 mod tenants;
 

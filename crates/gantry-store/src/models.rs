@@ -10,6 +10,7 @@ use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
 
 use crate::row::{get, json, record, spelled, to_json};
+use crate::soft_delete::{Intent, MODELS, soft_delete};
 use crate::sql::{Sql, fetch_page};
 use crate::{SqlStore, device_count, write_error};
 
@@ -135,6 +136,9 @@ impl ModelStore for SqlStore {
 
     async fn delete_model(&self, tenant: &TenantId, id: &ModelId, by: &str, at: i64) -> Result<()> {
         let mut tx = self.begin_write().await?;
+        // Locked before counting, so that a device being written with the model is counted or fails.
+        self.lock_live(&mut tx, &MODELS, tenant, id.as_str(), Intent::Delete)
+            .await?;
         let users: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM devices WHERE tenant_id = $1 AND model_id = $2 AND deleted = 0")
                 .bind(tenant.as_str())
@@ -148,20 +152,7 @@ impl ModelStore for SqlStore {
                 device_count(users)
             )));
         }
-        let done = sqlx::query(
-            "UPDATE device_models SET deleted = 1, updated_by = $3, updated_time = $4 \
-             WHERE tenant_id = $1 AND id = $2 AND deleted = 0",
-        )
-        .bind(tenant.as_str())
-        .bind(id.as_str())
-        .bind(by)
-        .bind(at)
-        .execute(&mut *tx)
-        .await
-        .map_err(Error::store)?;
-        if done.rows_affected() == 0 {
-            return Err(Error::not_found("device model", id));
-        }
+        soft_delete(&mut tx, &MODELS, tenant, id.as_str(), by, at).await?;
         tx.commit().await.map_err(Error::store)
     }
 }

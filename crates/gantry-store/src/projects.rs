@@ -10,6 +10,7 @@ use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
 
 use crate::row::{get, json, json_opt, record, spelled, to_json};
+use crate::soft_delete::{Intent, PROJECTS, soft_delete};
 use crate::sql::{Sql, fetch_page};
 use crate::tenants::insert_token;
 use crate::{SqlStore, device_count, write_error};
@@ -142,6 +143,9 @@ impl ProjectStore for SqlStore {
 
     async fn delete_project(&self, tenant: &TenantId, id: &ProjectId, by: &str, at: i64) -> Result<()> {
         let mut tx = self.begin_write().await?;
+        // Locked before counting, so that a device being written into the project is counted or fails.
+        self.lock_live(&mut tx, &PROJECTS, tenant, id.as_str(), Intent::Delete)
+            .await?;
         let members: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM devices WHERE tenant_id = $1 AND project_id = $2 AND deleted = 0")
                 .bind(tenant.as_str())
@@ -152,25 +156,7 @@ impl ProjectStore for SqlStore {
         if members > 0 {
             return Err(Error::Conflict(format!("the project has {}", device_count(members))));
         }
-        let done = sqlx::query(
-            "UPDATE projects SET deleted = 1, updated_by = $3, updated_time = $4 \
-             WHERE tenant_id = $1 AND id = $2 AND deleted = 0",
-        )
-        .bind(tenant.as_str())
-        .bind(id.as_str())
-        .bind(by)
-        .bind(at)
-        .execute(&mut *tx)
-        .await
-        .map_err(Error::store)?;
-        if done.rows_affected() == 0 {
-            return Err(Error::not_found("project", id));
-        }
-        sqlx::query("DELETE FROM tokens WHERE project_id = $1")
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(Error::store)?;
+        soft_delete(&mut tx, &PROJECTS, tenant, id.as_str(), by, at).await?;
         tx.commit().await.map_err(Error::store)
     }
 }

@@ -19,7 +19,7 @@ use serde_json::json;
 use sqlx::{Connection, Executor, Row};
 
 macro_rules! store_suite {
-    ($($test:ident),+ $(,)?) => {
+    ($($test:ident),+ $(,)?; postgres only: $($postgres_test:ident),* $(,)?) => {
         mod sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -35,6 +35,12 @@ macro_rules! store_suite {
                     crate::on_postgres(crate::$test).await;
                 }
             )+
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $postgres_test() {
+                    crate::on_postgres(crate::$postgres_test).await;
+                }
+            )*
         }
     };
 }
@@ -53,10 +59,14 @@ store_suite!(
     device_sorts,
     project_models_are_distinct,
     deletes_conflict_while_in_use,
+    devices_need_live_parents,
     records_round_trip_with_derived_fields,
     events_list_by_window_and_feed_the_shadow,
     retention_deletes_only_old_events,
-    concurrent_batches_on_the_same_devices,
+    concurrent_batches_on_the_same_devices;
+    // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
+    postgres only:
+    device_inserts_and_parent_deletes_serialize,
 );
 
 // ---- harness ---------------------------------------------------------------------------------
@@ -1145,6 +1155,198 @@ async fn deletes_conflict_while_in_use(store: SqlStore) {
     assert_not_found(store.delete_model(&t, &ModelId::generate(), "admin", 10).await);
     assert_not_found(store.delete_project(&t, &ProjectId::generate(), "admin", 10).await);
     assert_not_found(store.delete_device(&t, &DeviceId::generate(), "admin", 10).await);
+}
+
+fn assert_missing(result: gantry_core::Result<()>, kind: &str, id: &str) {
+    match result {
+        Err(Error::NotFound { kind: k, id: i }) if k == kind && i == id => {}
+        other => panic!("expected NotFound({kind} {id}), got {other:?}"),
+    }
+}
+
+/// The service looks the model and project up before it inserts a device, but a model or
+/// project deleted since (through another node, or behind a cached read) must still stop it.
+async fn devices_need_live_parents(store: SqlStore) {
+    let t = new_tenant(&store, "t").await;
+    let model = new_model(&store, &t, "m", DeviceType::Light, false).await;
+    let project = new_project(&store, &t, "p").await;
+    let live_model = new_model(&store, &t, "live", DeviceType::Light, false).await;
+    let live_project = new_project(&store, &t, "live").await;
+    store.delete_model(&t, &model.id, "admin", 5).await.unwrap();
+    store.delete_project(&t, &project.id, "admin", 5).await.unwrap();
+
+    let orphan = device_record(&t, "orphan", &live_project, &model, 6);
+    assert_missing(
+        store.insert_device(&orphan, "orphan-1").await,
+        "device model",
+        model.id.as_str(),
+    );
+    let orphan = device_record(&t, "orphan", &project, &live_model, 6);
+    assert_missing(
+        store.insert_device(&orphan, "orphan-2").await,
+        "project",
+        project.id.as_str(),
+    );
+    // Another tenant's model and project are as good as missing.
+    let other = new_tenant(&store, "other").await;
+    let foreign = device_record(&other, "foreign", &live_project, &live_model, 6);
+    assert_missing(
+        store.insert_device(&foreign, "foreign-1").await,
+        "project",
+        live_project.id.as_str(),
+    );
+    for token in ["orphan-1", "orphan-2", "foreign-1"] {
+        assert_eq!(store.principal_for_token(token).await.unwrap(), None);
+    }
+    for tenant in [&t, &other] {
+        let devices = store
+            .list_devices(tenant, &DeviceQuery::default(), all())
+            .await
+            .unwrap();
+        assert_eq!(devices.total, 0);
+    }
+
+    // Nor can a device move into a deleted project.
+    let mut device = new_device(&store, &t, "d", &live_project, &live_model).await;
+    device.project_id = project.id.clone();
+    device.record.touch("admin", 7);
+    assert_missing(store.update_device(&device).await, "project", project.id.as_str());
+    let stored = store.get_device(&t, &device.id).await.unwrap().unwrap();
+    assert_eq!(stored.project_id, live_project.id);
+    assert_eq!(stored.record.updated_time, None);
+}
+
+/// The record a device needs that a race test deletes.
+#[derive(Debug, Clone, Copy)]
+enum Parent {
+    Model,
+    Project,
+}
+
+/// A tenant with a model and a project, one of which a race test deletes.
+struct Race {
+    parent: Parent,
+    tenant: TenantId,
+    model: DeviceModel,
+    project: Project,
+}
+
+impl Race {
+    async fn new(store: &SqlStore, parent: Parent, name: &str) -> Race {
+        let tenant = new_tenant(store, name).await;
+        Race {
+            parent,
+            model: new_model(store, &tenant, "m", DeviceType::Light, false).await,
+            project: new_project(store, &tenant, "p").await,
+            tenant,
+        }
+    }
+
+    fn device(&self) -> Device {
+        device_record(&self.tenant, "racer", &self.project, &self.model, 5)
+    }
+
+    /// Locks the parent's row so that a delete waits, but not an insert: FOR NO KEY UPDATE
+    /// conflicts with a delete's FOR UPDATE and its UPDATE, not with the FOR KEY SHARE of an
+    /// insert (or of its foreign key check).
+    async fn hold_parent(&self, store: &SqlStore) -> sqlx::Transaction<'static, sqlx::Any> {
+        let (table, id) = match self.parent {
+            Parent::Model => ("device_models", self.model.id.as_str()),
+            Parent::Project => ("projects", self.project.id.as_str()),
+        };
+        let mut hold = store.pool().begin().await.unwrap();
+        sqlx::query(&format!("SELECT id FROM {table} WHERE id = $1 FOR NO KEY UPDATE"))
+            .bind(id)
+            .execute(&mut *hold)
+            .await
+            .unwrap();
+        hold
+    }
+
+    fn delete(&self, store: &SqlStore) -> tokio::task::JoinHandle<gantry_core::Result<()>> {
+        let (store, tenant) = (store.clone(), self.tenant.clone());
+        let (model, project) = (self.model.id.clone(), self.project.id.clone());
+        match self.parent {
+            Parent::Model => tokio::spawn(async move { store.delete_model(&tenant, &model, "admin", 9).await }),
+            Parent::Project => tokio::spawn(async move { store.delete_project(&tenant, &project, "admin", 9).await }),
+        }
+    }
+
+    fn assert_refused(&self, deleted: gantry_core::Result<()>) {
+        let message = match self.parent {
+            Parent::Model => "the device model is used by 1 device",
+            Parent::Project => "the project has 1 device",
+        };
+        assert_conflict(deleted, message);
+    }
+}
+
+/// Waits until `sessions` sessions of the test's database wait for a lock, or until `done()`.
+async fn until_waiting(store: &SqlStore, sessions: i64, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        if waiting == sessions || done() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out: {waiting} sessions wait for a lock, not {sessions}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A device inserted while its model or project is deleted must not end up pointing at a
+/// deleted record: the delete either counts the device or the insert sees the delete. A
+/// transaction of the test's own stops one writer where the race would bite, in both orders.
+async fn device_inserts_and_parent_deletes_serialize(store: SqlStore) {
+    for parent in [Parent::Model, Parent::Project] {
+        // The delete has begun when the device is inserted.
+        let race = Race::new(&store, parent, &format!("{parent:?} deleted first")).await;
+        let hold = race.hold_parent(&store).await;
+        let delete = race.delete(&store);
+        until_waiting(&store, 1, || false).await;
+        let device = race.device();
+        let inserted = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            store.insert_device(&device, &format!("{parent:?}-1")),
+        )
+        .await
+        .expect("an insert does not wait for a delete that is itself waiting");
+        hold.rollback().await.unwrap();
+        inserted.unwrap();
+        race.assert_refused(delete.await.unwrap());
+        assert!(store.get_device(&race.tenant, &device.id).await.unwrap().is_some());
+
+        // The insert has begun when the delete comes.
+        let race = Race::new(&store, parent, &format!("{parent:?} inserted first")).await;
+        let mut hold = store.pool().begin().await.unwrap();
+        // The device's token hash, taken: the insert waits after writing its device row.
+        sqlx::query("INSERT INTO tokens (token_hash, kind, tenant_id, created_time) VALUES ($1, 'admin', $2, 0)")
+            .bind(format!("{parent:?}-2"))
+            .bind(race.tenant.as_str())
+            .execute(&mut *hold)
+            .await
+            .unwrap();
+        let device = race.device();
+        let insert = {
+            let (store, device) = (store.clone(), device.clone());
+            tokio::spawn(async move { store.insert_device(&device, &format!("{parent:?}-2")).await })
+        };
+        until_waiting(&store, 1, || false).await;
+        let delete = race.delete(&store);
+        until_waiting(&store, 2, || delete.is_finished()).await;
+        hold.rollback().await.unwrap();
+        insert.await.unwrap().unwrap();
+        race.assert_refused(delete.await.unwrap());
+        assert!(store.get_device(&race.tenant, &device.id).await.unwrap().is_some());
+    }
 }
 
 async fn records_round_trip_with_derived_fields(store: SqlStore) {
