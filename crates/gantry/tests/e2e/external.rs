@@ -8,7 +8,7 @@ use std::time::Duration;
 use gantry::device::DeviceClient;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, World, spawn_app_with, spawn_with, unique};
+use crate::helpers::{TestApp, World, spawn_app_with, spawn_with, unique, wait_for};
 
 fn broker_url() -> Option<String> {
     let url = std::env::var("GANTRY_TEST_MQTT_BROKER_URL")
@@ -43,15 +43,8 @@ async fn device_on_broker(app: &TestApp, prefix: &str, world: &World) -> DeviceC
     device
 }
 
-async fn wait_for(mut check: impl AsyncFnMut() -> bool) -> bool {
-    for _ in 0..100 {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
-}
+/// How long a message may take through the external broker.
+const THROUGH_THE_BROKER: Duration = Duration::from_secs(10);
 
 async fn total(app: &TestApp, path: &str) -> i64 {
     app.get(path, &app.admin).await.result()["totalResults"]
@@ -84,7 +77,7 @@ async fn telemetry_and_controls_through_an_external_broker() {
         .await
         .unwrap();
     assert!(
-        wait_for(async || total(&app, &events).await == 1).await,
+        wait_for(THROUGH_THE_BROKER, async || total(&app, &events).await == 1).await,
         "the event arrives through the broker"
     );
     let ack = device
@@ -121,8 +114,10 @@ async fn telemetry_and_controls_through_an_external_broker() {
         world.project["id"].as_str().unwrap(),
         control["meta"]["id"].as_str().unwrap()
     );
-    let completed =
-        wait_for(async || app.get(&logs, &app.admin).await.result()["results"][0]["status"] == "completed").await;
+    let completed = wait_for(THROUGH_THE_BROKER, async || {
+        app.get(&logs, &app.admin).await.result()["results"][0]["status"] == "completed"
+    })
+    .await;
     assert!(completed, "the ack completes the control");
 }
 
@@ -154,7 +149,7 @@ async fn nodes_share_the_upstream_traffic() {
         "/api/v1/devices/{}/events?pageSize=1000",
         world.device["id"].as_str().unwrap()
     );
-    assert!(wait_for(async || total(&first, &events).await == 40).await);
+    assert!(wait_for(THROUGH_THE_BROKER, async || total(&first, &events).await == 40).await);
     let per_node = |app: &TestApp| {
         let metrics_url = format!("{}/metrics", app.base);
         let client = app.client.clone();

@@ -1,6 +1,7 @@
 //! `spawn_app()` and a small client that speaks the envelope.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use gantry::Application;
 use gantry::config::ServeConfig;
@@ -221,6 +222,21 @@ pub struct World {
     pub project: Value,
     pub model: Value,
     pub device: Value,
+}
+
+/// Checks every 100 ms until `check` holds or `timeout` has passed; whether it held. For what
+/// the service does in the background (ingest through a broker, ack timeouts, a device's acks).
+pub async fn wait_for(timeout: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 pub fn unique(prefix: &str) -> String {

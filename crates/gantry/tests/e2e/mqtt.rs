@@ -6,7 +6,7 @@ use std::time::Duration;
 use gantry::device::DeviceClient;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, World, spawn_app, spawn_app_with};
+use crate::helpers::{TestApp, World, spawn_app, spawn_app_with, wait_for};
 
 const PREFIX: &str = "gantry";
 
@@ -385,13 +385,11 @@ async fn a_missing_ack_ends_in_exception() {
         .unwrap()
         .json();
     let mut status = json!(null);
-    for _ in 0..50 {
+    wait_for(Duration::from_secs(5), async || {
         status = logs_of(&app, &world, "").await["results"][0]["status"].clone();
-        if status == "exception" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        status == "exception"
+    })
+    .await;
     assert_eq!(status, "exception");
     // a late ack is kept as a response but does not undo the exception
     device.ack(&message).await.unwrap();
@@ -611,15 +609,11 @@ async fn the_simulator_publishes_and_acks_controls() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut stored = 0;
-    for _ in 0..50 {
-        stored = events_of(&app, &world.device).await["totalResults"].as_i64().unwrap();
-        if stored > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(stored > 0, "the simulator's values arrive");
+    let stored = wait_for(Duration::from_secs(5), async || {
+        events_of(&app, &world.device).await["totalResults"].as_i64().unwrap() > 0
+    })
+    .await;
+    assert!(stored, "the simulator's values arrive");
     control(
         &app,
         &world,
@@ -628,13 +622,11 @@ async fn the_simulator_publishes_and_acks_controls() {
     .await
     .result_done();
     let mut status = json!(null);
-    for _ in 0..50 {
+    wait_for(Duration::from_secs(5), async || {
         status = logs_of(&app, &world, "?sortBy=createdTime&sortOrder=ASC").await["results"][0]["status"].clone();
-        if status == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        status == "completed"
+    })
+    .await;
     assert_eq!(status, "completed", "the simulator acks controls");
     assert!(simulator.wait().await.unwrap().success());
     assert_eq!(
