@@ -65,7 +65,7 @@ impl EventLogStore for SqlStore {
         .bind(log.updated_by.as_deref())
         .bind(log.updated_time)
         .bind(log.reply_to.as_deref())
-        .execute(&self.pool)
+        .execute(self.writes())
         .await
         .map_err(Error::store)?;
         Ok(())
@@ -123,7 +123,7 @@ impl EventLogStore for SqlStore {
         .bind(EventLogStatus::Exception.as_str())
         .bind(now)
         .bind(EventLogStatus::Processing.as_str())
-        .execute(&self.pool)
+        .execute(self.writes())
         .await
         .map_err(Error::store)?;
         Ok(done.rows_affected())

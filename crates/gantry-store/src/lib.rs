@@ -27,8 +27,16 @@ static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 const POOL_SIZE: u32 = 8;
 
 /// busy_timeout comes first so that switching to WAL waits for other connections instead of failing.
-const SQLITE_PRAGMAS: &str =
-    "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;";
+/// Statement journals (multi-row statements inside a transaction) stay in memory, not temp files.
+const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; \
+                              PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;";
+
+/// The writer's own: a 64 MiB page cache (the default 2 MiB holds little of an index once the
+/// store grows, and every miss is a read before the write), and a checkpoint every 10,000 WAL
+/// pages (40 MiB) instead of 1,000, so a page rewritten by many commits is copied back once.
+/// Measured with gantry-bench ingest-mqtt (1,000 devices, 10,000 msg/s offered): 4,500 → 7,500
+/// events/s, written bytes per event 50 → 14 KiB.
+const SQLITE_WRITER_PRAGMAS: &str = "PRAGMA cache_size=-65536; PRAGMA wal_autocheckpoint=10000;";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {
@@ -50,10 +58,15 @@ impl Backend {
     }
 }
 
-/// The store: every trait of `gantry_core::store` over one connection pool.
+/// The store: every trait of `gantry_core::store` over a pool for reads and one for writes.
 #[derive(Debug, Clone)]
 pub struct SqlStore {
     pool: AnyPool,
+    /// Every write goes through this pool. On SQLite it holds one connection, so writers queue
+    /// in this process (in order) instead of meeting SQLite's lock, whose busy handler polls with
+    /// sleeps of up to 100 ms: behind a busy ingest writer a control's log update could wait for
+    /// seconds. On PostgreSQL it is the read pool.
+    writer: AnyPool,
     backend: Backend,
 }
 
@@ -66,20 +79,13 @@ impl SqlStore {
         if backend == Backend::Sqlite {
             create_sqlite_file(database_url)?;
         }
-        let pool = AnyPoolOptions::new()
-            .max_connections(POOL_SIZE)
-            .after_connect(|conn, _| {
-                Box::pin(async move {
-                    if conn.backend_name() == "SQLite" {
-                        conn.execute(SQLITE_PRAGMAS).await?;
-                    }
-                    Ok(())
-                })
-            })
-            .connect(database_url)
-            .await?;
+        let pool = pool_options(POOL_SIZE, "").connect(database_url).await?;
         MIGRATOR.run(&pool).await?;
-        Ok(SqlStore { pool, backend })
+        let writer = match backend {
+            Backend::Sqlite => pool_options(1, SQLITE_WRITER_PRAGMAS).connect(database_url).await?,
+            Backend::Postgres => pool.clone(),
+        };
+        Ok(SqlStore { pool, writer, backend })
     }
 
     /// `sqlite` or `postgres`.
@@ -98,12 +104,24 @@ impl SqlStore {
         &self.pool
     }
 
+    /// Closes both pools, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.pool.close().await;
+    }
+
+    /// Where a statement that writes outside `begin_write` runs.
+    fn writes(&self) -> &AnyPool {
+        &self.writer
+    }
+
     /// A transaction that writes. SQLite's takes the write lock at once: a deferred transaction
-    /// that reads first could not wait for the lock later and would fail with SQLITE_BUSY.
+    /// that reads first could not wait for the lock later and would fail with SQLITE_BUSY (another
+    /// process may hold the database too, a backup or the sqlite3 shell).
     async fn begin_write(&self) -> gantry_core::Result<Transaction<'static, Any>> {
         match self.backend {
-            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
-            Backend::Postgres => self.pool.begin().await,
+            Backend::Sqlite => self.writer.begin_with("BEGIN IMMEDIATE").await,
+            Backend::Postgres => self.writer.begin().await,
         }
         .map_err(Error::store)
     }
@@ -116,6 +134,23 @@ impl SqlStore {
             Backend::Postgres => " COLLATE \"C\"",
         }
     }
+}
+
+/// A pool of `size` connections; SQLite connections get the pragmas, and `extra` after them.
+fn pool_options(size: u32, extra: &'static str) -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .max_connections(size)
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                if conn.backend_name() == "SQLite" {
+                    conn.execute(SQLITE_PRAGMAS).await?;
+                    if !extra.is_empty() {
+                        conn.execute(extra).await?;
+                    }
+                }
+                Ok(())
+            })
+        })
 }
 
 /// The URL of the embedded database in `data_dir`.

@@ -55,7 +55,7 @@ impl RouteStore for SqlStore {
         .bind(r.created_time)
         .bind(r.updated_by.as_deref())
         .bind(r.updated_time)
-        .execute(&self.pool)
+        .execute(self.writes())
         .await
         .map_err(Error::store)?;
         Ok(())
@@ -70,7 +70,7 @@ impl RouteStore for SqlStore {
         .bind(r.updated_time)
         .bind(r.tenant_id.as_str())
         .bind(r.id.as_str())
-        .execute(&self.pool)
+        .execute(self.writes())
         .await
         .map_err(Error::store)?;
         if done.rows_affected() == 0 {

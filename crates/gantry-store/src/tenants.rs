@@ -20,7 +20,7 @@ impl TenantStore for SqlStore {
         )
         .bind(ids::DEFAULT_TENANT)
         .bind(now)
-        .execute(&self.pool)
+        .execute(self.writes())
         .await
         .map_err(Error::store)?;
         Ok(())

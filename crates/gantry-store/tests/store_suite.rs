@@ -86,7 +86,7 @@ where
         .expect("open the SQLite store");
     assert_eq!(store.backend(), "sqlite");
     let outcome = tokio::spawn(test(store.clone())).await;
-    store.pool().close().await;
+    store.close().await;
     if let Err(failure) = outcome {
         std::panic::resume_unwind(failure.into_panic());
     }
@@ -121,7 +121,7 @@ where
     assert_eq!(store.backend(), "postgres");
     // Run in a task so that a failing test still drops its database.
     let outcome = tokio::spawn(test(store.clone())).await;
-    store.pool().close().await;
+    store.close().await;
     admin
         .execute(format!("DROP DATABASE {database} WITH (FORCE)").as_str())
         .await
