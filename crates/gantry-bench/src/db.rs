@@ -69,6 +69,20 @@ impl Database {
         }
     }
 
+    /// After a bulk load, what a running PostgreSQL does on its own within minutes: VACUUM (the
+    /// visibility map lets index scans skip the heap) and ANALYZE (statistics for the planner).
+    /// Measuring before it would measure autovacuum's catch-up instead of the store.
+    pub async fn settle(&self) -> anyhow::Result<()> {
+        if !matches!(self.backend, Backend::Postgres { .. }) {
+            return Ok(());
+        }
+        let mut conn = PgConnection::connect(&self.store_url).await?;
+        conn.execute("VACUUM (ANALYZE)")
+            .await
+            .context("VACUUM (ANALYZE) after seeding")?;
+        Ok(())
+    }
+
     /// Drops the run's PostgreSQL database (nothing to do for SQLite: the temp dir goes).
     pub async fn drop_database(self) -> anyhow::Result<()> {
         let (Backend::Postgres { server_url }, Some(name)) = (&self.backend, &self.created) else {

@@ -533,6 +533,14 @@ async fn local_on(
             seeded.store_events, seeded.seconds, seeded.events_per_second
         );
         run.seed = Some(seeded);
+        if name == "postgres" {
+            let started = Instant::now();
+            database.settle().await?;
+            eprintln!(
+                "[{name}] VACUUM (ANALYZE) after seeding: {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
         server = Server::start(options(&log)).await?;
         target = Target::resolve(&server.base, &token).await?;
     }

@@ -296,7 +296,7 @@ pub async fn seed_store(
         task.await?.context("seeding events")?;
     }
     // Closing the pool lets SQLite checkpoint its WAL before the server opens the file.
-    store.pool().close().await;
+    store.close().await;
     let seconds = started.elapsed().as_secs_f64();
     let total = written.load(Ordering::Relaxed);
     Ok(Seeded {
