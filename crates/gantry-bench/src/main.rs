@@ -561,12 +561,42 @@ async fn local_on(
         duration: Duration::from_secs_f64(settings.duration_seconds),
         connections: settings.connections,
     };
-    let measured = measure_all(run, &ctx, &fleet, settings).await;
+    let measured = measure_all(run, &ctx, &fleet, settings, false).await;
     drop(api);
     let stopped = server.stop().await;
     measured?;
     run.server = Some(stopped?);
+    if settings.wants(connections::SCENARIO) {
+        // On a fresh process: memory the earlier scenarios freed would otherwise be reused by
+        // the connections and hide part of their cost.
+        let server = Server::start(options(&out.join(format!("gantry-{name}-connections.log")))).await?;
+        let result = match plan.target(server.mqtt) {
+            Some(mqtt) => {
+                eprintln!("[{name}] holding connections on a fresh start");
+                run.connections =
+                    Some(hold_connections(&mqtt, Some(server.pid()), &fleet, settings, run.idle_rss_mib).await);
+                Ok(())
+            }
+            None => Err(anyhow::anyhow!("gantry printed no MQTT listener")),
+        };
+        server.stop().await?;
+        result?;
+    }
     Ok(())
+}
+
+/// The connections scenario over the fleet's devices.
+async fn hold_connections(
+    mqtt: &MqttTarget,
+    pid: Option<u32>,
+    fleet: &Fleet,
+    settings: &Settings,
+    idle_rss_mib: Option<f64>,
+) -> connections::ConnectionsResult {
+    let limit = server::open_file_limit();
+    let target = connections::target(settings.held_connections, limit);
+    let devices: Vec<_> = fleet.all().take(target).cloned().collect();
+    connections::run(mqtt.addr, &mqtt.prefix, pid, &devices, limit, idle_rss_mib).await
 }
 
 /// A Gantry started by someone else: the fleet and the listed device's events over REST.
@@ -604,12 +634,20 @@ async fn remote(
         duration: Duration::from_secs_f64(settings.duration_seconds),
         connections: settings.connections,
     };
-    measure_all(run, &ctx, &fleet, settings).await
+    measure_all(run, &ctx, &fleet, settings, true).await
 }
 
 /// The baseline, then the scenarios asked for; measurements are kept as they come, so a
 /// failure late in the run leaves the earlier figures in the report.
-async fn measure_all(run: &mut BackendRun, ctx: &Ctx<'_>, fleet: &Fleet, settings: &Settings) -> anyhow::Result<()> {
+/// `with_connections`: also hold connections on this server (a local run does that on a fresh
+/// start of its own).
+async fn measure_all(
+    run: &mut BackendRun,
+    ctx: &Ctx<'_>,
+    fleet: &Fleet,
+    settings: &Settings,
+    with_connections: bool,
+) -> anyhow::Result<()> {
     let wants_read = settings.wants(read::SCENARIO);
     let wants_http = wants_read || settings.wants(ingest_rest::SCENARIO);
     // The baseline at every concurrency another measurement uses, for its ratio.
@@ -677,12 +715,8 @@ async fn measure_all(run: &mut BackendRun, ctx: &Ctx<'_>, fleet: &Fleet, setting
             run.measurements.extend(outcome.measurements);
             run.control_check = Some(outcome.check);
         }
-        if settings.wants(connections::SCENARIO) {
-            let limit = server::open_file_limit();
-            let target = connections::target(settings.held_connections, limit);
-            let devices: Vec<_> = fleet.all().take(target).cloned().collect();
-            run.connections =
-                Some(connections::run(mqtt.addr, &mqtt.prefix, ctx.pid, &devices, limit, run.idle_rss_mib).await);
+        if with_connections && settings.wants(connections::SCENARIO) {
+            run.connections = Some(hold_connections(mqtt, ctx.pid, fleet, settings, run.idle_rss_mib).await);
         }
         Ok::<_, anyhow::Error>(())
     }

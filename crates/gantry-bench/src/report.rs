@@ -351,6 +351,9 @@ fn mqtt_targets(run: &BackendRun, settings: &Settings) -> Vec<TargetResult> {
             c.map(|c| c.held as f64),
             c.and_then(|c| {
                 let mut notes: Vec<String> = c.error.iter().cloned().collect();
+                if c.target < 19_000 {
+                    notes.push(format!("{} asked for", thousands(c.target as f64)));
+                }
                 if let Some(limit) = c.open_file_limit {
                     notes.push(format!("open-file limit {}", thousands(limit as f64)));
                 }
