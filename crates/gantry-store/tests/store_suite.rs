@@ -1613,3 +1613,34 @@ async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
         assert_eq!(store.list_events(&query, all()).await.unwrap().total, 80);
     }
 }
+
+/// On SQLite a task copies committed WAL pages into the database file in the background: the
+/// file grows with the events written, though the writer's own checkpoint (past 10,000 WAL
+/// pages) never ran and nothing here asked for one.
+#[tokio::test]
+async fn sqlite_checkpoints_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
+    let file = dir.path().join("gantry.db");
+    let size = || std::fs::metadata(&file).unwrap().len();
+    let tenant = new_tenant(&store, "checkpoints").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let before = size();
+    let events: Vec<DeviceEvent> = (0..2000)
+        .map(|i| event_at(&device, EventId::generate(), "temp", json!(i), i))
+        .collect();
+    store.append_events(&events).await.unwrap();
+    let mut grown = false;
+    for _ in 0..50 {
+        if size() > before + 100 * 1024 {
+            grown = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    store.close().await;
+    assert!(grown, "the database file stayed at {} bytes (was {before})", size());
+}
