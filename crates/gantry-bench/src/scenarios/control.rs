@@ -20,7 +20,7 @@ use super::{Ctx, Measurement};
 use crate::http::{Api, Conn};
 use crate::load::{histogram, summarize};
 use crate::mqtt::{self, Reader, Writer};
-use crate::mqtt_load::{self, Outcome, Publisher};
+use crate::mqtt_load::{self, Outcome};
 use crate::seed::{CONTROL_ATTRIBUTE, DeviceRef};
 use crate::server::UsageMeter;
 
@@ -67,17 +67,8 @@ pub async fn run(
     let mut background_outcome = None;
     let mut loaded_sent = 0;
     if !background.is_empty() && background_rate > 0.0 {
-        let publishers: Vec<Publisher> = background
-            .iter()
-            .map(|d| Publisher {
-                client_id: d.id.clone(),
-                login: Some((d.id.clone(), d.token.clone())),
-                topic: format!("{}/in/json/{}", target.prefix, d.id),
-            })
-            .collect();
-        let conns = mqtt_load::connect_all(target.addr, &publishers, 32).await?;
-        let ids: Vec<String> = background.iter().map(|d| d.id.clone()).collect();
-        let payload: mqtt_load::PayloadFn = std::sync::Arc::new(move |i, seq| ingest_mqtt::message_body(&ids[i], seq));
+        let conns = ingest_mqtt::connect_devices(target, background).await?;
+        let payload = ingest_mqtt::payloads(background.iter().map(|d| d.id.clone()).collect());
         // The telemetry runs a little longer than the round trips on both sides, so every
         // round trip is measured under it.
         let pace = mqtt_load::Pace {

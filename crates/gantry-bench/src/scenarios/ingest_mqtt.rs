@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::ingest_rest::count_events;
 use super::{Ctx, Measurement};
 use crate::mqtt;
-use crate::mqtt_load::{self, Outcome, Pace, PayloadFn, Publisher};
+use crate::mqtt_load::{self, Connected, Outcome, Pace, PayloadFn, Publisher};
 use crate::seed::DeviceRef;
 use crate::server::{UsageMeter, pid_of};
 
@@ -80,8 +80,22 @@ pub fn message_body(device_id: &str, seq: u64) -> Vec<u8> {
     .into_bytes()
 }
 
-fn payloads(ids: Vec<String>) -> PayloadFn {
+/// Publisher `i` sends `message_body(ids[i], seq)`.
+pub fn payloads(ids: Vec<String>) -> PayloadFn {
     Arc::new(move |i, seq| message_body(&ids[i], seq))
+}
+
+/// The devices logged in with their own tokens, ready to publish to their upstream topics.
+pub async fn connect_devices(target: &MqttTarget, devices: &[DeviceRef]) -> anyhow::Result<Vec<Connected>> {
+    let publishers: Vec<Publisher> = devices
+        .iter()
+        .map(|d| Publisher {
+            client_id: d.id.clone(),
+            login: Some((d.id.clone(), d.token.clone())),
+            topic: format!("{}/in/json/{}", target.prefix, d.id),
+        })
+        .collect();
+    mqtt_load::connect_all(target.addr, &publishers, CONNECT_PARALLEL).await
 }
 
 pub fn pace(ctx: &Ctx<'_>, rate: f64) -> Pace {
@@ -122,15 +136,7 @@ pub async fn run(
     };
 
     let before = count_events(ctx.api, devices).await?;
-    let publishers: Vec<Publisher> = devices
-        .iter()
-        .map(|d| Publisher {
-            client_id: d.id.clone(),
-            login: Some((d.id.clone(), d.token.clone())),
-            topic: format!("{}/in/json/{}", target.prefix, d.id),
-        })
-        .collect();
-    let conns = mqtt_load::connect_all(target.addr, &publishers, CONNECT_PARALLEL).await?;
+    let conns = connect_devices(target, devices).await?;
     let meter = UsageMeter::start(ctx.pid, ctx.local_postgres);
     let outcome = mqtt_load::drive(conns, payloads(ids), pace).await?;
     let usage = meter.finish().await;
