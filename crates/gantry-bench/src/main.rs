@@ -596,7 +596,7 @@ async fn hold_connections(
     let limit = server::open_file_limit();
     let target = connections::target(settings.held_connections, limit);
     let devices: Vec<_> = fleet.all().take(target).cloned().collect();
-    connections::run(mqtt.addr, &mqtt.prefix, pid, &devices, limit, idle_rss_mib).await
+    connections::run(mqtt, pid, &devices, limit, idle_rss_mib).await
 }
 
 /// A Gantry started by someone else: the fleet and the listed device's events over REST.

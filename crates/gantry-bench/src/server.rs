@@ -172,13 +172,18 @@ fn mqtt_addr(rest: &str) -> Option<SocketAddr> {
 
 /// The pid of a running process with this command name (the first found), e.g. a local broker.
 pub fn pid_of(name: &str) -> Option<u32> {
+    processes_named(name).next().map(|(pid, _)| pid)
+}
+
+/// Every running process with this command name: its pid and its /proc/<pid>/stat.
+fn processes_named(name: &str) -> impl Iterator<Item = (u32, String)> + '_ {
     std::fs::read_dir("/proc")
-        .ok()?
+        .into_iter()
+        .flatten()
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| command_name(&stat) == Some(name))
-        })
+        .filter_map(|pid| Some((pid, std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)))
+        .filter(move |(_, stat)| command_name(stat) == Some(name))
 }
 
 /// The soft limit on open files of this process (inherited by the server it starts).
@@ -296,19 +301,8 @@ pub struct Usage {
 
 /// CPU seconds so far of every process named `postgres` (a local PostgreSQL's backends).
 pub fn postgres_cpu_seconds() -> f64 {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0.0;
-    };
-    let ticks: u64 = dir
-        .filter_map(Result::ok)
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .filter(|stat| command_name(stat) == Some("postgres"))
-        .filter_map(|stat| parse_cpu_ticks(&stat))
+    let ticks: u64 = processes_named("postgres")
+        .filter_map(|(_, stat)| parse_cpu_ticks(&stat))
         .sum();
     ticks as f64 / clock_ticks()
 }
@@ -465,6 +459,15 @@ mod tests {
                       Max open files            20000                40000                files\n";
         assert_eq!(parse_open_file_limit(limits), Some(20000));
         assert!(open_file_limit().is_some_and(|n| n > 0));
+    }
+
+    #[test]
+    fn processes_are_found_by_name() {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let name = command_name(&stat).unwrap().to_owned();
+        assert!(processes_named(&name).any(|(pid, _)| pid == std::process::id()));
+        assert!(pid_of(&name).is_some());
+        assert_eq!(pid_of("no-such-process-name"), None);
     }
 
     #[test]

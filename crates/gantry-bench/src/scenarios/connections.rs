@@ -3,14 +3,14 @@
 //! read before and after; the difference per connection is what a connection costs. At the end
 //! every connection is asked for a PINGRESP, so "held" means answered, not merely opened.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use rumqttc::mqttbytes::v4::Packet;
 use serde::Serialize;
 
-use crate::mqtt::{self, Reader, Writer};
+use super::ingest_mqtt::MqttTarget;
+use crate::mqtt::{Reader, Writer};
 use crate::seed::DeviceRef;
 use crate::server::{kib_to_mib, sample};
 
@@ -50,8 +50,7 @@ pub fn target(wanted: usize, open_file_limit: Option<u64>) -> usize {
 }
 
 pub async fn run(
-    addr: SocketAddr,
-    prefix: &str,
+    target: &MqttTarget,
     pid: Option<u32>,
     devices: &[DeviceRef],
     open_file_limit: Option<u64>,
@@ -60,11 +59,7 @@ pub async fn run(
     let before = sample(pid);
     let started = Instant::now();
     let opened: Vec<anyhow::Result<(Reader, Writer)>> = futures::stream::iter(devices)
-        .map(|d| async move {
-            let (mut reader, mut writer) = mqtt::connect(addr, &d.id, Some((&d.id, &d.token))).await?;
-            mqtt::subscribe(&mut reader, &mut writer, &format!("{prefix}/out/json/{}", d.id)).await?;
-            Ok((reader, writer))
-        })
+        .map(|d| target.connect_device(d))
         .buffer_unordered(PARALLEL)
         .collect()
         .await;

@@ -19,7 +19,7 @@ use super::ingest_mqtt::{self, MqttTarget};
 use super::{Ctx, Measurement};
 use crate::http::{Api, Conn};
 use crate::load::{histogram, summarize};
-use crate::mqtt::{self, Reader, Writer};
+use crate::mqtt::{Reader, Writer};
 use crate::mqtt_load::{self, Outcome};
 use crate::seed::{CONTROL_ATTRIBUTE, DeviceRef};
 use crate::server::UsageMeter;
@@ -122,17 +122,10 @@ struct DeviceConn {
 
 impl DeviceConn {
     async fn connect(target: &MqttTarget, device: &DeviceRef) -> anyhow::Result<Self> {
-        let (mut reader, mut writer) =
-            mqtt::connect(target.addr, &device.id, Some((&device.id, &device.token))).await?;
-        mqtt::subscribe(
-            &mut reader,
-            &mut writer,
-            &format!("{}/out/json/{}", target.prefix, device.id),
-        )
-        .await?;
+        let (reader, writer) = target.connect_device(device).await?;
         Ok(Self {
             id: device.id.clone(),
-            upstream: format!("{}/in/json/{}", target.prefix, device.id),
+            upstream: target.upstream(&device.id),
             reader,
             writer,
         })

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::ingest_rest::count_events;
 use super::{Ctx, Measurement};
-use crate::mqtt;
+use crate::mqtt::{self, Reader, Writer};
 use crate::mqtt_load::{self, Connected, Outcome, Pace, PayloadFn, Publisher};
 use crate::seed::DeviceRef;
 use crate::server::{UsageMeter, pid_of};
@@ -40,6 +40,26 @@ pub struct MqttTarget {
     pub prefix: String,
     /// The plain Mosquitto of the baseline, if one is to be measured.
     pub mosquitto: Option<SocketAddr>,
+}
+
+impl MqttTarget {
+    /// Where device `id` publishes.
+    pub fn upstream(&self, id: &str) -> String {
+        format!("{}/in/json/{id}", self.prefix)
+    }
+
+    /// Where device `id` receives controls.
+    pub fn inbox(&self, id: &str) -> String {
+        format!("{}/out/json/{id}", self.prefix)
+    }
+
+    /// The device logged in with its own token and subscribed to its inbox, as a real device
+    /// starts.
+    pub async fn connect_device(&self, device: &DeviceRef) -> anyhow::Result<(Reader, Writer)> {
+        let (mut reader, mut writer) = mqtt::connect(self.addr, &device.id, Some((&device.id, &device.token))).await?;
+        mqtt::subscribe(&mut reader, &mut writer, &self.inbox(&device.id)).await?;
+        Ok((reader, writer))
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -92,7 +112,7 @@ pub async fn connect_devices(target: &MqttTarget, devices: &[DeviceRef]) -> anyh
         .map(|d| Publisher {
             client_id: d.id.clone(),
             login: Some((d.id.clone(), d.token.clone())),
-            topic: format!("{}/in/json/{}", target.prefix, d.id),
+            topic: target.upstream(&d.id),
         })
         .collect();
     mqtt_load::connect_all(target.addr, &publishers, CONNECT_PARALLEL).await
