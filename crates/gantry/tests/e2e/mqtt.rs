@@ -635,3 +635,52 @@ async fn the_simulator_publishes_and_acks_controls() {
         "15 publishes of 2 attributes"
     );
 }
+
+/// Each connection's buffers start small (vendor/rmqtt-net): packets far larger than that still
+/// cross whole, both ways, and the connection goes on working after them.
+#[tokio::test]
+async fn large_packets_cross_the_broker_both_ways() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let mut device = device_of(&app, &world).await;
+    // The device client (rumqttc) takes packets up to 10 KiB.
+    let long = "x".repeat(9_000);
+    device
+        .publish_attrs(&[("label", json!(long))], Some(1_714_492_800), false)
+        .await
+        .unwrap();
+    device
+        .publish_attrs(&[("temp", json!(1.5))], Some(1_714_492_801), false)
+        .await
+        .unwrap();
+    let shadow = app
+        .get(
+            format!("/api/v1/devices/{}/shadows", world.device["id"].as_str().unwrap()),
+            &app.admin,
+        )
+        .await
+        .result();
+    assert_eq!(shadow["attributeMap"]["label"]["value"], json!(long));
+    assert_eq!(shadow["attributeMap"]["temp"]["value"], 1.5);
+
+    let setting = "y".repeat(9_000);
+    let reply = control(
+        &app,
+        &world,
+        json!({"type": "m", "needack": false,
+               "payload": {"attrs": [{"code": "label", "value": setting, "channel": "m"}]}}),
+    )
+    .await;
+    assert_eq!(reply.body, json!({"returnCode": 0}));
+    let received = device
+        .next_message(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the control arrives");
+    assert_eq!(received.json()["payload"]["attrs"][0]["value"], json!(setting));
+    device
+        .publish_attrs(&[("temp", json!(2.5))], Some(1_714_492_802), false)
+        .await
+        .unwrap();
+    assert_eq!(events_of(&app, &world.device).await["totalResults"], 3);
+}
