@@ -4,6 +4,7 @@
 mod devices;
 mod event_logs;
 mod events;
+mod merge;
 mod models;
 mod projects;
 mod routes;
@@ -101,6 +102,7 @@ impl SqlStore {
         if backend == Backend::Sqlite {
             tokio::spawn(checkpoints(pool.clone(), Arc::downgrade(&alive)));
         }
+        tokio::spawn(merge::merges(writer.clone(), backend, Arc::downgrade(&alive)));
         Ok(SqlStore {
             pool,
             writer,
@@ -129,6 +131,13 @@ impl SqlStore {
     pub async fn close(&self) {
         self.writer.close().await;
         self.pool.close().await;
+    }
+
+    /// Moves every event staged in device_events_recent into device_events now, as the background
+    /// mover does every second; returns how many moved. For bulk loads and tests: reads see the
+    /// events either way.
+    pub async fn merge_recent(&self) -> gantry_core::Result<u64> {
+        merge::merge_recent(&self.writer, self.backend).await
     }
 
     /// Where a statement that writes outside `begin_write` runs.

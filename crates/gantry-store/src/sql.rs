@@ -67,6 +67,15 @@ impl Sql {
         }
     }
 
+    /// `head`, this statement, `middle`, this statement again, `tail`: the second copy reuses the
+    /// first's placeholders ($k names one value however often it appears, on both engines).
+    pub(crate) fn wrapped(&self, head: &str, middle: &str, tail: &str) -> Self {
+        Sql {
+            text: format!("{head}{text}{middle}{text}{tail}", text = self.text),
+            values: self.values.clone(),
+        }
+    }
+
     pub(crate) fn query(&self) -> Query<'_, Any, AnyArguments<'_>> {
         self.values
             .iter()

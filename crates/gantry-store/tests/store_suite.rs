@@ -63,7 +63,9 @@ store_suite!(
     records_round_trip_with_derived_fields,
     events_list_by_window_and_feed_the_shadow,
     retention_deletes_only_old_events,
-    concurrent_batches_on_the_same_devices;
+    concurrent_batches_on_the_same_devices,
+    moved_events_read_as_before,
+    deletes_and_listings_during_moves;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
     device_inserts_and_parent_deletes_serialize,
@@ -1612,6 +1614,144 @@ async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
         };
         assert_eq!(store.list_events(&query, all()).await.unwrap().total, 80);
     }
+}
+
+async fn staged_events(store: &SqlStore) -> (i64, i64) {
+    let count = |table: &'static str| async move {
+        sqlx::query_scalar::<_, i64>(&format!("SELECT COUNT(*) FROM {table}"))
+            .fetch_one(store.pool())
+            .await
+            .unwrap()
+    };
+    (count("device_events_recent").await, count("device_events").await)
+}
+
+/// Events are committed into a staging table and moved into the indexed one in the background:
+/// every listing, total, lookup and delete reads the same before and after the move.
+async fn moved_events_read_as_before(store: SqlStore) {
+    let tenant = new_tenant(&store, "moves").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let other = new_device(&store, &tenant, "e", &project, &model).await;
+    for round in 0..3 {
+        let batch: Vec<DeviceEvent> = (0..10)
+            .flat_map(|i| {
+                let code = if i % 3 == 0 { "load" } else { "temp" };
+                let ts = 1_000 + round * 10 + i;
+                [
+                    event_at(&device, EventId::generate(), code, json!(ts), ts),
+                    event_at(&other, EventId::generate(), code, json!(ts), ts),
+                ]
+            })
+            .collect();
+        store.append_events(&batch).await.unwrap();
+    }
+    let query = |code: Option<&str>, start, end| EventQuery {
+        device: device.id.clone(),
+        attribute_code: code.map(str::to_owned),
+        time_field: TimeField::Device,
+        start,
+        end,
+    };
+    let queries = [
+        query(None, None, None),
+        query(Some("load"), None, None),
+        query(None, Some(1_005), Some(1_024)),
+        query(Some("temp"), Some(1_005), None),
+        EventQuery {
+            time_field: TimeField::Ingress,
+            ..query(None, None, None)
+        },
+    ];
+    let read = || async {
+        let mut pages = Vec::new();
+        for q in &queries {
+            for p in [all(), page(2, 4)] {
+                let listed = store.list_events(q, p).await.unwrap();
+                pages.push((listed.total, listed.items));
+            }
+        }
+        pages
+    };
+    let before = read().await;
+    assert_eq!(before[0].0, 30);
+    assert_eq!(before[0].1.len(), 30);
+    assert_eq!(before[1].1.len(), 4, "page 2 of 4");
+    assert_eq!(before[2].0, 12, "load: 4 of each 10");
+    assert_eq!(before[4].0, 20, "1,005 to 1,024 inclusive");
+
+    store.merge_recent().await.unwrap();
+    assert_eq!(staged_events(&store).await, (0, 60), "all moved, none twice");
+    assert_eq!(read().await, before);
+    let first = &before[0].1[0];
+    assert_eq!(store.get_event(&tenant, &first.id).await.unwrap().as_ref(), Some(first));
+
+    // a merged event and a newly staged one delete alike
+    let staged = event_at(&device, EventId::generate(), "temp", json!(1), 2_000);
+    store.append_events(std::slice::from_ref(&staged)).await.unwrap();
+    assert_eq!(staged_events(&store).await.0, 1);
+    assert_eq!(
+        store.get_event(&tenant, &staged.id).await.unwrap().as_ref(),
+        Some(&staged)
+    );
+    assert!(store.delete_event(&tenant, &first.id).await.unwrap());
+    assert!(store.delete_event(&tenant, &staged.id).await.unwrap());
+    let after = store.list_events(&queries[0], all()).await.unwrap();
+    assert_eq!((after.total, after.items.len()), (29, 29));
+    assert_eq!(after.items[..], before[0].1[1..]);
+}
+
+/// While moves run back to back, listings never see an event twice or miss one, and every
+/// delete finds its event in whichever table it is.
+async fn deletes_and_listings_during_moves(store: SqlStore) {
+    let tenant = new_tenant(&store, "racing").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mover = {
+        let (store, stop) = (store.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut moved = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                moved += store.merge_recent().await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            moved
+        })
+    };
+    let query = EventQuery {
+        device: device.id.clone(),
+        attribute_code: None,
+        time_field: TimeField::Device,
+        start: Some(0),
+        end: None,
+    };
+    let mut ids = Vec::new();
+    for round in 0..20 {
+        let batch: Vec<DeviceEvent> = (0..10)
+            .map(|i| event_at(&device, EventId::generate(), "temp", json!(i), round * 10 + i))
+            .collect();
+        ids.extend(batch.iter().map(|e| e.id.clone()));
+        store.append_events(&batch).await.unwrap();
+        let listed = store.list_events(&query, all()).await.unwrap();
+        let distinct: BTreeSet<&str> = listed.items.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!((listed.total, distinct.len()), (ids.len() as u64, ids.len()));
+    }
+    for (n, id) in ids.iter().enumerate() {
+        assert!(
+            store.delete_event(&tenant, id).await.unwrap(),
+            "delete {n} found its event"
+        );
+        if n % 20 == 0 {
+            let listed = store.list_events(&query, all()).await.unwrap();
+            assert_eq!(listed.items.len(), ids.len() - n - 1);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(mover.await.unwrap() > 0, "moves ran meanwhile");
+    assert_eq!(staged_events(&store).await, (0, 0));
 }
 
 /// On SQLite a task copies committed WAL pages into the database file in the background: the
