@@ -1,7 +1,7 @@
--- Events are committed here first and moved into device_events in the background, device by
--- device (see merge.rs). A commit then appends to one small table instead of dirtying a leaf of
--- each per-device index for every event, and the move writes each device's events side by side.
--- Reads see both tables.
+-- On SQLite events are committed here first and moved into device_events in the background,
+-- device by device (see merge.rs). A commit then appends to one small table instead of dirtying a
+-- leaf of each per-device index for every event, and the move writes each device's events side by
+-- side. Reads see both tables. PostgreSQL writes device_events directly; this table stays empty.
 
 CREATE TABLE device_events_recent (
     id             TEXT PRIMARY KEY,

@@ -1,22 +1,22 @@
-//! The move of events from device_events_recent, where ingest commits them, into device_events.
+//! On SQLite, the move of events from device_events_recent, where ingest commits them, into
+//! device_events. PostgreSQL does not stage (see `SqlStore::stages_events`).
 //!
 //! Why: an ingest commit holds at most a few events per device (a device's next message waits
 //! for the acknowledgement of its last), so writing into device_events directly dirtied a page
 //! of each of its three per-device indexes for nearly every event. Appending to a small table
 //! and moving each device's accumulated events together writes those pages once per move.
 //!
-//! A move takes the staged events of a range of devices in one transaction: on SQLite (one
-//! writer at a time) an INSERT of the range and a DELETE of the same range; on PostgreSQL one
-//! statement that deletes and re-inserts exactly what it deleted, under an advisory lock so that
-//! nodes take turns. Readers see an event in one table or the other, never both and never
-//! neither: listings read the two tables in one statement, and deletes look in
-//! device_events_recent first (see events.rs).
+//! A move takes the staged events of a range of devices in one transaction, an INSERT of the
+//! range and a DELETE of the same range, under SQLite's single writer. Readers see an event in one
+//! table or the other, never both and never neither: listings read the two tables in one
+//! statement (and fetch a page's rows from both), and deletes look in device_events_recent first
+//! (see events.rs).
 //!
 //! Measured with gantry-bench on 2 cores, SQLite, 1,000 devices: MQTT ingest sustains 6,000
 //! events/s (7,300 stored at 8,000 offered) where it sustained 4,000; single-event REST posts at
 //! 64 connections stay near 4,500/s but their p99 grows from 68 to about 130 ms, commits waiting
 //! behind moves (with no moves at all, 5,400/s at 46 ms). Moves every 5 s or of 100 rows measured
-//! worse on both; PostgreSQL measured the same as before within the noise.
+//! worse on both.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -24,7 +24,6 @@ use std::time::Duration;
 use gantry_core::{Error, Result};
 use sqlx::AnyPool;
 
-use crate::Backend;
 use crate::events::COLUMNS;
 
 /// How often staged events are moved. At 25,000 events/s from 1,000 devices a move finds about 25
@@ -36,19 +35,13 @@ const MERGE_EVERY: Duration = Duration::from_secs(1);
 /// whole move.
 const ROWS_PER_MOVE: i64 = 500;
 
-/// A key of PostgreSQL's advisory locks, held by the node that is moving.
-const MERGE_LOCK: i64 = 0x6761_6e74_7279;
-
 /// Moves every staged event; returns how many moved. Events staged during the walk behind its
 /// position wait for the next walk.
-pub(crate) async fn merge_recent(writer: &AnyPool, backend: Backend) -> Result<u64> {
+pub(crate) async fn merge_recent(writer: &AnyPool) -> Result<u64> {
     let mut after = String::new();
     let mut moved = 0;
     loop {
-        let step = match backend {
-            Backend::Sqlite => move_sqlite(writer, &after).await?,
-            Backend::Postgres => move_postgres(writer, &after).await?,
-        };
+        let step = move_range(writer, &after).await?;
         moved += step.rows;
         match step.last {
             Some(last) => after = last,
@@ -76,7 +69,7 @@ fn range(last: &Option<String>) -> &'static str {
     }
 }
 
-async fn move_sqlite(writer: &AnyPool, after: &str) -> Result<Step> {
+async fn move_range(writer: &AnyPool, after: &str) -> Result<Step> {
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(Error::store)?;
     let last: Option<String> = sqlx::query_scalar(RANGE_END)
         .bind(after)
@@ -113,37 +106,8 @@ async fn move_sqlite(writer: &AnyPool, after: &str) -> Result<Step> {
     Ok(Step { rows, last })
 }
 
-async fn move_postgres(writer: &AnyPool, after: &str) -> Result<Step> {
-    let mut tx = writer.begin().await.map_err(Error::store)?;
-    // Nodes take turns; a node that waited finds what is left.
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(MERGE_LOCK)
-        .execute(&mut *tx)
-        .await
-        .map_err(Error::store)?;
-    let last: Option<String> = sqlx::query_scalar(RANGE_END)
-        .bind(after)
-        .bind(ROWS_PER_MOVE)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(Error::store)?;
-    // One statement: what it inserts is exactly what it deleted, whatever commits meanwhile.
-    let text = format!(
-        "WITH moved AS (DELETE FROM device_events_recent WHERE {} RETURNING {COLUMNS}) \
-         INSERT INTO device_events ({COLUMNS}) SELECT {COLUMNS} FROM moved ORDER BY device_id, device_ts, id",
-        range(&last)
-    );
-    let mut query = sqlx::query(&text).bind(after);
-    if let Some(last) = &last {
-        query = query.bind(last.as_str());
-    }
-    let rows = query.execute(&mut *tx).await.map_err(Error::store)?.rows_affected();
-    tx.commit().await.map_err(Error::store)?;
-    Ok(Step { rows, last })
-}
-
 /// The background mover: a walk every `MERGE_EVERY` until the store is dropped or closed.
-pub(crate) async fn merges(writer: AnyPool, backend: Backend, alive: Weak<()>) {
+pub(crate) async fn merges(writer: AnyPool, alive: Weak<()>) {
     let mut tick = tokio::time::interval(MERGE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -151,7 +115,7 @@ pub(crate) async fn merges(writer: AnyPool, backend: Backend, alive: Weak<()>) {
         if alive.strong_count() == 0 || writer.is_closed() {
             return;
         }
-        if let Err(e) = merge_recent(&writer, backend).await {
+        if let Err(e) = merge_recent(&writer).await {
             if writer.is_closed() {
                 return;
             }

@@ -1626,8 +1626,9 @@ async fn staged_events(store: &SqlStore) -> (i64, i64) {
     (count("device_events_recent").await, count("device_events").await)
 }
 
-/// Events are committed into a staging table and moved into the indexed one in the background:
-/// every listing, total, lookup and delete reads the same before and after the move.
+/// On SQLite events are committed into a staging table and moved into the indexed one in the
+/// background: every listing, total, lookup and delete reads the same before and after the move.
+/// (PostgreSQL writes the indexed table directly; the test holds there too.)
 async fn moved_events_read_as_before(store: SqlStore) {
     let tenant = new_tenant(&store, "moves").await;
     let project = new_project(&store, &tenant, "p").await;
@@ -1681,6 +1682,8 @@ async fn moved_events_read_as_before(store: SqlStore) {
     assert_eq!(before[2].0, 12, "load: 4 of each 10");
     assert_eq!(before[4].0, 20, "1,005 to 1,024 inclusive");
 
+    let staging = store.backend() == "sqlite";
+    assert_eq!(staged_events(&store).await.0 > 0, staging);
     store.merge_recent().await.unwrap();
     assert_eq!(staged_events(&store).await, (0, 60), "all moved, none twice");
     assert_eq!(read().await, before);
@@ -1690,7 +1693,7 @@ async fn moved_events_read_as_before(store: SqlStore) {
     // a merged event and a newly staged one delete alike
     let staged = event_at(&device, EventId::generate(), "temp", json!(1), 2_000);
     store.append_events(std::slice::from_ref(&staged)).await.unwrap();
-    assert_eq!(staged_events(&store).await.0, 1);
+    assert_eq!(staged_events(&store).await.0, i64::from(staging));
     assert_eq!(
         store.get_event(&tenant, &staged.id).await.unwrap().as_ref(),
         Some(&staged)
@@ -1750,7 +1753,10 @@ async fn deletes_and_listings_during_moves(store: SqlStore) {
         }
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    assert!(mover.await.unwrap() > 0, "moves ran meanwhile");
+    let moved = mover.await.unwrap();
+    if store.backend() == "sqlite" {
+        assert!(moved > 0, "moves ran meanwhile");
+    }
     assert_eq!(staged_events(&store).await, (0, 0));
 }
 
