@@ -2,9 +2,10 @@
 //! and the time-window listings.
 //!
 //! On SQLite events are committed into device_events_recent and moved into device_events in the
-//! background (merge.rs); listings read both tables there. Lookups and deletes cover both tables on
-//! either engine (on PostgreSQL the staging table stays empty); deletes take device_events_recent
-//! first, so that an event a concurrent move takes from it is then found in device_events.
+//! background (merge.rs); there a listing of a device with staged events reads both. Lookups and
+//! deletes cover both tables on either engine (on PostgreSQL the staging table stays empty);
+//! deletes take device_events_recent first, so that an event a concurrent move takes from it is
+//! then found in device_events.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -205,12 +206,26 @@ impl EventStore for SqlStore {
         if let Some(end) = query.end {
             filter.push(&format!(" AND {time} <= ")).bind(end);
         }
+        // Most devices have nothing staged when they are read; checked first, the listing is
+        // then one table's. An event staged after the check was written concurrently with the read.
+        let staged = self.stages_events() && self.has_staged(&query.device).await?;
         let total = if query.start.is_none() && query.end.is_none() {
             self.kept_count(query).await?
         } else {
-            self.count_events(&filter).await?
+            self.count_events(&filter, staged).await?
         };
-        let items = self.page_of_events(&filter, time, page).await?;
+        let items = if staged {
+            self.page_of_both_tables(&filter, time, page).await?
+        } else {
+            let mut select = filter.prefixed(&format!("SELECT {COLUMNS} FROM device_events WHERE "));
+            select
+                .push(&format!(" ORDER BY {time} DESC, id DESC LIMIT "))
+                .bind(page.limit())
+                .push(" OFFSET ")
+                .bind(page.offset());
+            let rows = select.query().fetch_all(&self.pool).await.map_err(Error::store)?;
+            rows.iter().map(event_from_row).collect::<Result<Vec<_>>>()?
+        };
         Ok(Page {
             request: page,
             total,
@@ -307,10 +322,20 @@ impl SqlStore {
         Ok(total.unwrap_or(0).max(0) as u64)
     }
 
-    /// The events matching `filter`, on SQLite counted in each table apart: a count over their
-    /// union would read every matching row whole instead of counting index entries.
-    async fn count_events(&self, filter: &Sql) -> Result<u64> {
-        let count = if self.stages_events() {
+    /// Whether `device` has events in device_events_recent.
+    async fn has_staged(&self, device: &DeviceId) -> Result<bool> {
+        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM device_events_recent WHERE device_id = $1 LIMIT 1")
+            .bind(device.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(Error::store)?;
+        Ok(found.is_some())
+    }
+
+    /// The events matching `filter`; with `staged`, counted in each table apart: a count over
+    /// their union would read every matching row whole instead of counting index entries.
+    async fn count_events(&self, filter: &Sql, staged: bool) -> Result<u64> {
+        let count = if staged {
             filter.wrapped(
                 "SELECT (SELECT COUNT(*) FROM device_events WHERE ",
                 ") + (SELECT COUNT(*) FROM device_events_recent WHERE ",
@@ -328,20 +353,16 @@ impl SqlStore {
         Ok(total.max(0) as u64)
     }
 
-    /// One page of the events matching `filter`, newest `time` first, ties by id. First the page's
-    /// ids, from the indexes alone (on SQLite a merge of both tables' ordered index scans; rows
-    /// skipped by OFFSET are never read whole: reading them whole made a page at OFFSET 99,900
-    /// fourteen times slower), then those rows from whichever table holds them by then.
-    async fn page_of_events(&self, filter: &Sql, time: &str, page: PageRequest) -> Result<Vec<DeviceEvent>> {
-        let mut keys = if self.stages_events() {
-            filter.wrapped(
-                &format!("SELECT {time}, id FROM device_events WHERE "),
-                &format!(" UNION ALL SELECT {time}, id FROM device_events_recent WHERE "),
-                "",
-            )
-        } else {
-            filter.prefixed(&format!("SELECT {time}, id FROM device_events WHERE "))
-        };
+    /// One page of the events matching `filter` in both tables, newest `time` first, ties by id.
+    /// First the page's ids, from the indexes alone (SQLite merges the two tables' ordered index
+    /// scans; rows skipped by OFFSET are never read whole: reading them whole made a page at OFFSET
+    /// 99,900 fourteen times slower), then those rows from whichever table holds them by then.
+    async fn page_of_both_tables(&self, filter: &Sql, time: &str, page: PageRequest) -> Result<Vec<DeviceEvent>> {
+        let mut keys = filter.wrapped(
+            &format!("SELECT {time}, id FROM device_events WHERE "),
+            &format!(" UNION ALL SELECT {time}, id FROM device_events_recent WHERE "),
+            "",
+        );
         keys.push(&format!(" ORDER BY {time} DESC, id DESC LIMIT "))
             .bind(page.limit())
             .push(" OFFSET ")
