@@ -100,8 +100,22 @@ impl SqlStore {
         };
         let alive = Arc::new(());
         if backend == Backend::Sqlite {
-            tokio::spawn(checkpoints(pool.clone(), Arc::downgrade(&alive)));
-            tokio::spawn(merge::merges(writer.clone(), Arc::downgrade(&alive)));
+            // The checkpointer: passive, it never waits for readers or the writer, it copies what
+            // it can.
+            tokio::spawn(every(
+                CHECKPOINT_EVERY,
+                pool.clone(),
+                Arc::downgrade(&alive),
+                "WAL checkpoint failed",
+                |pool| async move { sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await },
+            ));
+            tokio::spawn(every(
+                merge::MERGE_EVERY,
+                writer.clone(),
+                Arc::downgrade(&alive),
+                "moving staged events failed; retrying at the next walk",
+                |writer| async move { merge::merge_recent(&writer).await },
+            ));
         }
         Ok(SqlStore {
             pool,
@@ -169,21 +183,26 @@ impl SqlStore {
     }
 }
 
-/// SQLite's checkpointer: a passive checkpoint every `CHECKPOINT_EVERY` until the store is
-/// dropped or closed. Passive: it never waits for readers or the writer, it copies what it can.
-async fn checkpoints(pool: AnyPool, alive: Weak<()>) {
-    let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
+/// A task of the store: `step` on `pool` every `period` until the store is dropped or the pool
+/// closed. A failure is logged as `failed` and the step runs again at the next tick.
+async fn every<F, Fut, T, E>(period: Duration, pool: AnyPool, alive: Weak<()>, failed: &'static str, step: F)
+where
+    F: Fn(AnyPool) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         if alive.strong_count() == 0 || pool.is_closed() {
             return;
         }
-        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await {
+        if let Err(e) = step(pool.clone()).await {
             if pool.is_closed() {
                 return;
             }
-            tracing::warn!(error = %e, "WAL checkpoint failed");
+            tracing::warn!(error = %e, "{failed}");
         }
     }
 }

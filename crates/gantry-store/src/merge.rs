@@ -18,7 +18,6 @@
 //! behind moves (with no moves at all, 5,400/s at 46 ms). Moves every 5 s or of 100 rows measured
 //! worse on both.
 
-use std::sync::Weak;
 use std::time::Duration;
 
 use gantry_core::{Error, Result};
@@ -28,7 +27,7 @@ use crate::events::COLUMNS;
 
 /// How often staged events are moved. At 25,000 events/s from 1,000 devices a move finds about 25
 /// per device; readers meanwhile find them in the small table through its device index.
-const MERGE_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const MERGE_EVERY: Duration = Duration::from_secs(1);
 
 /// Staged events moved per transaction at most (whole devices, so sometimes a few more): short
 /// enough that an ingest commit waiting for SQLite's writer waits tens of milliseconds, not a
@@ -104,22 +103,4 @@ async fn move_range(writer: &AnyPool, after: &str) -> Result<Step> {
     }
     tx.commit().await.map_err(Error::store)?;
     Ok(Step { rows, last })
-}
-
-/// The background mover: a walk every `MERGE_EVERY` until the store is dropped or closed.
-pub(crate) async fn merges(writer: AnyPool, alive: Weak<()>) {
-    let mut tick = tokio::time::interval(MERGE_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        if alive.strong_count() == 0 || writer.is_closed() {
-            return;
-        }
-        if let Err(e) = merge_recent(&writer).await {
-            if writer.is_closed() {
-                return;
-            }
-            tracing::warn!(error = %e, "moving staged events failed; retrying at the next walk");
-        }
-    }
 }

@@ -35,6 +35,15 @@ async fn events_of(app: &TestApp, device: &Value) -> Value {
     .result()
 }
 
+async fn shadow_of(app: &TestApp, device: &Value) -> Value {
+    app.get(
+        format!("/api/v1/devices/{}/shadows", device["id"].as_str().unwrap()),
+        &app.admin,
+    )
+    .await
+    .result()
+}
+
 async fn logs_of(app: &TestApp, world: &World, query: &str) -> Value {
     app.get(
         format!(
@@ -190,13 +199,7 @@ async fn telemetry_is_stored_before_the_puback_and_shadowed() {
         .publish_attrs(&[("temp", json!(5.0))], Some(ts + 5), false)
         .await
         .unwrap();
-    let shadow = app
-        .get(
-            format!("/api/v1/devices/{}/shadows", world.device["id"].as_str().unwrap()),
-            &app.admin,
-        )
-        .await
-        .result();
+    let shadow = shadow_of(&app, &world.device).await;
     assert_eq!(
         shadow["attributeMap"]["temp"],
         json!({"code": "temp", "value": 22.0, "timestamp": (ts + 10) * 1000})
@@ -653,13 +656,7 @@ async fn large_packets_cross_the_broker_both_ways() {
         .publish_attrs(&[("temp", json!(1.5))], Some(1_714_492_801), false)
         .await
         .unwrap();
-    let shadow = app
-        .get(
-            format!("/api/v1/devices/{}/shadows", world.device["id"].as_str().unwrap()),
-            &app.admin,
-        )
-        .await
-        .result();
+    let shadow = shadow_of(&app, &world.device).await;
     assert_eq!(shadow["attributeMap"]["label"]["value"], json!(long));
     assert_eq!(shadow["attributeMap"]["temp"]["value"], 1.5);
 
