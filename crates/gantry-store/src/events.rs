@@ -1,13 +1,14 @@
-//! Device events and shadows: batched inserts with the shadow upsert in the same transaction,
-//! and the time-window listings.
+//! Device events and shadows: batched inserts, the shadows and kept counts, and the time-window
+//! listings.
 //!
-//! On SQLite events are committed into device_events_recent and moved into device_events in the
-//! background (merge.rs); there a listing of a device with staged events reads both. Lookups and
-//! deletes cover both tables on either engine (on PostgreSQL the staging table stays empty);
-//! deletes take device_events_recent first, so that an event a concurrent move takes from it is
-//! then found in device_events.
+//! PostgreSQL writes device_events, the shadows and the counts in each ingest transaction. SQLite
+//! commits events into device_events_recent alone and moves them into device_events in the
+//! background (merge.rs), settling the shadows and counts of the moved events in the move's
+//! transaction; until then reads add the staged events (`shadow`, `kept_count`, listings of a
+//! device with staged events). Lookups and deletes by id look in both tables, device_events_recent
+//! first, so that an event a concurrent move takes from it is then found in device_events.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 use async_trait::async_trait;
@@ -92,6 +93,78 @@ fn shadow_candidates(events: &[DeviceEvent]) -> Vec<&DeviceEvent> {
     candidates
 }
 
+/// A shadow row is only replaced by a value at least as new by device time, so late events never
+/// roll it back.
+const SHADOW_UPSERT: &str = "ON CONFLICT (device_id, attribute_code) DO UPDATE SET value = excluded.value, \
+                             device_ts = excluded.device_ts, ingress_ts = excluded.ingress_ts \
+                             WHERE excluded.device_ts >= device_shadows.device_ts";
+
+const COUNT_UPSERT: &str = "ON CONFLICT (device_id, attribute_code) \
+                            DO UPDATE SET events = device_event_counts.events + excluded.events";
+
+/// SQLite: around a filter of device_events_recent, per device and attribute the newest of the
+/// staged events it selects, by device time and on a tie the later id (UUIDv7: received last):
+/// what the shadow holds once those events are settled.
+const LATEST_STAGED: (&str, &str) = (
+    "SELECT device_id, attribute_code, tenant_id, attribute_data, device_ts, ingress_ts FROM (\
+     SELECT device_id, attribute_code, tenant_id, attribute_data, device_ts, ingress_ts, ROW_NUMBER() OVER \
+     (PARTITION BY device_id, attribute_code ORDER BY device_ts DESC, id DESC) AS newest \
+     FROM device_events_recent WHERE ",
+    ") AS staged WHERE newest = 1",
+);
+
+/// SQLite: brings the shadows up to the staged events `staged` selects, before they leave
+/// device_events_recent (moved, deleted or expired), in the same transaction. Until then a shadow
+/// read adds them (`shadow`): ingest commits write the staging table alone, and a move writes each
+/// device's shadow once for all its events. Deleting an event never rolls a shadow back, staged
+/// or not.
+pub(crate) async fn settle_shadows(tx: &mut Transaction<'static, Any>, staged: &Sql) -> Result<()> {
+    let mut shadows = staged.prefixed(&format!(
+        "INSERT INTO device_shadows (device_id, attribute_code, tenant_id, value, device_ts, ingress_ts) {}",
+        LATEST_STAGED.0
+    ));
+    shadows.push(LATEST_STAGED.1).push(" ").push(SHADOW_UPSERT);
+    shadows.query().execute(&mut **tx).await.map_err(Error::store)?;
+    Ok(())
+}
+
+/// SQLite: adds the staged events `staged` selects to the kept counts, as they are moved. Until
+/// then a listing's total adds the device's staged events (`kept_count`).
+pub(crate) async fn count_staged(tx: &mut Transaction<'static, Any>, staged: &Sql) -> Result<()> {
+    let counts = staged.wrapped(
+        "INSERT INTO device_event_counts (device_id, attribute_code, events) SELECT device_id, code, events FROM (\
+         SELECT device_id, '' AS code, COUNT(*) AS events FROM device_events_recent WHERE ",
+        " GROUP BY device_id UNION ALL \
+         SELECT device_id, attribute_code, COUNT(*) FROM device_events_recent WHERE ",
+        &format!(" GROUP BY device_id, attribute_code) AS moved WHERE true {COUNT_UPSERT}"),
+    );
+    counts.query().execute(&mut **tx).await.map_err(Error::store)?;
+    Ok(())
+}
+
+/// PostgreSQL: each device's and attribute's newest event of the batch into the shadows.
+async fn update_shadows(tx: &mut Transaction<'static, Any>, events: &[DeviceEvent], rows: usize) -> Result<()> {
+    for chunk in shadow_candidates(events).chunks(rows) {
+        let text = format!(
+            "INSERT INTO device_shadows (device_id, attribute_code, tenant_id, value, device_ts, ingress_ts) \
+             VALUES {} {SHADOW_UPSERT}",
+            values_clause(chunk.len(), 6, false)
+        );
+        let mut query = sqlx::query(&text);
+        for e in chunk {
+            query = query
+                .bind(e.device_id.as_str())
+                .bind(e.attribute_code.as_str())
+                .bind(e.tenant_id.as_str())
+                .bind(to_json(&e.attribute_data)?)
+                .bind(e.device_timestamp)
+                .bind(e.ingress_time_stamp);
+        }
+        query.execute(&mut **tx).await.map_err(Error::store)?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl EventStore for SqlStore {
     async fn append_events(&self, events: &[DeviceEvent]) -> Result<()> {
@@ -127,71 +200,42 @@ impl EventStore for SqlStore {
             }
             query.execute(&mut *tx).await.map_err(Error::store)?;
         }
-        let candidates = shadow_candidates(events);
-        for chunk in candidates.chunks(rows) {
-            // A row is only replaced by a value at least as new by device time, so late events
-            // never roll the shadow back.
-            let text = format!(
-                "INSERT INTO device_shadows (device_id, attribute_code, tenant_id, value, device_ts, ingress_ts) VALUES {} \
-                 ON CONFLICT (device_id, attribute_code) DO UPDATE SET value = excluded.value, \
-                 device_ts = excluded.device_ts, ingress_ts = excluded.ingress_ts \
-                 WHERE excluded.device_ts >= device_shadows.device_ts",
-                values_clause(chunk.len(), 6, self.is_sqlite())
-            );
-            let mut query = sqlx::query(&text);
-            for e in chunk {
-                query = query
-                    .bind(e.device_id.as_str())
-                    .bind(e.attribute_code.as_str())
-                    .bind(e.tenant_id.as_str())
-                    .bind(to_json(&e.attribute_data)?)
-                    .bind(e.device_timestamp)
-                    .bind(e.ingress_time_stamp);
+        if !self.stages_events() {
+            // Staged events reach the shadows and the counts when they are moved (merge.rs).
+            update_shadows(&mut tx, events, rows).await?;
+            let mut counts: HashMap<(&str, &str), i64> = HashMap::new();
+            for e in events {
+                *counts.entry((e.device_id.as_str(), "")).or_default() += 1;
+                *counts
+                    .entry((e.device_id.as_str(), e.attribute_code.as_str()))
+                    .or_default() += 1;
             }
-            query.execute(&mut *tx).await.map_err(Error::store)?;
+            adjust_counts(&mut tx, counts.into_iter().collect(), rows, false).await?;
         }
-        let mut counts: HashMap<(&str, &str), i64> = HashMap::new();
-        for e in events {
-            *counts.entry((e.device_id.as_str(), "")).or_default() += 1;
-            *counts
-                .entry((e.device_id.as_str(), e.attribute_code.as_str()))
-                .or_default() += 1;
-        }
-        adjust_counts(&mut tx, counts.into_iter().collect(), rows, self.is_sqlite()).await?;
         tx.commit().await.map_err(Error::store)
     }
 
     async fn get_event(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
-        let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM device_events WHERE tenant_id = $1 AND id = $2 \
-             UNION ALL SELECT {COLUMNS} FROM device_events_recent WHERE tenant_id = $1 AND id = $2"
-        ))
-        .bind(tenant.as_str())
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(Error::store)?;
+        let mut text = format!("SELECT {COLUMNS} FROM device_events WHERE tenant_id = $1 AND id = $2");
+        if self.stages_events() {
+            text += &format!(" UNION ALL SELECT {COLUMNS} FROM device_events_recent WHERE tenant_id = $1 AND id = $2");
+        }
+        let row = sqlx::query(&text)
+            .bind(tenant.as_str())
+            .bind(id.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(Error::store)?;
         row.as_ref().map(event_from_row).transpose()
     }
 
     async fn delete_event(&self, tenant: &TenantId, id: &EventId) -> Result<bool> {
+        let mut selected = Sql::new("tenant_id = ");
+        selected.bind(tenant.as_str()).push(" AND id = ").bind(id.as_str());
         let mut tx = self.begin_write().await?;
-        let mut deleted = Vec::new();
-        for table in ["device_events_recent", "device_events"] {
-            let rows = sqlx::query(&format!(
-                "DELETE FROM {table} WHERE tenant_id = $1 AND id = $2 RETURNING device_id, attribute_code"
-            ))
-            .bind(tenant.as_str())
-            .bind(id.as_str())
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(Error::store)?;
-            deleted.extend(rows);
-        }
-        let found = !deleted.is_empty();
-        uncount(&mut tx, &deleted).await?;
+        let deleted = self.delete_selected(&mut tx, &selected).await?;
         tx.commit().await.map_err(Error::store)?;
-        Ok(found)
+        Ok(deleted > 0)
     }
 
     async fn list_events(&self, query: &EventQuery, page: PageRequest) -> Result<Page<DeviceEvent>> {
@@ -210,12 +254,12 @@ impl EventStore for SqlStore {
         // then one table's. An event staged after the check was written concurrently with the read.
         let staged = self.stages_events() && self.has_staged(&query.device).await?;
         let total = if query.start.is_none() && query.end.is_none() {
-            self.kept_count(query).await?
+            self.kept_count(query, staged).await?
         } else {
             self.count_events(&filter, staged).await?
         };
         let items = if staged {
-            self.page_of_both_tables(&filter, time, page).await?
+            self.page_of_both_tables(&query.device, &filter, time, page).await?
         } else {
             let mut select = filter.prefixed(&format!("SELECT {COLUMNS} FROM device_events WHERE "));
             select
@@ -236,48 +280,66 @@ impl EventStore for SqlStore {
     async fn delete_events_before(&self, cutoff: i64, limit: i64) -> Result<u64> {
         // Event ids are UUIDv7, so the primary key orders them by arrival: no time index needed.
         let mut tx = self.begin_write().await?;
-        let mut deleted = Vec::new();
-        for table in ["device_events_recent", "device_events"] {
-            let left = limit - deleted.len() as i64;
-            if left <= 0 {
+        let mut deleted = 0;
+        for table in self.event_tables() {
+            if deleted >= limit as u64 {
                 break;
             }
-            let rows = sqlx::query(&format!(
-                "DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE id < $1 LIMIT $2) \
-                 RETURNING device_id, attribute_code"
-            ))
-            .bind(EventId::lower_bound_at(cutoff).as_str())
-            .bind(left)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(Error::store)?;
-            deleted.extend(rows);
+            let mut selected = Sql::new(&format!("id IN (SELECT id FROM {table} WHERE id < "));
+            selected
+                .bind(EventId::lower_bound_at(cutoff).as_str())
+                .push(" ORDER BY id LIMIT ")
+                .bind(limit - deleted as i64)
+                .push(")");
+            deleted += self.delete_from(&mut tx, table, &selected).await?;
         }
-        uncount(&mut tx, &deleted).await?;
         tx.commit().await.map_err(Error::store)?;
-        Ok(deleted.len() as u64)
+        Ok(deleted)
     }
 
     async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
-        let rows = sqlx::query(
-            "SELECT attribute_code, value, device_ts, ingress_ts FROM device_shadows \
-             WHERE device_id = $1 AND tenant_id = $2 ORDER BY attribute_code",
-        )
-        .bind(device.as_str())
-        .bind(tenant.as_str())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(Error::store)?;
-        rows.iter()
-            .map(|row| {
-                let attribute = ShadowAttribute {
-                    code: get(row, "attribute_code")?,
-                    value: json(row, "value")?,
-                    timestamp: get(row, "device_ts")?,
-                };
-                Ok((attribute, get(row, "ingress_ts")?))
-            })
-            .collect()
+        let mut selected = Sql::new("device_id = ");
+        selected
+            .bind(device.as_str())
+            .push(" AND tenant_id = ")
+            .bind(tenant.as_str());
+        let head = "SELECT attribute_code, value, device_ts, ingress_ts, 0 AS staged FROM device_shadows WHERE ";
+        // On SQLite with the newest of the events staged since the last move, in one statement:
+        // one snapshot, whether or not a move commits meanwhile.
+        let statement = if self.stages_events() {
+            selected.wrapped(
+                head,
+                &format!(
+                    " UNION ALL SELECT attribute_code, attribute_data, device_ts, ingress_ts, 1 FROM ({}",
+                    LATEST_STAGED.0
+                ),
+                &format!("{}) AS latest", LATEST_STAGED.1),
+            )
+        } else {
+            selected.prefixed(head)
+        };
+        let rows = statement.query().fetch_all(&self.pool).await.map_err(Error::store)?;
+        let mut shadow: BTreeMap<String, (ShadowAttribute, i64)> = BTreeMap::new();
+        for row in &rows {
+            let attribute = ShadowAttribute {
+                code: get(row, "attribute_code")?,
+                value: json(row, "value")?,
+                timestamp: get(row, "device_ts")?,
+            };
+            // A staged event arrived after every settled one: it wins a tie, as it will when it
+            // is settled.
+            let staged = get::<i64>(row, "staged")? == 1;
+            let replaces = match shadow.get(&attribute.code) {
+                Some((held, _)) => {
+                    attribute.timestamp > held.timestamp || (staged && attribute.timestamp == held.timestamp)
+                }
+                None => true,
+            };
+            if replaces {
+                shadow.insert(attribute.code.clone(), (attribute, get(row, "ingress_ts")?));
+            }
+        }
+        Ok(shadow.into_values().collect())
     }
 }
 
@@ -309,17 +371,69 @@ impl SqlStore {
         if self.is_sqlite() { 128 } else { ROWS_PER_STATEMENT }
     }
 
-    /// A listing without a time range: its total is the count kept by the ingest transactions.
-    async fn kept_count(&self, query: &EventQuery) -> Result<u64> {
-        let code = query.attribute_code.as_deref().unwrap_or("");
-        let total: Option<i64> =
-            sqlx::query_scalar("SELECT events FROM device_event_counts WHERE device_id = $1 AND attribute_code = $2")
-                .bind(query.device.as_str())
-                .bind(code)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(Error::store)?;
-        Ok(total.unwrap_or(0).max(0) as u64)
+    /// A listing without a time range: its total is the count kept by the ingest transactions,
+    /// and with `staged` the device's staged events not yet counted (one statement: one snapshot).
+    async fn kept_count(&self, query: &EventQuery, staged: bool) -> Result<u64> {
+        let mut total = Sql::new("SELECT COALESCE((SELECT events FROM device_event_counts WHERE device_id = ");
+        total
+            .bind(query.device.as_str())
+            .push(" AND attribute_code = ")
+            .bind(query.attribute_code.as_deref().unwrap_or(""))
+            .push("), 0)");
+        if staged {
+            total.push(" + (SELECT COUNT(*) FROM device_events_recent WHERE device_id = $1");
+            if query.attribute_code.is_some() {
+                total.push(" AND attribute_code = $2");
+            }
+            total.push(")");
+        }
+        let total: i64 = total
+            .push(" AS total")
+            .query()
+            .fetch_one(&self.pool)
+            .await
+            .and_then(|row| sqlx::Row::try_get(&row, "total"))
+            .map_err(Error::store)?;
+        Ok(total.max(0) as u64)
+    }
+
+    /// The tables events are kept in, staging first: an event a concurrent move takes from it is
+    /// then found in device_events.
+    fn event_tables(&self) -> &'static [&'static str] {
+        if self.stages_events() {
+            &["device_events_recent", "device_events"]
+        } else {
+            &["device_events"]
+        }
+    }
+
+    /// Deletes the events `selected` picks in every table; returns how many.
+    async fn delete_selected(&self, tx: &mut Transaction<'static, Any>, selected: &Sql) -> Result<u64> {
+        let mut deleted = 0;
+        for table in self.event_tables() {
+            deleted += self.delete_from(tx, table, selected).await?;
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes the events `selected` picks in `table`. A staged event's shadow is settled first
+    /// (it was never counted); a moved event comes off the counts.
+    async fn delete_from(&self, tx: &mut Transaction<'static, Any>, table: &str, selected: &Sql) -> Result<u64> {
+        let staging = table == "device_events_recent";
+        if staging {
+            settle_shadows(tx, selected).await?;
+        }
+        let mut delete = selected.prefixed(&format!("DELETE FROM {table} WHERE "));
+        let rows = delete
+            .push(" RETURNING device_id, attribute_code")
+            .query()
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(Error::store)?;
+        if !staging {
+            uncount(tx, &rows).await?;
+        }
+        Ok(rows.len() as u64)
     }
 
     /// Whether `device` has events in device_events_recent.
@@ -357,7 +471,13 @@ impl SqlStore {
     /// First the page's ids, from the indexes alone (SQLite merges the two tables' ordered index
     /// scans; rows skipped by OFFSET are never read whole: reading them whole made a page at OFFSET
     /// 99,900 fourteen times slower), then those rows from whichever table holds them by then.
-    async fn page_of_both_tables(&self, filter: &Sql, time: &str, page: PageRequest) -> Result<Vec<DeviceEvent>> {
+    async fn page_of_both_tables(
+        &self,
+        device: &DeviceId,
+        filter: &Sql,
+        time: &str,
+        page: PageRequest,
+    ) -> Result<Vec<DeviceEvent>> {
         let mut keys = filter.wrapped(
             &format!("SELECT {time}, id FROM device_events WHERE "),
             &format!(" UNION ALL SELECT {time}, id FROM device_events_recent WHERE "),
@@ -378,7 +498,9 @@ impl SqlStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut listed = Sql::new("id IN (");
+        // By device and id: the staging table's key (it has no index on id alone).
+        let mut listed = Sql::new("device_id = ");
+        listed.bind(device.as_str()).push(" AND id IN (");
         for (i, id) in ids.iter().enumerate() {
             listed.push(if i == 0 { "" } else { ", " }).bind(id.as_str());
         }
@@ -425,8 +547,7 @@ async fn adjust_counts(
     deltas.sort_unstable();
     for chunk in deltas.chunks(rows) {
         let text = format!(
-            "INSERT INTO device_event_counts (device_id, attribute_code, events) VALUES {} \
-             ON CONFLICT (device_id, attribute_code) DO UPDATE SET events = device_event_counts.events + excluded.events",
+            "INSERT INTO device_event_counts (device_id, attribute_code, events) VALUES {} {COUNT_UPSERT}",
             values_clause(chunk.len(), 3, anonymous)
         );
         let mut query = sqlx::query(&text);

@@ -65,6 +65,7 @@ store_suite!(
     retention_deletes_only_old_events,
     concurrent_batches_on_the_same_devices,
     moved_events_read_as_before,
+    shadows_and_totals_hold_across_moves_and_deletes,
     deletes_and_listings_during_moves;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
@@ -1623,7 +1624,12 @@ async fn staged_events(store: &SqlStore) -> (i64, i64) {
             .await
             .unwrap()
     };
-    (count("device_events_recent").await, count("device_events").await)
+    let staged = if store.backend() == "sqlite" {
+        count("device_events_recent").await
+    } else {
+        0
+    };
+    (staged, count("device_events").await)
 }
 
 /// On SQLite events are committed into a staging table and moved into the indexed one in the
@@ -1703,6 +1709,88 @@ async fn moved_events_read_as_before(store: SqlStore) {
     let after = store.list_events(&queries[0], all()).await.unwrap();
     assert_eq!((after.total, after.items.len()), (29, 29));
     assert_eq!(after.items[..], before[0].1[1..]);
+}
+
+/// On SQLite a staged event reaches the shadow table and the kept totals only when it is moved;
+/// reads add the staged ones meanwhile. The shadow and the totals read the same before and after a
+/// move, a late event never rolls the shadow back, a tie goes to the event that arrived last, and
+/// deleting an event (staged or moved) leaves the shadow as it was.
+async fn shadows_and_totals_hold_across_moves_and_deletes(store: SqlStore) {
+    let tenant = new_tenant(&store, "shadows").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let shadow = || async {
+        let attributes = store.shadow(&tenant, &device.id).await.unwrap();
+        attributes
+            .into_iter()
+            .map(|(a, _)| (a.code, (a.value, a.timestamp)))
+            .collect::<Vec<_>>()
+    };
+    let totals = || async {
+        let mut totals = Vec::new();
+        for code in [None, Some("temp"), Some("load")] {
+            let query = EventQuery {
+                device: device.id.clone(),
+                attribute_code: code.map(str::to_owned),
+                time_field: TimeField::Device,
+                start: None,
+                end: None,
+            };
+            totals.push(store.list_events(&query, all()).await.unwrap().total);
+        }
+        totals
+    };
+    let append = |events: Vec<DeviceEvent>| {
+        let store = store.clone();
+        async move { store.append_events(&events).await.unwrap() }
+    };
+
+    append(vec![
+        event_at(&device, EventId::generate(), "temp", json!(1), 100),
+        event_at(&device, EventId::generate(), "temp", json!(2), 300),
+        event_at(&device, EventId::generate(), "load", json!(5), 200),
+    ])
+    .await;
+    // late for temp; a tie for load, arriving last
+    let late = event_at(&device, EventId::generate(), "temp", json!(0), 50);
+    let tie = event_at(&device, EventId::generate(), "load", json!(6), 200);
+    append(vec![late.clone(), tie.clone()]).await;
+    let expected = vec![
+        ("load".to_owned(), (json!(6), 200)),
+        ("temp".to_owned(), (json!(2), 300)),
+    ];
+    assert_eq!(shadow().await, expected);
+    assert_eq!(totals().await, vec![5, 3, 2]);
+
+    store.merge_recent().await.unwrap();
+    assert_eq!(shadow().await, expected, "the same after the move");
+    assert_eq!(totals().await, vec![5, 3, 2]);
+
+    // a tie between a moved event and a staged one goes to the staged one, which came later
+    append(vec![event_at(&device, EventId::generate(), "temp", json!(3), 300)]).await;
+    let expected = vec![
+        ("load".to_owned(), (json!(6), 200)),
+        ("temp".to_owned(), (json!(3), 300)),
+    ];
+    assert_eq!(shadow().await, expected);
+    assert_eq!(totals().await, vec![6, 4, 2]);
+
+    // deleting the newest events, one staged and one moved, leaves the shadow as it was
+    let newest = event_at(&device, EventId::generate(), "load", json!(7), 400);
+    append(vec![newest.clone()]).await;
+    let expected = vec![
+        ("load".to_owned(), (json!(7), 400)),
+        ("temp".to_owned(), (json!(3), 300)),
+    ];
+    assert!(store.delete_event(&tenant, &newest.id).await.unwrap());
+    assert!(store.delete_event(&tenant, &tie.id).await.unwrap());
+    assert_eq!(shadow().await, expected);
+    assert_eq!(totals().await, vec![5, 4, 1]);
+    store.merge_recent().await.unwrap();
+    assert_eq!(shadow().await, expected);
+    assert_eq!(totals().await, vec![5, 4, 1]);
+    assert_eq!(staged_events(&store).await.0, 0);
 }
 
 /// While moves run back to back, listings never see an event twice or miss one, and every
@@ -1789,4 +1877,70 @@ async fn sqlite_checkpoints_in_the_background() {
     }
     store.close().await;
     assert!(grown, "the database file stayed at {} bytes (was {before})", size());
+}
+
+/// A SQLite store of the version that staged events in an unclustered table (migrations 1 to 6)
+/// opens with those events kept: migration 7 moves them into device_events before it rebuilds
+/// the staging table, and they list, count and look up as before.
+#[tokio::test]
+async fn sqlite_upgrade_keeps_staged_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let store = SqlStore::connect(&url).await.unwrap();
+    let tenant = new_tenant(&store, "upgrade").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    store.close().await;
+
+    // Back to the schema of migration 6, with one event staged the old way (its count kept).
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let event = event_at(&device, EventId::generate(), "temp", json!(21.5), 1_000);
+    for statement in [
+        "DROP TABLE device_events_recent",
+        "CREATE TABLE device_events_recent (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, \
+         model_id TEXT NOT NULL, device_id TEXT NOT NULL, attribute_code TEXT NOT NULL, attribute_type TEXT NOT NULL, \
+         attribute_data TEXT NOT NULL, channel TEXT NOT NULL, ingress_ts BIGINT NOT NULL, device_ts BIGINT NOT NULL, \
+         correlation_id TEXT, context TEXT, created_by TEXT NOT NULL, created_time BIGINT NOT NULL)",
+        "DELETE FROM _sqlx_migrations WHERE version = 7",
+    ] {
+        conn.execute(statement).await.unwrap();
+    }
+    sqlx::query(
+        "INSERT INTO device_events_recent VALUES ($1, $2, $3, $4, $5, 'temp', $6, '21.5', $7, 5, 1000, NULL, NULL, 'd', 5)",
+    )
+    .bind(event.id.as_str())
+    .bind(tenant.as_str())
+    .bind(project.id.as_str())
+    .bind(model.id.as_str())
+    .bind(device.id.as_str())
+    .bind(event.attribute_type.as_str())
+    .bind(event.channel.as_str())
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    sqlx::query("INSERT INTO device_event_counts VALUES ($1, '', 1), ($1, 'temp', 1)")
+        .bind(device.id.as_str())
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+
+    let store = SqlStore::connect(&url).await.unwrap();
+    assert_eq!(staged_events(&store).await, (0, 1), "moved by the migration");
+    let found = store
+        .get_event(&tenant, &event.id)
+        .await
+        .unwrap()
+        .expect("the staged event");
+    assert_eq!((found.attribute_data, found.device_timestamp), (json!(21.5), 1_000));
+    let query = EventQuery {
+        device: device.id.clone(),
+        attribute_code: None,
+        time_field: TimeField::Device,
+        start: None,
+        end: None,
+    };
+    let listed = store.list_events(&query, all()).await.unwrap();
+    assert_eq!((listed.total, listed.items.len()), (1, 1));
 }
