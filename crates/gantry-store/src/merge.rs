@@ -35,7 +35,8 @@ pub(crate) const MERGE_EVERY: Duration = Duration::from_secs(1);
 
 /// Staged events moved per transaction at most (whole devices, so sometimes a few more): short
 /// enough that an ingest commit waiting for SQLite's writer waits tens of milliseconds, not a
-/// whole move.
+/// whole move. 250 measured a slightly lower ingest-rest p99 (62–66 against 70–71 ms, back to back
+/// on one machine) but 18 % fewer POSTs/s: more commits, each with its fsync.
 const ROWS_PER_MOVE: i64 = 500;
 
 /// Moves every staged event; returns how many moved. Events staged during the walk behind its
