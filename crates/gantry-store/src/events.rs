@@ -5,8 +5,8 @@
 //! commits events into device_events_recent alone and moves them into device_events in the
 //! background (merge.rs), settling the shadows and counts of the moved events in the move's
 //! transaction; until then reads add the staged events (`shadow`, `kept_count`, listings of a
-//! device with staged events). Lookups and deletes by id look in both tables, device_events_recent
-//! first, so that an event a concurrent move takes from it is then found in device_events.
+//! device with staged events). Lookups and deletes by id look in both tables, device_events first
+//! (see `get_event` and `event_tables`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
@@ -216,17 +216,17 @@ impl EventStore for SqlStore {
     }
 
     async fn get_event(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
-        let mut text = format!("SELECT {COLUMNS} FROM device_events WHERE tenant_id = $1 AND id = $2");
-        if self.stages_events() {
-            text += &format!(" UNION ALL SELECT {COLUMNS} FROM device_events_recent WHERE tenant_id = $1 AND id = $2");
+        // device_events first, by its key; the staging table, which has no index on id, is read
+        // whole only for an event not found there. Events only ever move from staging into
+        // device_events, so one that a move took between the first two reads is in the third.
+        let kept = self.event_in("device_events", tenant, id).await?;
+        if kept.is_some() || !self.stages_events() {
+            return Ok(kept);
         }
-        let row = sqlx::query(&text)
-            .bind(tenant.as_str())
-            .bind(id.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(Error::store)?;
-        row.as_ref().map(event_from_row).transpose()
+        match self.event_in("device_events_recent", tenant, id).await? {
+            Some(staged) => Ok(Some(staged)),
+            None => self.event_in("device_events", tenant, id).await,
+        }
     }
 
     async fn delete_event(&self, tenant: &TenantId, id: &EventId) -> Result<bool> {
@@ -397,23 +397,40 @@ impl SqlStore {
         Ok(total.max(0) as u64)
     }
 
-    /// The tables events are kept in, staging first: an event a concurrent move takes from it is
-    /// then found in device_events.
+    /// The tables events are kept in, device_events first: it finds most events by its indexes,
+    /// where the staging table has none on id and is read whole. A write transaction sees no move
+    /// meanwhile (SQLite's moves go through the same single writer).
     fn event_tables(&self) -> &'static [&'static str] {
         if self.stages_events() {
-            &["device_events_recent", "device_events"]
+            &["device_events", "device_events_recent"]
         } else {
             &["device_events"]
         }
     }
 
-    /// Deletes the events `selected` picks in every table; returns how many.
+    /// Deletes the one event `selected` picks by id, from whichever table holds it; returns how
+    /// many were deleted (0 or 1).
     async fn delete_selected(&self, tx: &mut Transaction<'static, Any>, selected: &Sql) -> Result<u64> {
-        let mut deleted = 0;
         for table in self.event_tables() {
-            deleted += self.delete_from(tx, table, selected).await?;
+            let deleted = self.delete_from(tx, table, selected).await?;
+            if deleted > 0 {
+                return Ok(deleted);
+            }
         }
-        Ok(deleted)
+        Ok(0)
+    }
+
+    /// The event `id` of `tenant` in `table`.
+    async fn event_in(&self, table: &str, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM {table} WHERE tenant_id = $1 AND id = $2"
+        ))
+        .bind(tenant.as_str())
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(Error::store)?;
+        row.as_ref().map(event_from_row).transpose()
     }
 
     /// Deletes the events `selected` picks in `table`. A staged event's shadow is settled first

@@ -1794,7 +1794,7 @@ async fn shadows_and_totals_hold_across_moves_and_deletes(store: SqlStore) {
 }
 
 /// While moves run back to back, listings never see an event twice or miss one, and every
-/// delete finds its event in whichever table it is.
+/// lookup and delete finds its event in whichever table it is.
 async fn deletes_and_listings_during_moves(store: SqlStore) {
     let tenant = new_tenant(&store, "racing").await;
     let project = new_project(&store, &tenant, "p").await;
@@ -1826,6 +1826,10 @@ async fn deletes_and_listings_during_moves(store: SqlStore) {
             .collect();
         ids.extend(batch.iter().map(|e| e.id.clone()));
         store.append_events(&batch).await.unwrap();
+        for event in &batch {
+            let found = store.get_event(&tenant, &event.id).await.unwrap();
+            assert_eq!(found.as_ref(), Some(event), "found while moves run");
+        }
         let listed = store.list_events(&query, all()).await.unwrap();
         let distinct: BTreeSet<&str> = listed.items.iter().map(|e| e.id.as_str()).collect();
         assert_eq!((listed.total, distinct.len()), (ids.len() as u64, ids.len()));
