@@ -5,8 +5,8 @@
 //! commits events into device_events_recent alone and moves them into device_events in the
 //! background (merge.rs), settling the shadows and counts of the moved events in the move's
 //! transaction; until then reads add the staged events (`shadow`, `kept_count`, listings of a
-//! device with staged events). Lookups and deletes by id look in both tables, device_events first
-//! (see `get_event` and `event_tables`).
+//! device with staged events), found by the numbers the store keeps in memory (staged.rs). Lookups
+//! and deletes by id look in both tables, device_events first (see `get_event`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
@@ -22,8 +22,10 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Transaction};
 
 use crate::SqlStore;
+use crate::merge::NOT_MOVED;
 use crate::row::{get, json, json_opt, spelled, to_json};
 use crate::sql::Sql;
+use crate::staged::json_array;
 
 pub(crate) const COLUMNS: &str = "id, tenant_id, project_id, model_id, device_id, attribute_code, attribute_type, attribute_data, \
                        channel, ingress_ts, device_ts, correlation_id, context, created_by, created_time";
@@ -31,6 +33,8 @@ const EVENT_FIELDS: usize = 15;
 /// Rows per INSERT statement on PostgreSQL, where each statement is a round trip: 15 values each
 /// stays well under its 65,535 parameters.
 const ROWS_PER_STATEMENT: usize = 500;
+/// SQLite's staging table (migration 0009).
+const STAGING: &str = "device_events_recent";
 
 fn event_from_row(row: &AnyRow) -> Result<DeviceEvent> {
     Ok(DeviceEvent {
@@ -103,12 +107,12 @@ const COUNT_UPSERT: &str = "ON CONFLICT (device_id, attribute_code) \
                             DO UPDATE SET events = device_event_counts.events + excluded.events";
 
 /// SQLite: around a filter of device_events_recent, per device and attribute the newest of the
-/// staged events it selects, by device time and on a tie the later id (UUIDv7: received last):
-/// what the shadow holds once those events are settled.
+/// staged events it selects, by device time and on a tie the one committed last (the higher
+/// number): what the shadow holds once those events are settled.
 const LATEST_STAGED: (&str, &str) = (
     "SELECT device_id, attribute_code, tenant_id, attribute_data, device_ts, ingress_ts FROM (\
      SELECT device_id, attribute_code, tenant_id, attribute_data, device_ts, ingress_ts, ROW_NUMBER() OVER \
-     (PARTITION BY device_id, attribute_code ORDER BY device_ts DESC, id DESC) AS newest \
+     (PARTITION BY device_id, attribute_code ORDER BY device_ts DESC, seq DESC) AS newest \
      FROM device_events_recent WHERE ",
     ") AS staged WHERE newest = 1",
 );
@@ -172,12 +176,15 @@ impl EventStore for SqlStore {
             return Ok(());
         }
         let rows = self.rows_per_statement();
+        let staging = self.stages_events();
+        let mut staged = Vec::new();
         let mut tx = self.begin_write().await?;
         for chunk in events.chunks(rows) {
             let text = format!(
-                "INSERT INTO {} ({COLUMNS}) VALUES {}",
+                "INSERT INTO {} ({COLUMNS}) VALUES {}{}",
                 self.events_table(),
-                values_clause(chunk.len(), EVENT_FIELDS, self.is_sqlite())
+                values_clause(chunk.len(), EVENT_FIELDS, self.is_sqlite()),
+                if staging { " RETURNING seq, device_id, id" } else { "" }
             );
             let mut query = sqlx::query(&text);
             for e in chunk {
@@ -198,9 +205,15 @@ impl EventStore for SqlStore {
                     .bind(e.created_by.as_str())
                     .bind(e.created_time);
             }
-            query.execute(&mut *tx).await.map_err(Error::store)?;
+            if staging {
+                for row in query.fetch_all(&mut *tx).await.map_err(Error::store)? {
+                    staged.push((get(&row, "seq")?, get(&row, "device_id")?, get(&row, "id")?));
+                }
+            } else {
+                query.execute(&mut *tx).await.map_err(Error::store)?;
+            }
         }
-        if !self.stages_events() {
+        if !staging {
             // Staged events reach the shadows and the counts when they are moved (merge.rs).
             update_shadows(&mut tx, events, rows).await?;
             let mut counts: HashMap<(&str, &str), i64> = HashMap::new();
@@ -212,28 +225,48 @@ impl EventStore for SqlStore {
             }
             adjust_counts(&mut tx, counts.into_iter().collect(), rows, false).await?;
         }
-        tx.commit().await.map_err(Error::store)
+        tx.commit().await.map_err(Error::store)?;
+        // Before the caller acknowledges the events: from here reads find them.
+        self.staged.add(staged);
+        Ok(())
     }
 
     async fn get_event(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
-        // device_events first, by its key; the staging table, which has no index on id, is read
-        // whole only for an event not found there. Events only ever move from staging into
-        // device_events, so one that a move took between the first two reads is in the third.
-        let kept = self.event_in("device_events", tenant, id).await?;
+        // device_events first, by its key; then the staging table by the event's number, when it
+        // is staged. Events only ever move from staging into device_events, so one that a move
+        // took between the first two reads is in the third.
+        let kept = self.event_in("device_events", None, tenant, id).await?;
         if kept.is_some() || !self.stages_events() {
             return Ok(kept);
         }
-        match self.event_in("device_events_recent", tenant, id).await? {
-            Some(staged) => Ok(Some(staged)),
-            None => self.event_in("device_events", tenant, id).await,
+        if let Some(seq) = self.staged.seq_of(id.as_str())
+            && let Some(staged) = self.event_in(STAGING, Some(seq), tenant, id).await?
+        {
+            return Ok(Some(staged));
         }
+        self.event_in("device_events", None, tenant, id).await
     }
 
     async fn delete_event(&self, tenant: &TenantId, id: &EventId) -> Result<bool> {
         let mut selected = Sql::new("tenant_id = ");
         selected.bind(tenant.as_str()).push(" AND id = ").bind(id.as_str());
         let mut tx = self.begin_write().await?;
-        let deleted = self.delete_selected(&mut tx, &selected).await?;
+        let mut deleted = self.delete_from(&mut tx, "device_events", &selected).await?;
+        // Not kept: staged, if the index knows it. No move commits during this transaction
+        // (moves go through the same single writer), so an event is in one of the two.
+        if deleted == 0
+            && self.stages_events()
+            && let Some(seq) = self.staged.seq_of(id.as_str())
+        {
+            let mut staged = Sql::new(&format!("{NOT_MOVED} AND seq = "));
+            staged
+                .bind(seq)
+                .push(" AND tenant_id = ")
+                .bind(tenant.as_str())
+                .push(" AND id = ")
+                .bind(id.as_str());
+            deleted = self.delete_from(&mut tx, STAGING, &staged).await?;
+        }
         tx.commit().await.map_err(Error::store)?;
         Ok(deleted > 0)
     }
@@ -250,16 +283,17 @@ impl EventStore for SqlStore {
         if let Some(end) = query.end {
             filter.push(&format!(" AND {time} <= ")).bind(end);
         }
-        // Most devices have nothing staged when they are read; checked first, the listing is
-        // then one table's. An event staged after the check was written concurrently with the read.
-        let staged = self.stages_events() && self.has_staged(&query.device).await?;
+        // Most devices have nothing staged when they are read: the listing is then one table's. An
+        // event staged after this was written concurrently with the read.
+        let staged = self.staged_of(&query.device);
         let total = if query.start.is_none() && query.end.is_none() {
-            self.kept_count(query, staged).await?
+            self.kept_count(query, staged.as_deref()).await?
         } else {
-            self.count_events(&filter, staged).await?
+            self.count_events(&filter, staged.as_deref()).await?
         };
-        let items = if staged {
-            self.page_of_both_tables(&query.device, &filter, time, page).await?
+        let items = if let Some(staged) = &staged {
+            self.page_of_both_tables(&query.device, &filter, staged, time, page)
+                .await?
         } else {
             let mut select = filter.prefixed(&format!("SELECT {COLUMNS} FROM device_events WHERE "));
             select
@@ -285,7 +319,13 @@ impl EventStore for SqlStore {
             if deleted >= limit as u64 {
                 break;
             }
-            let mut selected = Sql::new(&format!("id IN (SELECT id FROM {table} WHERE id < "));
+            // Rows a walk has moved but not yet deleted from staging are deleted from device_events.
+            let not_moved = if *table == STAGING {
+                format!("{NOT_MOVED} AND ")
+            } else {
+                String::new()
+            };
+            let mut selected = Sql::new(&format!("id IN (SELECT id FROM {table} WHERE {not_moved}id < "));
             selected
                 .bind(EventId::lower_bound_at(cutoff).as_str())
                 .push(" ORDER BY id LIMIT ")
@@ -304,19 +344,22 @@ impl EventStore for SqlStore {
             .push(" AND tenant_id = ")
             .bind(tenant.as_str());
         let head = "SELECT attribute_code, value, device_ts, ingress_ts, 0 AS staged FROM device_shadows WHERE ";
-        // On SQLite with the newest of the events staged since the last move, in one statement:
-        // one snapshot, whether or not a move commits meanwhile.
-        let statement = if self.stages_events() {
-            selected.wrapped(
-                head,
-                &format!(
-                    " UNION ALL SELECT attribute_code, attribute_data, device_ts, ingress_ts, 1 FROM ({}",
-                    LATEST_STAGED.0
-                ),
-                &format!("{}) AS latest", LATEST_STAGED.1),
-            )
-        } else {
-            selected.prefixed(head)
+        // On SQLite with the newest of the device's staged events, in one statement: one
+        // snapshot, whether or not a move commits meanwhile.
+        let statement = match self.staged_of(device) {
+            Some(staged) => {
+                let seqs = selected.placeholder(staged);
+                selected.wrapped(
+                    head,
+                    &format!(
+                        " UNION ALL SELECT attribute_code, attribute_data, device_ts, ingress_ts, 1 FROM ({}{} AND ",
+                        LATEST_STAGED.0,
+                        in_staged(&seqs)
+                    ),
+                    &format!("{}) AS latest", LATEST_STAGED.1),
+                )
+            }
+            None => selected.prefixed(head),
         };
         let rows = statement.query().fetch_all(&self.pool).await.map_err(Error::store)?;
         let mut shadow: BTreeMap<String, (ShadowAttribute, i64)> = BTreeMap::new();
@@ -371,17 +414,32 @@ impl SqlStore {
         if self.is_sqlite() { 128 } else { ROWS_PER_STATEMENT }
     }
 
+    /// The numbers of `device`'s staged events as a JSON array, or None when it has none (always
+    /// on PostgreSQL).
+    fn staged_of(&self, device: &DeviceId) -> Option<String> {
+        if self.stages_events() {
+            self.staged.of_device(device.as_str())
+        } else {
+            None
+        }
+    }
+
     /// A listing without a time range: its total is the count kept by the ingest transactions,
-    /// and with `staged` the device's staged events not yet counted (one statement: one snapshot).
-    async fn kept_count(&self, query: &EventQuery, staged: bool) -> Result<u64> {
+    /// and with `staged` (numbers) the device's staged events not yet counted (one statement: one
+    /// snapshot).
+    async fn kept_count(&self, query: &EventQuery, staged: Option<&str>) -> Result<u64> {
         let mut total = Sql::new("SELECT COALESCE((SELECT events FROM device_event_counts WHERE device_id = ");
         total
             .bind(query.device.as_str())
             .push(" AND attribute_code = ")
             .bind(query.attribute_code.as_deref().unwrap_or(""))
             .push("), 0)");
-        if staged {
-            total.push(" + (SELECT COUNT(*) FROM device_events_recent WHERE device_id = $1");
+        if let Some(staged) = staged {
+            let seqs = total.placeholder(staged);
+            total.push(&format!(
+                " + (SELECT COUNT(*) FROM {STAGING} WHERE {} AND device_id = $1",
+                in_staged(&seqs)
+            ));
             if query.attribute_code.is_some() {
                 total.push(" AND attribute_code = $2");
             }
@@ -397,46 +455,36 @@ impl SqlStore {
         Ok(total.max(0) as u64)
     }
 
-    /// The tables events are kept in, device_events first: it finds most events by its indexes,
-    /// where the staging table has none on id and is read whole. A write transaction sees no move
-    /// meanwhile (SQLite's moves go through the same single writer).
+    /// The tables events are kept in.
     fn event_tables(&self) -> &'static [&'static str] {
         if self.stages_events() {
-            &["device_events", "device_events_recent"]
+            &["device_events", STAGING]
         } else {
             &["device_events"]
         }
     }
 
-    /// Deletes the one event `selected` picks by id, from whichever table holds it; returns how
-    /// many were deleted (0 or 1).
-    async fn delete_selected(&self, tx: &mut Transaction<'static, Any>, selected: &Sql) -> Result<u64> {
-        for table in self.event_tables() {
-            let deleted = self.delete_from(tx, table, selected).await?;
-            if deleted > 0 {
-                return Ok(deleted);
-            }
+    /// The event `id` of `tenant` in `table`; in the staging table, by its number `seq`.
+    async fn event_in(
+        &self,
+        table: &str,
+        seq: Option<i64>,
+        tenant: &TenantId,
+        id: &EventId,
+    ) -> Result<Option<DeviceEvent>> {
+        let mut select = Sql::new(&format!("SELECT {COLUMNS} FROM {table} WHERE tenant_id = "));
+        select.bind(tenant.as_str()).push(" AND id = ").bind(id.as_str());
+        if let Some(seq) = seq {
+            select.push(" AND seq = ").bind(seq);
         }
-        Ok(0)
-    }
-
-    /// The event `id` of `tenant` in `table`.
-    async fn event_in(&self, table: &str, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
-        let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM {table} WHERE tenant_id = $1 AND id = $2"
-        ))
-        .bind(tenant.as_str())
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(Error::store)?;
+        let row = select.query().fetch_optional(&self.pool).await.map_err(Error::store)?;
         row.as_ref().map(event_from_row).transpose()
     }
 
     /// Deletes the events `selected` picks in `table`. A staged event's shadow is settled first
     /// (it was never counted); a moved event comes off the counts.
     async fn delete_from(&self, tx: &mut Transaction<'static, Any>, table: &str, selected: &Sql) -> Result<u64> {
-        let staging = table == "device_events_recent";
+        let staging = table == STAGING;
         if staging {
             settle_shadows(tx, selected).await?;
         }
@@ -453,23 +501,15 @@ impl SqlStore {
         Ok(rows.len() as u64)
     }
 
-    /// Whether `device` has events in device_events_recent.
-    async fn has_staged(&self, device: &DeviceId) -> Result<bool> {
-        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM device_events_recent WHERE device_id = $1 LIMIT 1")
-            .bind(device.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(Error::store)?;
-        Ok(found.is_some())
-    }
-
-    /// The events matching `filter`; with `staged`, counted in each table apart: a count over
-    /// their union would read every matching row whole instead of counting index entries.
-    async fn count_events(&self, filter: &Sql, staged: bool) -> Result<u64> {
-        let count = if staged {
+    /// The events matching `filter`; with `staged` (numbers), counted in each table apart: a count
+    /// over their union would read every matching row whole instead of counting index entries.
+    async fn count_events(&self, filter: &Sql, staged: Option<&str>) -> Result<u64> {
+        let count = if let Some(staged) = staged {
+            let mut filter = filter.clone();
+            let seqs = filter.placeholder(staged);
             filter.wrapped(
                 "SELECT (SELECT COUNT(*) FROM device_events WHERE ",
-                ") + (SELECT COUNT(*) FROM device_events_recent WHERE ",
+                &format!(") + (SELECT COUNT(*) FROM {STAGING} WHERE {} AND ", in_staged(&seqs)),
                 ") AS total",
             )
         } else {
@@ -492,46 +532,55 @@ impl SqlStore {
         &self,
         device: &DeviceId,
         filter: &Sql,
+        staged: &str,
         time: &str,
         page: PageRequest,
     ) -> Result<Vec<DeviceEvent>> {
-        let mut keys = filter.wrapped(
-            &format!("SELECT {time}, id FROM device_events WHERE "),
-            &format!(" UNION ALL SELECT {time}, id FROM device_events_recent WHERE "),
+        let mut keys = filter.clone();
+        let seqs = keys.placeholder(staged);
+        let mut keys = keys.wrapped(
+            &format!("SELECT {time}, id, NULL AS seq FROM device_events WHERE "),
+            &format!(
+                " UNION ALL SELECT {time}, id, seq FROM {STAGING} WHERE {} AND ",
+                in_staged(&seqs)
+            ),
             "",
         );
         keys.push(&format!(" ORDER BY {time} DESC, id DESC LIMIT "))
             .bind(page.limit())
             .push(" OFFSET ")
             .bind(page.offset());
-        let ids = keys
-            .query()
-            .fetch_all(&self.pool)
-            .await
-            .map_err(Error::store)?
-            .iter()
-            .map(|row| get::<String>(row, "id"))
-            .collect::<Result<Vec<_>>>()?;
+        let mut ids = Vec::new();
+        let mut listed_staged = Vec::new();
+        for row in keys.query().fetch_all(&self.pool).await.map_err(Error::store)? {
+            ids.push(get::<String>(&row, "id")?);
+            if let Some(seq) = get::<Option<i64>>(&row, "seq")? {
+                listed_staged.push(seq);
+            }
+        }
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        // By device and id: the staging table's key (it has no index on id alone).
-        let mut listed = Sql::new("device_id = ");
-        listed.bind(device.as_str()).push(" AND id IN (");
+        // The rows by id from device_events, and by number from the staging table: an event that
+        // a move took since the first statement is in device_events by now.
+        let mut listed = Sql::new("SELECT ");
+        listed
+            .push(COLUMNS)
+            .push(" FROM device_events WHERE device_id = ")
+            .bind(device.as_str());
+        listed.push(" AND id IN (");
         for (i, id) in ids.iter().enumerate() {
             listed.push(if i == 0 { "" } else { ", " }).bind(id.as_str());
         }
         listed.push(")");
-        let rows = listed
-            .wrapped(
-                &format!("SELECT {COLUMNS} FROM device_events WHERE "),
-                &format!(" UNION ALL SELECT {COLUMNS} FROM device_events_recent WHERE "),
-                "",
-            )
-            .query()
-            .fetch_all(&self.pool)
-            .await
-            .map_err(Error::store)?;
+        if !listed_staged.is_empty() {
+            let seqs = listed.placeholder(json_array(&listed_staged));
+            listed.push(&format!(
+                " UNION ALL SELECT {COLUMNS} FROM {STAGING} WHERE {} AND device_id = $1",
+                in_staged(&seqs)
+            ));
+        }
+        let rows = listed.query().fetch_all(&self.pool).await.map_err(Error::store)?;
         let mut found: HashMap<String, DeviceEvent> = HashMap::with_capacity(rows.len());
         for row in &rows {
             let event = event_from_row(row)?;
@@ -540,6 +589,12 @@ impl SqlStore {
         // An event deleted between the two statements is left out.
         Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
     }
+}
+
+/// The staged rows whose numbers the JSON array bound at `placeholder` lists, each found by the
+/// staging table's key, less those a walk of the mover has put into device_events already.
+fn in_staged(placeholder: &str) -> String {
+    format!("seq IN (SELECT value FROM json_each({placeholder})) AND {NOT_MOVED}")
 }
 
 /// `device_id = $1 [AND attribute_code = $2]`. The device id alone selects: it is unique across

@@ -34,6 +34,7 @@ impl From<String> for Value {
 }
 
 /// SQL text and the values of its placeholders, in order.
+#[derive(Clone)]
 pub(crate) struct Sql {
     text: String,
     values: Vec<Value>,
@@ -57,6 +58,13 @@ impl Sql {
         self.values.push(value.into());
         write!(self.text, "${}", self.values.len()).expect("writing to a String cannot fail");
         self
+    }
+
+    /// Remembers a value without writing it into the text; returns its placeholder, for text
+    /// written later (`wrapped`'s middle, say).
+    pub(crate) fn placeholder(&mut self, value: impl Into<Value>) -> String {
+        self.values.push(value.into());
+        format!("${}", self.values.len())
     }
 
     /// The same statement with `head` in front; `head` holds no placeholders.

@@ -1,0 +1,154 @@
+//! SQLite: which events are in the staging table, in memory. The staging table (migration 0009)
+//! has no index but its arrival number (`seq`), so that an ingest commit appends to the end of one
+//! table; this index finds a device's staged events (by their numbers) and an event's number by
+//! its id for the reads.
+//!
+//! Why it can be stale without a read going wrong: a read passes the numbers to SQL and reads the
+//! rows in the same statement as device_events, in one snapshot. A move inserts a device's staged
+//! rows into device_events and records them as moved in one transaction (they are deleted from
+//! staging at the end of the mover's walk), and reads skip recorded rows, so a row is found in one
+//! table or the other, never both. A number that names no row any more (moved or deleted) finds
+//! nothing; numbers are never reused (AUTOINCREMENT). What must hold is the other way: an event
+//! whose commit has been acknowledged is here until it has left the staging table. `add` runs
+//! after the commit and before the acknowledgement; `moved_through` runs after the walk's delete
+//! has committed and removes numbers no higher than the highest it deleted, and numbers rise in
+//! commit order (one writer).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+#[derive(Debug, Default)]
+pub(crate) struct Staged {
+    inner: Mutex<Inner>,
+    /// Held by the mover's walk (merge.rs) from its scan to its last delete: two walks at once
+    /// (the background one and `SqlStore::merge_recent`) would move the same rows.
+    pub(crate) walk: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Each staged event by number: its device and id.
+    by_seq: BTreeMap<i64, (String, String)>,
+    /// Each device's staged events, by number.
+    by_device: HashMap<String, Vec<i64>>,
+    /// Each staged event's number, by id.
+    by_id: HashMap<String, i64>,
+    /// The highest number moved so far: an event numbered no higher was moved (or deleted) before
+    /// `add` was told of it.
+    moved_through: i64,
+}
+
+impl Staged {
+    /// Events committed into the staging table: (number, device, id).
+    pub(crate) fn add(&self, events: impl IntoIterator<Item = (i64, String, String)>) {
+        let mut inner = self.inner.lock().expect("the staged index is never poisoned");
+        for (seq, device, id) in events {
+            if seq <= inner.moved_through {
+                continue;
+            }
+            inner.by_device.entry(device.clone()).or_default().push(seq);
+            inner.by_id.insert(id.clone(), seq);
+            inner.by_seq.insert(seq, (device, id));
+        }
+    }
+
+    /// Every event numbered `through` or lower has left the staging table.
+    pub(crate) fn moved_through(&self, through: i64) {
+        let mut inner = self.inner.lock().expect("the staged index is never poisoned");
+        if through <= inner.moved_through {
+            return;
+        }
+        inner.moved_through = through;
+        let kept = inner.by_seq.split_off(&(through + 1));
+        let gone = std::mem::replace(&mut inner.by_seq, kept);
+        let mut devices: Vec<String> = Vec::new();
+        for (_, (device, id)) in gone {
+            inner.by_id.remove(&id);
+            if devices.last() != Some(&device) {
+                devices.push(device);
+            }
+        }
+        devices.sort_unstable();
+        devices.dedup();
+        for device in devices {
+            if let Some(seqs) = inner.by_device.get_mut(&device) {
+                seqs.retain(|seq| *seq > through);
+                if seqs.is_empty() {
+                    inner.by_device.remove(&device);
+                }
+            }
+        }
+    }
+
+    /// The numbers of `device`'s staged events as a JSON array for `json_each`, or None when it
+    /// has none.
+    pub(crate) fn of_device(&self, device: &str) -> Option<String> {
+        let inner = self.inner.lock().expect("the staged index is never poisoned");
+        inner.by_device.get(device).map(|seqs| json_array(seqs))
+    }
+
+    /// The number of the staged event `id`.
+    pub(crate) fn seq_of(&self, id: &str) -> Option<i64> {
+        let inner = self.inner.lock().expect("the staged index is never poisoned");
+        inner.by_id.get(id).copied()
+    }
+
+    /// How many events are held.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.inner
+            .lock()
+            .expect("the staged index is never poisoned")
+            .by_seq
+            .len()
+    }
+}
+
+/// `[1,2,3]`.
+pub(crate) fn json_array(seqs: &[i64]) -> String {
+    let mut text = String::with_capacity(seqs.len() * 8 + 2);
+    text.push('[');
+    for (i, seq) in seqs.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(&seq.to_string());
+    }
+    text.push(']');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: i64, device: &str) -> (i64, String, String) {
+        (seq, device.to_owned(), format!("e{seq}"))
+    }
+
+    #[test]
+    fn moves_remove_what_they_moved_and_nothing_after() {
+        let staged = Staged::default();
+        staged.add([event(1, "a"), event(2, "b"), event(3, "a")]);
+        assert_eq!(staged.of_device("a").as_deref(), Some("[1,3]"));
+        staged.moved_through(2);
+        assert_eq!(staged.of_device("a").as_deref(), Some("[3]"));
+        assert_eq!(staged.of_device("b"), None);
+        assert_eq!((staged.seq_of("e2"), staged.seq_of("e3")), (None, Some(3)));
+        assert_eq!(staged.len(), 1);
+    }
+
+    #[test]
+    fn an_event_told_after_its_move_is_not_held() {
+        let staged = Staged::default();
+        staged.moved_through(5);
+        staged.add([event(4, "a"), event(6, "a")]);
+        assert_eq!(staged.of_device("a").as_deref(), Some("[6]"));
+        staged.moved_through(3);
+        assert_eq!(
+            staged.of_device("a").as_deref(),
+            Some("[6]"),
+            "an older move changes nothing"
+        );
+    }
+}
