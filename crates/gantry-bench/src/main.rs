@@ -701,6 +701,14 @@ async fn measure_all(
             run.mqtt_ingest = Some(outcome.check);
         }
         if settings.wants(control::SCENARIO) {
+            // Its first measurement is of an idle server.
+            if let Some(waited) = server::wait_until_idle(ctx.pid, Duration::from_secs(120)).await {
+                eprintln!(
+                    "[{}] the server went idle {:.1} s after the last scenario",
+                    run.backend,
+                    waited.as_secs_f64()
+                );
+            }
             let device = fleet.control.first().context("no control device was created")?;
             let outcome = control::run(
                 ctx,

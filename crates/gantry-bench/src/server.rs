@@ -220,6 +220,25 @@ pub struct ProcSample {
 }
 
 /// Reads /proc/<pid> (or /proc/self); None when the process is gone or this is not Linux.
+/// Waits until the server at `pid` has used under 5 % of a core for a second, at most `limit`;
+/// returns how long it waited (None: no process to watch). A scenario that measures an idle
+/// server runs after one that overloaded it on purpose (ingest-mqtt at 25,000 msg/s leaves a
+/// backlog that the server goes on storing and moving for seconds).
+pub async fn wait_until_idle(pid: Option<u32>, limit: std::time::Duration) -> Option<std::time::Duration> {
+    let pid = pid?;
+    let started = std::time::Instant::now();
+    let mut last = sample(Some(pid))?.cpu_seconds;
+    while started.elapsed() < limit {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let now = sample(Some(pid))?.cpu_seconds;
+        if now - last < 0.05 {
+            break;
+        }
+        last = now;
+    }
+    Some(started.elapsed())
+}
+
 pub fn sample(pid: Option<u32>) -> Option<ProcSample> {
     let dir = match pid {
         Some(pid) => format!("/proc/{pid}"),

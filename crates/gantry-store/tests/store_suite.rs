@@ -1883,19 +1883,26 @@ async fn sqlite_checkpoints_in_the_background() {
     assert!(grown, "the database file stayed at {} bytes (was {before})", size());
 }
 
-/// A SQLite store of the version that staged events in an unclustered table (migrations 1 to 6)
-/// opens with those events kept: migration 7 moves them into device_events before it rebuilds
-/// the staging table (and 9 rebuilds it again), and they list, count and look up as before.
-#[tokio::test]
-async fn sqlite_upgrade_keeps_staged_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = sqlite_url(dir.path());
+/// A SQLite store in `dir` holding one device, closed: for tests that take its schema back to an
+/// earlier version. Returns its URL, the tenant and the device.
+async fn closed_store_with_a_device(dir: &std::path::Path) -> (String, TenantId, Device) {
+    let url = sqlite_url(dir);
     let store = SqlStore::connect(&url).await.unwrap();
     let tenant = new_tenant(&store, "upgrade").await;
     let project = new_project(&store, &tenant, "p").await;
     let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
     let device = new_device(&store, &tenant, "d", &project, &model).await;
     store.close().await;
+    (url, tenant, device)
+}
+
+/// A SQLite store of the version that staged events in an unclustered table (migrations 1 to 6)
+/// opens with those events kept: migration 7 moves them into device_events before it rebuilds
+/// the staging table (and 9 rebuilds it again), and they list, count and look up as before.
+#[tokio::test]
+async fn sqlite_upgrade_keeps_staged_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, tenant, device) = closed_store_with_a_device(dir.path()).await;
 
     // Back to the schema of migration 6, with one event staged the old way (its count kept).
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
@@ -1916,8 +1923,8 @@ async fn sqlite_upgrade_keeps_staged_events() {
     )
     .bind(event.id.as_str())
     .bind(tenant.as_str())
-    .bind(project.id.as_str())
-    .bind(model.id.as_str())
+    .bind(device.project_id.as_str())
+    .bind(device.model_id.as_str())
     .bind(device.id.as_str())
     .bind(event.attribute_type.as_str())
     .bind(event.channel.as_str())
@@ -1957,13 +1964,7 @@ async fn sqlite_upgrade_keeps_staged_events() {
 #[tokio::test]
 async fn sqlite_upgrade_keeps_events_staged_by_device() {
     let dir = tempfile::tempdir().unwrap();
-    let url = sqlite_url(dir.path());
-    let store = SqlStore::connect(&url).await.unwrap();
-    let tenant = new_tenant(&store, "upgrade").await;
-    let project = new_project(&store, &tenant, "p").await;
-    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
-    let device = new_device(&store, &tenant, "d", &project, &model).await;
-    store.close().await;
+    let (url, tenant, device) = closed_store_with_a_device(dir.path()).await;
 
     // Back to the schema of migration 8, with two events staged there (not counted, no shadow).
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
@@ -1990,8 +1991,8 @@ async fn sqlite_upgrade_keeps_events_staged_by_device() {
         .bind(device.id.as_str())
         .bind(event.id.as_str())
         .bind(tenant.as_str())
-        .bind(project.id.as_str())
-        .bind(model.id.as_str())
+        .bind(device.project_id.as_str())
+        .bind(device.model_id.as_str())
         .bind(event.attribute_type.as_str())
         .bind(event.attribute_data.to_string())
         .bind(event.channel.as_str())
