@@ -264,6 +264,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let url = sqlite_url(dir.path());
         let store = SqlStore::connect(&url).await.unwrap();
+        // The background walk waits: this test makes the walk's first move itself.
+        let walking = store.staged.walk.lock().await;
         store
             .append_events(&[event("dev-a", 1), event("dev-b", 2), event("dev-a", 3)])
             .await
@@ -283,6 +285,7 @@ mod tests {
         );
         assert_eq!(read(&store, "dev-b").await, expected_b);
         store.close().await;
+        drop(walking);
         drop(store);
 
         let store = SqlStore::connect(&url).await.unwrap();
