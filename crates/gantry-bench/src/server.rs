@@ -219,7 +219,6 @@ pub struct ProcSample {
     pub written_bytes: Option<u64>,
 }
 
-/// Reads /proc/<pid> (or /proc/self); None when the process is gone or this is not Linux.
 /// Waits until the server at `pid` has used under 5 % of a core for a second, at most `limit`;
 /// returns how long it waited (None: no process to watch). A scenario that measures an idle
 /// server runs after one that overloaded it on purpose (ingest-mqtt at 25,000 msg/s leaves a
@@ -239,6 +238,7 @@ pub async fn wait_until_idle(pid: Option<u32>, limit: std::time::Duration) -> Op
     Some(started.elapsed())
 }
 
+/// Reads /proc/<pid> (or /proc/self); None when the process is gone or this is not Linux.
 pub fn sample(pid: Option<u32>) -> Option<ProcSample> {
     let dir = match pid {
         Some(pid) => format!("/proc/{pid}"),

@@ -347,18 +347,16 @@ impl EventStore for SqlStore {
         // On SQLite with the newest of the device's staged events, in one statement: one
         // snapshot, whether or not a move commits meanwhile.
         let statement = match self.staged_of(device) {
-            Some(staged) => {
-                let seqs = selected.placeholder(staged);
-                selected.wrapped(
-                    head,
-                    &format!(
-                        " UNION ALL SELECT attribute_code, attribute_data, device_ts, ingress_ts, 1 FROM ({}{} AND ",
-                        LATEST_STAGED.0,
-                        in_staged(&seqs)
-                    ),
-                    &format!("{}) AS latest", LATEST_STAGED.1),
-                )
-            }
+            Some(staged) => over_both_tables(
+                &selected,
+                &staged,
+                head,
+                &format!(
+                    " UNION ALL SELECT attribute_code, attribute_data, device_ts, ingress_ts, 1 FROM ({}",
+                    LATEST_STAGED.0
+                ),
+                &format!("{}) AS latest", LATEST_STAGED.1),
+            ),
             None => selected.prefixed(head),
         };
         let rows = statement.query().fetch_all(&self.pool).await.map_err(Error::store)?;
@@ -505,11 +503,11 @@ impl SqlStore {
     /// over their union would read every matching row whole instead of counting index entries.
     async fn count_events(&self, filter: &Sql, staged: Option<&str>) -> Result<u64> {
         let count = if let Some(staged) = staged {
-            let mut filter = filter.clone();
-            let seqs = filter.placeholder(staged);
-            filter.wrapped(
+            over_both_tables(
+                filter,
+                staged,
                 "SELECT (SELECT COUNT(*) FROM device_events WHERE ",
-                &format!(") + (SELECT COUNT(*) FROM {STAGING} WHERE {} AND ", in_staged(&seqs)),
+                &format!(") + (SELECT COUNT(*) FROM {STAGING} WHERE "),
                 ") AS total",
             )
         } else {
@@ -536,14 +534,11 @@ impl SqlStore {
         time: &str,
         page: PageRequest,
     ) -> Result<Vec<DeviceEvent>> {
-        let mut keys = filter.clone();
-        let seqs = keys.placeholder(staged);
-        let mut keys = keys.wrapped(
+        let mut keys = over_both_tables(
+            filter,
+            staged,
             &format!("SELECT {time}, id, NULL AS seq FROM device_events WHERE "),
-            &format!(
-                " UNION ALL SELECT {time}, id, seq FROM {STAGING} WHERE {} AND ",
-                in_staged(&seqs)
-            ),
+            &format!(" UNION ALL SELECT {time}, id, seq FROM {STAGING} WHERE "),
             "",
         );
         keys.push(&format!(" ORDER BY {time} DESC, id DESC LIMIT "))
@@ -595,6 +590,15 @@ impl SqlStore {
 /// staging table's key, less those a walk of the mover has put into device_events already.
 fn in_staged(placeholder: &str) -> String {
     format!("seq IN (SELECT value FROM json_each({placeholder})) AND {NOT_MOVED}")
+}
+
+/// One statement over both tables: `head`, `filter` (of device_events), `middle` (ending in the
+/// staging table's `WHERE `), the staged rows numbered in `staged` that match `filter`, `tail`.
+/// The filter's placeholders serve both copies.
+fn over_both_tables(filter: &Sql, staged: &str, head: &str, middle: &str, tail: &str) -> Sql {
+    let mut filter = filter.clone();
+    let seqs = filter.placeholder(staged);
+    filter.wrapped(head, &format!("{middle}{} AND ", in_staged(&seqs)), tail)
 }
 
 /// `device_id = $1 [AND attribute_code = $2]`. The device id alone selects: it is unique across

@@ -64,8 +64,8 @@ pub(crate) async fn load_staged(pool: &AnyPool) -> std::result::Result<Vec<(i64,
 }
 
 /// A walk: moves every event staged when it starts, a few devices per transaction (each device's
-/// events in one), then deletes them all from the staging table at once; returns how many moved.
-/// Events staged meanwhile wait for the next walk.
+/// events in one), then deletes them from the staging table, a stretch of numbers per
+/// transaction; returns how many moved. Events staged meanwhile wait for the next walk.
 ///
 /// Between a device's move and the walk's end its moved rows stay in the staging table, excluded
 /// from reads by `NOT_MOVED` (the move records its device range in the same transaction). A walk

@@ -61,12 +61,10 @@ impl Staged {
         inner.moved_through = through;
         let kept = inner.by_seq.split_off(&(through + 1));
         let gone = std::mem::replace(&mut inner.by_seq, kept);
-        let mut devices: Vec<String> = Vec::new();
+        let mut devices: Vec<String> = Vec::with_capacity(gone.len());
         for (_, (device, id)) in gone {
             inner.by_id.remove(&id);
-            if devices.last() != Some(&device) {
-                devices.push(device);
-            }
+            devices.push(device);
         }
         devices.sort_unstable();
         devices.dedup();
