@@ -2,7 +2,7 @@
 //! listings.
 //!
 //! PostgreSQL writes device_events, the shadows and the counts in each ingest transaction. SQLite
-//! commits events into device_events_recent alone and moves them into device_events in the
+//! commits events into device_events_recent alone (in a file of its own) and moves them into device_events in the
 //! background (merge.rs), settling the shadows and counts of the moved events in the move's
 //! transaction; until then reads add the staged events (`shadow`, `kept_count`, listings of a
 //! device with staged events), found by the numbers the store keeps in memory (staged.rs). Lookups
@@ -22,7 +22,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Transaction};
 
 use crate::SqlStore;
-use crate::merge::NOT_MOVED;
+use crate::merge::{NOT_MOVED, STAGING};
 use crate::row::{get, json, json_opt, spelled, to_json};
 use crate::sql::Sql;
 use crate::staged::json_array;
@@ -33,8 +33,6 @@ const EVENT_FIELDS: usize = 15;
 /// Rows per INSERT statement on PostgreSQL, where each statement is a round trip: 15 values each
 /// stays well under its 65,535 parameters.
 const ROWS_PER_STATEMENT: usize = 500;
-/// SQLite's staging table (migration 0009).
-const STAGING: &str = "device_events_recent";
 
 fn event_from_row(row: &AnyRow) -> Result<DeviceEvent> {
     Ok(DeviceEvent {
@@ -113,7 +111,7 @@ const LATEST_STAGED: (&str, &str) = (
     "SELECT device_id, attribute_code, tenant_id, attribute_data, device_ts, ingress_ts FROM (\
      SELECT device_id, attribute_code, tenant_id, attribute_data, device_ts, ingress_ts, ROW_NUMBER() OVER \
      (PARTITION BY device_id, attribute_code ORDER BY device_ts DESC, seq DESC) AS newest \
-     FROM device_events_recent WHERE ",
+     FROM staging.device_events_recent WHERE ",
     ") AS staged WHERE newest = 1",
 );
 
@@ -136,17 +134,25 @@ pub(crate) async fn settle_shadows(tx: &mut Transaction<'static, Any>, staged: &
 /// then a listing's total adds the device's staged events (`kept_count`).
 pub(crate) async fn count_staged(tx: &mut Transaction<'static, Any>, staged: &Sql) -> Result<()> {
     let counts = staged.wrapped(
-        "INSERT INTO device_event_counts (device_id, attribute_code, events) SELECT device_id, code, events FROM (\
-         SELECT device_id, '' AS code, COUNT(*) AS events FROM device_events_recent WHERE ",
-        " GROUP BY device_id UNION ALL \
-         SELECT device_id, attribute_code, COUNT(*) FROM device_events_recent WHERE ",
+        &format!(
+            "INSERT INTO device_event_counts (device_id, attribute_code, events) SELECT device_id, code, events FROM (\
+             SELECT device_id, '' AS code, COUNT(*) AS events FROM {STAGING} WHERE "
+        ),
+        &format!(
+            " GROUP BY device_id UNION ALL \
+             SELECT device_id, attribute_code, COUNT(*) FROM {STAGING} WHERE "
+        ),
         &format!(" GROUP BY device_id, attribute_code) AS moved WHERE true {COUNT_UPSERT}"),
     );
     counts.query().execute(&mut **tx).await.map_err(Error::store)?;
     Ok(())
 }
 
-/// PostgreSQL: each device's and attribute's newest event of the batch into the shadows.
+/// Shadow rows per upsert statement on SQLite (6 values each, under its 32,766 variables).
+const SHADOWS_PER_STATEMENT: usize = 128;
+
+/// PostgreSQL: each device's and attribute's newest event of the batch into the shadows; SQLite:
+/// the newest of the staged events a delete takes.
 async fn update_shadows(tx: &mut Transaction<'static, Any>, events: &[DeviceEvent], rows: usize) -> Result<()> {
     for chunk in shadow_candidates(events).chunks(rows) {
         let text = format!(
@@ -178,7 +184,7 @@ impl EventStore for SqlStore {
         let rows = self.rows_per_statement();
         let staging = self.stages_events();
         let mut staged = Vec::new();
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_ingest().await?;
         for chunk in events.chunks(rows) {
             let text = format!(
                 "INSERT INTO {} ({COLUMNS}) VALUES {}{}",
@@ -253,7 +259,7 @@ impl EventStore for SqlStore {
         let mut tx = self.begin_write().await?;
         let mut deleted = self.delete_from(&mut tx, "device_events", &selected).await?;
         // Not kept: staged, if the index knows it. No move commits during this transaction
-        // (moves go through the same single writer), so an event is in one of the two.
+        // (moves go through the same writer), so an event is in one of the two.
         if deleted == 0
             && self.stages_events()
             && let Some(seq) = self.staged.seq_of(id.as_str())
@@ -401,11 +407,7 @@ impl SqlStore {
     }
 
     fn events_table(&self) -> &'static str {
-        if self.stages_events() {
-            "device_events_recent"
-        } else {
-            "device_events"
-        }
+        if self.stages_events() { STAGING } else { "device_events" }
     }
 
     fn rows_per_statement(&self) -> usize {
@@ -479,23 +481,29 @@ impl SqlStore {
         row.as_ref().map(event_from_row).transpose()
     }
 
-    /// Deletes the events `selected` picks in `table`. A staged event's shadow is settled first
-    /// (it was never counted); a moved event comes off the counts.
+    /// Deletes the events `selected` picks in `table`. A deleted staged event still reaches the
+    /// shadow (it was never counted); a moved event comes off the counts. The staging file is
+    /// written before anything reads it in the transaction (`begin_write`).
     async fn delete_from(&self, tx: &mut Transaction<'static, Any>, table: &str, selected: &Sql) -> Result<u64> {
-        let staging = table == STAGING;
-        if staging {
-            settle_shadows(tx, selected).await?;
-        }
         let mut delete = selected.prefixed(&format!("DELETE FROM {table} WHERE "));
+        if table == STAGING {
+            let rows = delete
+                .push(&format!(" RETURNING {COLUMNS}"))
+                .query()
+                .fetch_all(&mut **tx)
+                .await
+                .map_err(Error::store)?;
+            let deleted = rows.iter().map(event_from_row).collect::<Result<Vec<_>>>()?;
+            update_shadows(tx, &deleted, SHADOWS_PER_STATEMENT).await?;
+            return Ok(deleted.len() as u64);
+        }
         let rows = delete
             .push(" RETURNING device_id, attribute_code")
             .query()
             .fetch_all(&mut **tx)
             .await
             .map_err(Error::store)?;
-        if !staging {
-            uncount(tx, &rows).await?;
-        }
+        uncount(tx, &rows).await?;
         Ok(rows.len() as u64)
     }
 

@@ -57,14 +57,16 @@ const POOL_SIZE: u32 = 8;
 const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; \
                               PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;";
 
-/// The writer's own: a 64 MiB page cache (the default 2 MiB holds little of an index once the
+/// The writer's own (main's writer and the stager): a 64 MiB page cache (the default 2 MiB holds little of an index once the
 /// store grows, and every miss is a read before the write), and a checkpoint of its own only
 /// past 4,000 WAL pages (16 MiB) instead of 1,000: the checkpointer task does most copying.
 /// Measured with gantry-bench ingest-mqtt (1,000 devices, 10,000 msg/s offered): 4,500 → 7,500
 /// events/s, written bytes per event 50 → 14 KiB. With 10,000 pages ingest-rest ran 5,500/s
 /// instead of 5,200 on a small store, but its p99 grew to 90 ms on a store of 10,000,000 events;
 /// with 1,000 pages 4,000/s.
-const SQLITE_WRITER_PRAGMAS: &str = "PRAGMA cache_size=-65536; PRAGMA wal_autocheckpoint=4000;";
+/// The staging file gets a 16 MiB cache of its own on both (a few walks of staged rows).
+const SQLITE_WRITER_PRAGMAS: &str =
+    "PRAGMA cache_size=-65536; PRAGMA staging.cache_size=-16384; PRAGMA wal_autocheckpoint=4000;";
 
 /// How often the checkpointer copies committed WAL pages back into the SQLite database file.
 /// Done by a reader connection, the copying and its fsync stay out of the writer's commits (a
@@ -96,11 +98,15 @@ impl Backend {
 #[derive(Debug, Clone)]
 pub struct SqlStore {
     pool: AnyPool,
-    /// Every write goes through this pool. On SQLite it holds one connection, so writers queue
-    /// in this process (in order) instead of meeting SQLite's lock, whose busy handler polls with
-    /// sleeps of up to 100 ms: behind a busy ingest writer a control's log update could wait for
-    /// seconds. On PostgreSQL it is the read pool.
+    /// Every write but ingest's goes through this pool. On SQLite it holds one connection, so
+    /// writers queue in this process (in order) instead of meeting SQLite's lock, whose busy
+    /// handler polls with sleeps of up to 100 ms: behind a busy ingest writer a control's log
+    /// update could wait for seconds. On PostgreSQL it is the read pool.
     writer: AnyPool,
+    /// Ingest's writes. On SQLite one connection, the only one that writes the staging file
+    /// (`STAGING_DB`): SQLite locks each file apart, so ingest commits go on while a move or any
+    /// other write holds the main file. On PostgreSQL the read pool.
+    stager: AnyPool,
     backend: Backend,
     /// SQLite: which events the staging table holds, by device and by id (staged.rs).
     staged: Arc<Staged>,
@@ -117,18 +123,27 @@ impl SqlStore {
         if backend == Backend::Sqlite {
             create_sqlite_file(database_url)?;
         }
-        let pool = pool_options(POOL_SIZE, "").connect(database_url).await?;
+        let staging = match backend {
+            Backend::Sqlite => Some(staging_file(database_url)?),
+            Backend::Postgres => None,
+        };
+        let options = |size, extra| pool_options(size, extra, staging.clone());
+        let pool = options(POOL_SIZE, "").connect(database_url).await?;
         migrator(backend).run(&pool).await?;
-        let writer = match backend {
-            Backend::Sqlite => pool_options(1, SQLITE_WRITER_PRAGMAS).connect(database_url).await?,
-            Backend::Postgres => pool.clone(),
+        let (writer, stager) = match backend {
+            Backend::Sqlite => (
+                options(1, SQLITE_WRITER_PRAGMAS).connect(database_url).await?,
+                options(1, SQLITE_WRITER_PRAGMAS).connect(database_url).await?,
+            ),
+            Backend::Postgres => (pool.clone(), pool.clone()),
         };
         let alive = Arc::new(());
         let staged = Arc::new(Staged::default());
         if backend == Backend::Sqlite {
+            merge::adopt_main_staging(&pool, &writer, &stager).await?;
             staged.add(merge::load_staged(&pool).await?);
-            // The checkpointer: passive, it never waits for readers or the writer, it copies what
-            // it can.
+            // The checkpointer: passive, it never waits for readers or the writers, it copies what
+            // it can, in both files.
             tokio::spawn(every(
                 CHECKPOINT_EVERY,
                 pool.clone(),
@@ -136,21 +151,22 @@ impl SqlStore {
                 "WAL checkpoint failed",
                 |pool| async move { sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await },
             ));
-            let (mover, reader) = (staged.clone(), pool.clone());
+            let (mover, reader, deleter) = (staged.clone(), pool.clone(), stager.clone());
             tokio::spawn(every(
                 merge::MERGE_EVERY,
                 writer.clone(),
                 Arc::downgrade(&alive),
                 "moving staged events failed; retrying at the next walk",
                 move |writer| {
-                    let (staged, reader) = (mover.clone(), reader.clone());
-                    async move { merge::merge_recent(&reader, &writer, &staged).await }
+                    let (staged, reader, stager) = (mover.clone(), reader.clone(), deleter.clone());
+                    async move { merge::merge_recent(&reader, &writer, &stager, &staged).await }
                 },
             ));
         }
         Ok(SqlStore {
             pool,
             writer,
+            stager,
             backend,
             staged,
             _alive: alive,
@@ -173,20 +189,22 @@ impl SqlStore {
         &self.pool
     }
 
-    /// Closes both pools, waiting for connections in use to be returned.
+    /// Closes the pools, waiting for connections in use to be returned.
     pub async fn close(&self) {
+        self.stager.close().await;
         self.writer.close().await;
         self.pool.close().await;
     }
 
     /// Moves every event staged in device_events_recent into device_events now, as the background
     /// mover does every 3 seconds on SQLite; returns how many moved (PostgreSQL stages none). For bulk
-    /// loads and tests: reads see the events either way.
+    /// loads and tests: reads see the events either way. (The moved rows leave the staging file
+    /// at a later walk, see merge.rs.)
     pub async fn merge_recent(&self) -> gantry_core::Result<u64> {
         if !self.stages_events() {
             return Ok(0);
         }
-        merge::merge_recent(&self.pool, &self.writer, &self.staged).await
+        merge::merge_recent(&self.pool, &self.writer, &self.stager, &self.staged).await
     }
 
     /// Where a statement that writes outside `begin_write` runs.
@@ -194,15 +212,19 @@ impl SqlStore {
         &self.writer
     }
 
-    /// A transaction that writes. SQLite's takes the write lock at once: a deferred transaction
-    /// that reads first could not wait for the lock later and would fail with SQLITE_BUSY (another
-    /// process may hold the database too, a backup or the sqlite3 shell).
+    /// A transaction that writes, on the writer. On SQLite it is deferred: `BEGIN IMMEDIATE`
+    /// would take the write lock of every attached file, the staging file's too, and hold ingest
+    /// commits. Each file's lock is taken by the transaction's first write to it; only this
+    /// connection writes the main file and its transactions that write the staging file write it
+    /// before they read it, so no upgrade from a read can fail with SQLITE_BUSY_SNAPSHOT. (Another
+    /// process writing the main file meanwhile, the sqlite3 shell say, could make one fail.)
     async fn begin_write(&self) -> gantry_core::Result<Transaction<'static, Any>> {
-        match self.backend {
-            Backend::Sqlite => self.writer.begin_with("BEGIN IMMEDIATE").await,
-            Backend::Postgres => self.writer.begin().await,
-        }
-        .map_err(Error::store)
+        self.writer.begin().await.map_err(Error::store)
+    }
+
+    /// Ingest's transaction: on SQLite on the stager, which writes the staging file alone.
+    async fn begin_ingest(&self) -> gantry_core::Result<Transaction<'static, Any>> {
+        self.stager.begin().await.map_err(Error::store)
     }
 
     /// Text comparison by code point on both engines (PostgreSQL would otherwise follow the
@@ -239,14 +261,19 @@ where
     }
 }
 
-/// A pool of `size` connections; SQLite connections get the pragmas, and `extra` after them.
-fn pool_options(size: u32, extra: &'static str) -> AnyPoolOptions {
+/// A pool of `size` connections; SQLite connections get the pragmas, and `extra` after them,
+/// and attach the staging file (`staging`, the statements of `attach_staging`).
+fn pool_options(size: u32, extra: &'static str, staging: Option<Arc<str>>) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(size)
         .after_connect(move |conn, _| {
+            let staging = staging.clone();
             Box::pin(async move {
                 if conn.backend_name() == "SQLite" {
                     conn.execute(SQLITE_PRAGMAS).await?;
+                    if let Some(staging) = staging {
+                        conn.execute(&*staging).await?;
+                    }
                     if !extra.is_empty() {
                         conn.execute(extra).await?;
                     }
@@ -254,6 +281,35 @@ fn pool_options(size: u32, extra: &'static str) -> AnyPoolOptions {
                 Ok(())
             })
         })
+}
+
+/// The schema name of SQLite's staging file, attached to every connection.
+pub(crate) const STAGING_DB: &str = "staging";
+
+/// SQLite: the statements that attach the staging file beside the database file
+/// (`gantry.db` → `gantry-staging.db`), with the main file's journal and durability, and create
+/// its one table when it is new. The staging table is in a file of its own so that ingest
+/// commits take only that file's lock (see `stager`).
+fn staging_file(url: &str) -> Result<Arc<str>, sqlx::Error> {
+    let options = SqliteConnectOptions::from_str(url)?;
+    let file = options.get_filename();
+    if url.contains("mode=memory") || file.as_os_str().is_empty() || file.to_string_lossy().starts_with("file:") {
+        return Err(sqlx::Error::Configuration(
+            "the embedded store needs a database file (an in-memory SQLite database cannot stage events)".into(),
+        ));
+    }
+    let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match file.extension() {
+        Some(extension) => format!("{stem}-staging.{}", extension.to_string_lossy()),
+        None => format!("{stem}-staging"),
+    };
+    let path = file.with_file_name(name).to_string_lossy().replace('\'', "''");
+    Ok(format!(
+        "ATTACH DATABASE '{path}' AS {STAGING_DB}; PRAGMA {STAGING_DB}.journal_mode=WAL; \
+         PRAGMA {STAGING_DB}.synchronous=FULL; {}",
+        merge::STAGING_TABLE
+    )
+    .into())
 }
 
 /// The URL of the embedded database in `data_dir`.
@@ -312,6 +368,21 @@ mod tests {
         assert_eq!(url, "sqlite:///tmp/a dir%3F%23%25/data/gantry.db?mode=rwc");
         let options = SqliteConnectOptions::from_str(&url).unwrap();
         assert_eq!(options.get_filename(), Path::new("/tmp/a dir?#%/data/gantry.db"));
+    }
+
+    #[test]
+    fn the_staging_file_sits_beside_the_database_file() {
+        let attach = staging_file("sqlite:///tmp/it's/gantry.db?mode=rwc").unwrap();
+        assert!(
+            attach.starts_with("ATTACH DATABASE '/tmp/it''s/gantry-staging.db' AS staging;"),
+            "{attach}"
+        );
+        assert!(
+            staging_file("sqlite:///tmp/data/store?mode=rwc")
+                .unwrap()
+                .contains("'/tmp/data/store-staging'")
+        );
+        assert!(staging_file("sqlite::memory:").is_err());
     }
 
     #[test]

@@ -4,18 +4,30 @@
 //! Why: an ingest commit holds at most a few events per device (a device's next message waits
 //! for the acknowledgement of its last), so writing into device_events directly dirtied a page
 //! of each of its three per-device indexes for nearly every event, and the shadow and count rows
-//! of each device besides. Staging appends them to one table in arrival order (migration 0009);
-//! a move then writes each device's accumulated events together, a page of each index once.
+//! of each device besides. Staging appends them to one table in arrival order; a move then writes
+//! each device's accumulated events together, a page of each index once.
+//!
+//! The staging table is in a file of its own (`STAGING_DB`, attached to every connection), which
+//! only the stager connection writes: SQLite locks each file apart, so ingest commits go on while
+//! a move holds the main file. (In the main file, as migration 0009 had it, every ingest commit
+//! that met a move waited for it: that wait was ingest's p99.)
 //!
 //! A walk (every `MERGE_EVERY`) takes the events staged when it starts, groups them by device and
-//! moves a few devices' events per transaction under SQLite's single writer: an INSERT into
+//! moves a few devices' events per transaction on the main file's writer: an INSERT into
 //! device_events sorted by device, the shadows and kept counts brought up to them
 //! (`settle_shadows`, `count_staged`), and a record of the device range moved
-//! (device_events_recent_moved). Reads skip recorded rows (`NOT_MOVED`) and find them in
-//! device_events: one statement, one snapshot, so a row is read in one table or the other, never
-//! both and never neither. At its end the walk deletes what it moved from the staging table, a
-//! stretch of numbers per transaction, and then the in-memory index of staged events (staged.rs)
-//! forgets those numbers.
+//! (device_events_recent_moved, in the main file). Reads skip recorded rows (`NOT_MOVED`) and find
+//! them in device_events. The moved rows leave the staging file one walk later (`SETTLE`), a
+//! stretch of numbers per transaction on the stager; then the in-memory index of staged events
+//! (staged.rs) forgets those numbers and the records of those rows are cleared.
+//!
+//! Why one walk later: a statement that reads both files takes its snapshot of the main file
+//! first and of the staging file an instant later (SQLite opens them in schema order). A row
+//! whose move committed and whose delete committed both within that instant would be read in
+//! neither file. A move committed `SETTLE` before the delete leaves that to a statement that
+//! stalls for seconds between its first two steps. The other way round holds without a delay:
+//! a statement whose main snapshot holds a move's record skips the row in staging, and the record
+//! is cleared only after the row's delete committed.
 //!
 //! Measured with gantry-bench ingest-rest on 2 cores (SQLite, 1,000 devices, 64 connections):
 //! 7,300 POSTs/s at p99 68 ms with the shadows and counts written by each ingest commit and an
@@ -27,7 +39,7 @@
 //! written per event.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gantry_core::{Error, Result};
 use sqlx::AnyPool;
@@ -50,39 +62,138 @@ pub(crate) const MERGE_EVERY: Duration = Duration::from_secs(3);
 /// ms at 500). 250 measured the same p99 and fewer POSTs/s.
 const ROWS_PER_MOVE: usize = 500;
 
-/// Staged rows a walk has moved already (in device_events, deleted from staging at the walk's
-/// end): excluded wherever staged rows are read or moved.
-pub(crate) const NOT_MOVED: &str = "NOT EXISTS (SELECT 1 FROM device_events_recent_moved AS moved \
+/// How long moved rows stay in the staging file after their move committed, at least (see the
+/// module's doc): the next walk deletes them, waiting first if it starts sooner.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// The staging table, in the staging file: arrival order, no index but the arrival number, which
+/// rises in commit order (one writer) and is never reused (AUTOINCREMENT). The same columns as
+/// migration 0009's in the main file, which `adopt_main_staging` empties and drops.
+pub(crate) const STAGING_TABLE: &str = "CREATE TABLE IF NOT EXISTS staging.device_events_recent (
+    seq            INTEGER PRIMARY KEY AUTOINCREMENT,
+    id             TEXT NOT NULL,
+    tenant_id      TEXT NOT NULL,
+    project_id     TEXT NOT NULL,
+    model_id       TEXT NOT NULL,
+    device_id      TEXT NOT NULL,
+    attribute_code TEXT NOT NULL,
+    attribute_type TEXT NOT NULL,
+    attribute_data TEXT NOT NULL,
+    channel        TEXT NOT NULL,
+    ingress_ts     BIGINT NOT NULL,
+    device_ts      BIGINT NOT NULL,
+    correlation_id TEXT,
+    context        TEXT,
+    created_by     TEXT NOT NULL,
+    created_time   BIGINT NOT NULL
+);";
+
+/// The staging table, by its schema-qualified name.
+pub(crate) const STAGING: &str = "staging.device_events_recent";
+
+/// Staged rows a walk has moved already (in device_events, deleted from staging a walk later):
+/// excluded wherever staged rows are read or moved.
+pub(crate) const NOT_MOVED: &str = "NOT EXISTS (SELECT 1 FROM main.device_events_recent_moved AS moved \
      WHERE device_events_recent.device_id BETWEEN moved.device_lo AND moved.device_hi \
      AND device_events_recent.seq <= moved.through)";
 
 /// The staging table's rows (number, device, id), for the index in memory when the store opens.
 pub(crate) async fn load_staged(pool: &AnyPool) -> std::result::Result<Vec<(i64, String, String)>, sqlx::Error> {
-    sqlx::query_as("SELECT seq, device_id, id FROM device_events_recent")
+    sqlx::query_as(&format!("SELECT seq, device_id, id FROM {STAGING}"))
         .fetch_all(pool)
         .await
 }
 
-/// A walk: moves every event staged when it starts, a few devices per transaction (each device's
-/// events in one), then deletes them from the staging table, a stretch of numbers per
-/// transaction; returns how many moved. Events staged meanwhile wait for the next walk.
-///
-/// Between a device's move and the walk's end its moved rows stay in the staging table, excluded
-/// from reads by `NOT_MOVED` (the move records its device range in the same transaction). A walk
-/// cut short (a failure, a crash) leaves that record; the next walk skips those rows and deletes
-/// them with its own.
-pub(crate) async fn merge_recent(reader: &AnyPool, writer: &AnyPool, staged: &Staged) -> Result<u64> {
-    let _walking = staged.walk.lock().await;
-    // One statement, one snapshot: every row numbered up to the highest it finds has committed
-    // (numbers are given under the writer, in commit order). Read by a reader connection: the
-    // writer's goes on committing ingest meanwhile.
-    let rows: Vec<(String, i64, i64)> = sqlx::query_as(&format!(
-        "SELECT device_id, seq, {NOT_MOVED} AS pending FROM device_events_recent"
+/// Opening a store whose staging table is still in the main file (migration 0009, before the
+/// staging file): its rows not yet moved are copied into the staging file, in arrival order, and
+/// then the main file's table is dropped with the move records. Copying skips ids already in the
+/// staging file, so an upgrade cut short between the two transactions copies nothing twice when
+/// it runs again. A new database's migrations create the main file's table too: it is dropped
+/// here, empty.
+pub(crate) async fn adopt_main_staging(
+    reader: &AnyPool,
+    writer: &AnyPool,
+    stager: &AnyPool,
+) -> std::result::Result<(), sqlx::Error> {
+    let exists: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'device_events_recent'",
+    )
+    .fetch_one(reader)
+    .await?;
+    if exists == 0 {
+        return Ok(());
+    }
+    let copied = sqlx::query(&format!(
+        "INSERT INTO {STAGING} ({COLUMNS}) SELECT {COLUMNS} FROM main.device_events_recent \
+         WHERE {NOT_MOVED} AND id NOT IN (SELECT id FROM {STAGING}) ORDER BY seq"
     ))
-    .fetch_all(reader)
-    .await
-    .map_err(Error::store)?;
-    // Rows a walk cut short has moved count too: this walk deletes them with its own.
+    .execute(stager)
+    .await?
+    .rows_affected();
+    let mut tx = writer.begin().await?;
+    sqlx::query("DROP TABLE main.device_events_recent")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM main.device_events_recent_moved")
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    if copied > 0 {
+        tracing::info!(copied, "staged events moved into the staging file");
+    }
+    Ok(())
+}
+
+/// What a walk leaves for the next: the highest number it took and when its moves ended.
+#[derive(Debug, Default)]
+pub(crate) struct Walked {
+    moved: Option<(i64, Instant)>,
+}
+
+/// A walk: first deletes from the staging file what the last walk moved (`SETTLE` after it
+/// ended, at least), a stretch of numbers per transaction; then moves every event staged when it starts, a
+/// few devices per transaction (each device's events in one); returns how many moved. Events
+/// staged meanwhile wait for the next walk.
+///
+/// Until they are deleted, moved rows stay in the staging table, excluded from reads by
+/// `NOT_MOVED` (each move records its device range in its transaction). A walk cut short (a
+/// failure, a crash) leaves its records; the next walk skips those rows, and the walk after it
+/// deletes them with the next's own.
+pub(crate) async fn merge_recent(reader: &AnyPool, writer: &AnyPool, stager: &AnyPool, staged: &Staged) -> Result<u64> {
+    let mut walked = staged.walk.lock().await;
+    if let Some((through, ended)) = walked.moved {
+        // Walks that take most of `MERGE_EVERY` start less than `SETTLE` after the last ended:
+        // skipping the delete then would skip it at every walk, and staging would only grow.
+        tokio::time::sleep(SETTLE.saturating_sub(ended.elapsed())).await;
+        let started = Instant::now();
+        let mut after = 0;
+        while after < through {
+            after = delete_moved(stager, after, through).await?;
+            // Only now, with the rows gone: a read that no longer finds these numbers reads a
+            // snapshot without them.
+            staged.moved_through(after);
+        }
+        sqlx::query("DELETE FROM main.device_events_recent_moved WHERE through <= $1")
+            .bind(through)
+            .execute(writer)
+            .await
+            .map_err(Error::store)?;
+        walked.moved = None;
+        tracing::debug!(
+            through,
+            deleting_ms = started.elapsed().as_secs_f64() * 1e3,
+            "deleted moved events"
+        );
+    }
+    // One statement, one snapshot: every row numbered up to the highest it finds has committed
+    // (numbers are given under the stager, in commit order). Read by a reader connection: the
+    // stager goes on committing ingest meanwhile.
+    let rows: Vec<(String, i64, i64)> =
+        sqlx::query_as(&format!("SELECT device_id, seq, {NOT_MOVED} AS pending FROM {STAGING}"))
+            .fetch_all(reader)
+            .await
+            .map_err(Error::store)?;
+    // Rows moved but not yet deleted count too: the walk after this one deletes them with its own.
     let Some(through) = rows.iter().map(|(_, seq, _)| *seq).max() else {
         return Ok(0);
     };
@@ -112,69 +223,56 @@ pub(crate) async fn merge_recent(reader: &AnyPool, writer: &AnyPool, staged: &St
         moved += move_devices(writer, &seqs, &lo, &hi, through).await?;
         moves += 1;
     }
-    let moving = started.elapsed();
-    // The moved rows leave the staging table from the oldest, a stretch per transaction: one
-    // DELETE of a whole walk (30,000 rows) held the writer for up to 120 ms.
-    let mut after = 0;
-    while after < through {
-        after = delete_moved(writer, after, through).await?;
-        // Only now, with the rows gone: a read that no longer finds these numbers reads a
-        // snapshot without them.
-        staged.moved_through(after);
-    }
+    // Every row up to `through` is in device_events now (or was deleted): the next walk deletes
+    // them from staging.
+    walked.moved = Some((through, Instant::now()));
     tracing::debug!(
         moved,
         moves,
-        moving_ms = moving.as_secs_f64() * 1e3,
-        deleting_ms = (started.elapsed() - moving).as_secs_f64() * 1e3,
+        moving_ms = started.elapsed().as_secs_f64() * 1e3,
         "moved staged events"
     );
     Ok(moved)
 }
 
-/// The staged rows deleted per transaction at the end of a walk.
+/// The staged rows deleted per transaction.
 const ROWS_PER_DELETE: i64 = 4_000;
 
 /// The number that ends the next stretch of moved rows after `after`: its `ROWS_PER_DELETE`th row,
 /// or none when fewer remain.
-const STRETCH_END: &str = "SELECT seq FROM device_events_recent WHERE seq > $1 ORDER BY seq LIMIT 1 OFFSET $2";
+const STRETCH_END: &str = "SELECT seq FROM staging.device_events_recent WHERE seq > $1 ORDER BY seq LIMIT 1 OFFSET $2";
 
-/// Deletes the next stretch of rows a walk has moved, after `after` and up to `through`; the last
-/// stretch also clears the walk's records. Returns where the stretch ended.
-async fn delete_moved(writer: &AnyPool, after: i64, through: i64) -> Result<i64> {
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(Error::store)?;
+/// Deletes the next stretch of moved rows, after `after` and up to `through`, on the stager (the
+/// staging file's one writer, so no row below `through` commits meanwhile); returns where the
+/// stretch ended.
+async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> Result<i64> {
     let end: Option<i64> = sqlx::query_scalar(STRETCH_END)
         .bind(after)
         .bind(ROWS_PER_DELETE - 1)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(stager)
         .await
         .map_err(Error::store)?;
     let end = end.map_or(through, |end| end.min(through));
-    sqlx::query("DELETE FROM device_events_recent WHERE seq > $1 AND seq <= $2")
+    sqlx::query(&format!("DELETE FROM {STAGING} WHERE seq > $1 AND seq <= $2"))
         .bind(after)
         .bind(end)
-        .execute(&mut *tx)
+        .execute(stager)
         .await
         .map_err(Error::store)?;
-    if end == through {
-        sqlx::query("DELETE FROM device_events_recent_moved")
-            .execute(&mut *tx)
-            .await
-            .map_err(Error::store)?;
-    }
-    tx.commit().await.map_err(Error::store)?;
     Ok(end)
 }
 
 /// Moves the staged events `seqs` (every staged event of the devices `lo` to `hi` numbered up to
-/// `through`) into device_events and records the range moved; returns how many it moved.
+/// `through`) into device_events and records the range moved; returns how many it moved. The
+/// transaction writes the main file alone (its first statement takes that file's lock) and reads
+/// the staging file.
 async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, through: i64) -> Result<u64> {
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await.map_err(Error::store)?;
+    let mut tx = writer.begin().await.map_err(Error::store)?;
     let mut selected = Sql::new("seq IN (SELECT value FROM json_each(");
     selected.bind(json_array(seqs)).push("))");
     // By device: each device's events go into its part of each index side by side.
     let mut insert = selected.prefixed(&format!(
-        "INSERT INTO device_events ({COLUMNS}) SELECT {COLUMNS} FROM device_events_recent WHERE "
+        "INSERT INTO main.device_events ({COLUMNS}) SELECT {COLUMNS} FROM {STAGING} WHERE "
     ));
     insert.push(" ORDER BY device_id, device_ts, id");
     let rows = insert
@@ -185,7 +283,7 @@ async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, throug
         .rows_affected();
     settle_shadows(&mut tx, &selected).await?;
     count_staged(&mut tx, &selected).await?;
-    sqlx::query("INSERT INTO device_events_recent_moved (device_lo, device_hi, through) VALUES ($1, $2, $3)")
+    sqlx::query("INSERT INTO main.device_events_recent_moved (device_lo, device_hi, through) VALUES ($1, $2, $3)")
         .bind(lo)
         .bind(hi)
         .bind(through)
@@ -272,10 +370,11 @@ mod tests {
             .unwrap();
         let expected_a = (2, vec![3, 1], vec![json!(3)]);
         let expected_b = (1, vec![2], vec![json!(2)]);
-        let staged: Vec<i64> = sqlx::query_scalar("SELECT seq FROM device_events_recent WHERE device_id = 'dev-a'")
-            .fetch_all(&store.pool)
-            .await
-            .unwrap();
+        let staged: Vec<i64> =
+            sqlx::query_scalar("SELECT seq FROM staging.device_events_recent WHERE device_id = 'dev-a'")
+                .fetch_all(&store.pool)
+                .await
+                .unwrap();
         let moved = move_devices(&store.writer, &staged, "dev-a", "dev-a", 3).await.unwrap();
         assert_eq!(moved, 2);
         assert_eq!(
@@ -301,16 +400,21 @@ mod tests {
                     .unwrap()
             }
         };
-        assert_eq!(
+        let counts = || async {
             (
                 count("device_events").await,
-                count("device_events_recent").await,
-                count("device_events_recent_moved").await
-            ),
-            (3, 0, 0),
-            "each event moved once, staging emptied"
-        );
+                count("staging.device_events_recent").await,
+                count("device_events_recent_moved").await,
+            )
+        };
+        assert_eq!(counts().await.0, 3, "each event moved once");
         assert_eq!(read(&store, "dev-a").await, expected_a, "after the next walk");
+        assert_eq!(read(&store, "dev-b").await, expected_b);
+        // The walk after, once the moves have settled, deletes what was moved from staging.
+        tokio::time::sleep(SETTLE).await;
+        store.merge_recent().await.unwrap();
+        assert_eq!(counts().await, (3, 0, 0), "staging emptied, records cleared");
+        assert_eq!(read(&store, "dev-a").await, expected_a, "after the deletes");
         assert_eq!(read(&store, "dev-b").await, expected_b);
     }
 }

@@ -1,5 +1,5 @@
-//! SQLite: which events are in the staging table, in memory. The staging table (migration 0009)
-//! has no index but its arrival number (`seq`), so that an ingest commit appends to the end of one
+//! SQLite: which events are in the staging table, in memory. The staging table (merge.rs) has no
+//! index but its arrival number (`seq`), so that an ingest commit appends to the end of one
 //! table; this index finds a device's staged events (by their numbers) and an event's number by
 //! its id for the reads.
 //!
@@ -10,19 +10,22 @@
 //! table or the other, never both. A number that names no row any more (moved or deleted) finds
 //! nothing; numbers are never reused (AUTOINCREMENT). What must hold is the other way: an event
 //! whose commit has been acknowledged is here until it has left the staging table. `add` runs
-//! after the commit and before the acknowledgement; `moved_through` runs after the walk's delete
+//! after the commit and before the acknowledgement; `moved_through` runs after a walk's delete
 //! has committed and removes numbers no higher than the highest it deleted, and numbers rise in
-//! commit order (one writer).
+//! commit order (one writer of the staging file, the stager).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
+use crate::merge::Walked;
+
 #[derive(Debug, Default)]
 pub(crate) struct Staged {
     inner: Mutex<Inner>,
-    /// Held by the mover's walk (merge.rs) from its scan to its last delete: two walks at once
-    /// (the background one and `SqlStore::merge_recent`) would move the same rows.
-    pub(crate) walk: tokio::sync::Mutex<()>,
+    /// Held by the mover's walk (merge.rs) from its first delete to its last move: two walks at
+    /// once (the background one and `SqlStore::merge_recent`) would move the same rows. It holds
+    /// what the last walk moved, for the next to delete.
+    pub(crate) walk: tokio::sync::Mutex<Walked>,
 }
 
 #[derive(Debug, Default)]

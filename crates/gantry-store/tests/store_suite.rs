@@ -1624,8 +1624,13 @@ async fn staged_events(store: &SqlStore) -> (i64, i64) {
             .await
             .unwrap()
     };
+    // Moved rows stay in the staging file for a walk, recorded as moved.
     let staged = if store.backend() == "sqlite" {
-        count("device_events_recent").await
+        count(
+            "staging.device_events_recent AS staged WHERE NOT EXISTS (SELECT 1 FROM device_events_recent_moved AS moved \
+             WHERE staged.device_id BETWEEN moved.device_lo AND moved.device_hi AND staged.seq <= moved.through)",
+        )
+        .await
     } else {
         0
     };
@@ -1908,7 +1913,7 @@ async fn sqlite_upgrade_keeps_staged_events() {
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
     let event = event_at(&device, EventId::generate(), "temp", json!(21.5), 1_000);
     for statement in [
-        "DROP TABLE device_events_recent",
+        "DROP TABLE IF EXISTS device_events_recent",
         "CREATE TABLE device_events_recent (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, \
          model_id TEXT NOT NULL, device_id TEXT NOT NULL, attribute_code TEXT NOT NULL, attribute_type TEXT NOT NULL, \
          attribute_data TEXT NOT NULL, channel TEXT NOT NULL, ingress_ts BIGINT NOT NULL, device_ts BIGINT NOT NULL, \
@@ -1969,7 +1974,7 @@ async fn sqlite_upgrade_keeps_events_staged_by_device() {
     // Back to the schema of migration 8, with two events staged there (not counted, no shadow).
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
     for statement in [
-        "DROP TABLE device_events_recent",
+        "DROP TABLE IF EXISTS device_events_recent",
         "CREATE TABLE device_events_recent (device_id TEXT NOT NULL, id TEXT NOT NULL, tenant_id TEXT NOT NULL, \
          project_id TEXT NOT NULL, model_id TEXT NOT NULL, attribute_code TEXT NOT NULL, \
          attribute_type TEXT NOT NULL, attribute_data TEXT NOT NULL, channel TEXT NOT NULL, \
@@ -2037,4 +2042,137 @@ async fn sqlite_upgrade_keeps_events_staged_by_device() {
         expected,
         "the same once moved: settled into the shadow and counts"
     );
+}
+
+/// A SQLite store of the version that staged events in the main file (migration 9) opens with
+/// them in the staging file: a staged row a walk had moved (and recorded) is not copied, the
+/// others are, once, and reads are exact before and after their move and after reopening.
+#[tokio::test]
+async fn sqlite_upgrade_moves_staging_into_its_own_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, tenant, device) = closed_store_with_a_device(dir.path()).await;
+    let moved = event_at(&device, EventId::generate(), "temp", json!(21.5), 1_000);
+    let staged = event_at(&device, EventId::generate(), "temp", json!(22.5), 2_000);
+
+    // Back to migration 9's staging table, cut short after a move: `moved` is in device_events,
+    // counted, in the shadow and recorded as moved; `staged` is staged only.
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    conn.execute(
+        "CREATE TABLE device_events_recent (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, \
+         tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, model_id TEXT NOT NULL, device_id TEXT NOT NULL, \
+         attribute_code TEXT NOT NULL, attribute_type TEXT NOT NULL, attribute_data TEXT NOT NULL, \
+         channel TEXT NOT NULL, ingress_ts BIGINT NOT NULL, device_ts BIGINT NOT NULL, correlation_id TEXT, \
+         context TEXT, created_by TEXT NOT NULL, created_time BIGINT NOT NULL)",
+    )
+    .await
+    .unwrap();
+    let columns = "id, tenant_id, project_id, model_id, device_id, attribute_code, attribute_type, \
+                   attribute_data, channel, ingress_ts, device_ts, created_by, created_time";
+    for (table, event) in [
+        ("device_events_recent", &moved),
+        ("device_events", &moved),
+        ("device_events_recent", &staged),
+    ] {
+        sqlx::query(&format!(
+            "INSERT INTO {table} ({columns}) VALUES ($1, $2, $3, $4, $5, 'temp', $6, $7, $8, 5, $9, 'd', 5)"
+        ))
+        .bind(event.id.as_str())
+        .bind(tenant.as_str())
+        .bind(device.project_id.as_str())
+        .bind(device.model_id.as_str())
+        .bind(device.id.as_str())
+        .bind(event.attribute_type.as_str())
+        .bind(event.attribute_data.to_string())
+        .bind(event.channel.as_str())
+        .bind(event.device_timestamp)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    for statement in [
+        "INSERT INTO device_event_counts VALUES ($1, '', 1), ($1, 'temp', 1)",
+        "INSERT INTO device_shadows (device_id, attribute_code, tenant_id, value, device_ts, ingress_ts) \
+         VALUES ($1, 'temp', $2, '21.5', 1000, 5)",
+        "INSERT INTO device_events_recent_moved VALUES ($1, $1, 1)",
+    ] {
+        sqlx::query(statement)
+            .bind(device.id.as_str())
+            .bind(tenant.as_str())
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    conn.close().await.unwrap();
+
+    let read = |store: SqlStore| {
+        let (tenant, device, ids) = (tenant.clone(), device.id.clone(), [moved.id.clone(), staged.id.clone()]);
+        async move {
+            let query = EventQuery {
+                device: device.clone(),
+                attribute_code: None,
+                time_field: TimeField::Device,
+                start: None,
+                end: None,
+            };
+            let listed = store.list_events(&query, all()).await.unwrap();
+            let shadow = store.shadow(&tenant, &device).await.unwrap();
+            let mut found = Vec::new();
+            for id in &ids {
+                found.push(store.get_event(&tenant, id).await.unwrap().map(|e| e.attribute_data));
+            }
+            (
+                listed.total,
+                listed.items.iter().map(|e| e.device_timestamp).collect::<Vec<_>>(),
+                shadow.into_iter().map(|(a, _)| a.value).collect::<Vec<_>>(),
+                found,
+            )
+        }
+    };
+    let expected = (
+        2,
+        vec![2_000, 1_000],
+        vec![json!(22.5)],
+        vec![Some(json!(21.5)), Some(json!(22.5))],
+    );
+    let store = SqlStore::connect(&url).await.unwrap();
+    let main_staging = || async {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM main.sqlite_master WHERE name = 'device_events_recent'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap()
+    };
+    assert_eq!(main_staging().await, 0, "the main file's staging table is gone");
+    assert_eq!(read(store.clone()).await, expected);
+    store.merge_recent().await.unwrap();
+    assert_eq!(staged_events(&store).await, (0, 2), "each event in device_events once");
+    assert_eq!(read(store.clone()).await, expected, "once moved");
+    store.close().await;
+    let store = SqlStore::connect(&url).await.unwrap();
+    assert_eq!(read(store.clone()).await, expected, "reopened");
+}
+
+/// Ingest commits into the staging file while another connection holds the main file's write
+/// lock (as a move of the mover, or a backup, does): they do not wait for it.
+#[tokio::test]
+async fn sqlite_ingest_commits_while_the_main_file_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, tenant, device) = closed_store_with_a_device(dir.path()).await;
+    let store = SqlStore::connect(&url).await.unwrap();
+    let mut holder = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    holder.execute("BEGIN IMMEDIATE").await.unwrap();
+    let event = event_at(&device, EventId::generate(), "temp", json!(21.5), 1_000);
+    // SQLite's busy timeout is 10 s: an ingest commit that needed the main file's lock would still
+    // be waiting at 5.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        store.append_events(std::slice::from_ref(&event)),
+    )
+    .await
+    .expect("ingest committed while the main file was locked")
+    .unwrap();
+    let found = store.get_event(&tenant, &event.id).await.unwrap();
+    assert_eq!(found.map(|e| e.attribute_data), Some(json!(21.5)));
+    holder.execute("ROLLBACK").await.unwrap();
+    store.merge_recent().await.unwrap();
+    assert_eq!(staged_events(&store).await, (0, 1));
 }
