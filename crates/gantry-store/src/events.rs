@@ -25,7 +25,7 @@ use crate::SqlStore;
 use crate::merge::{NOT_MOVED, STAGING};
 use crate::row::{get, json, json_opt, spelled, to_json};
 use crate::sql::Sql;
-use crate::staged::json_array;
+use crate::staged::{MAX_STAGED, json_array};
 
 pub(crate) const COLUMNS: &str = "id, tenant_id, project_id, model_id, device_id, attribute_code, attribute_type, attribute_data, \
                        channel, ingress_ts, device_ts, correlation_id, context, created_by, created_time";
@@ -183,6 +183,10 @@ impl EventStore for SqlStore {
         }
         let rows = self.rows_per_statement();
         let staging = self.stages_events();
+        if staging {
+            // Beyond this many staged events ingest waits for the walks (back-pressure).
+            self.staged.wait_for_room(MAX_STAGED).await;
+        }
         let mut staged = Vec::new();
         let mut tx = self.begin_ingest().await?;
         for chunk in events.chunks(rows) {

@@ -26,7 +26,17 @@ pub(crate) struct Staged {
     /// once (the background one and `SqlStore::merge_recent`) would move the same rows. It holds
     /// what the last walk moved, for the next to delete.
     pub(crate) walk: tokio::sync::Mutex<Walked>,
+    /// Woken when numbers leave the index (`moved_through`), for ingest waiting for room.
+    room: tokio::sync::Notify,
 }
+
+/// The most events waiting for a move before ingest waits for the walks (back-pressure): a bound
+/// on a walk's size and on the index (at most this many waiting and a walk's worth moved and not
+/// yet deleted: about 50 MB). Without it an ingest faster than the moves (a bulk load, MQTT
+/// offered beyond what the walks move) grew both without end: seeding 10,000,000 events staged
+/// nearly all of them, since ingest no longer waits for moves. At a rate the walks keep up with,
+/// about 3 s of events wait: this leaves room for 33,000 events/s.
+pub(crate) const MAX_STAGED: usize = 100_000;
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -39,6 +49,9 @@ struct Inner {
     /// The highest number moved so far: an event numbered no higher was moved (or deleted) before
     /// `add` was told of it.
     moved_through: i64,
+    /// How many held events a move has put into device_events (their delete comes a walk later),
+    /// about: deletes by id and retention are not counted.
+    moved: usize,
 }
 
 impl Staged {
@@ -55,8 +68,39 @@ impl Staged {
         }
     }
 
+    /// Returns once fewer than `max` held events wait for a move: ingest's back-pressure.
+    /// Waiting holds no connection, so nothing the walk needs is kept from it.
+    pub(crate) async fn wait_for_room(&self, max: usize) {
+        loop {
+            let room = self.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            if self.waiting() < max {
+                return;
+            }
+            room.await;
+        }
+    }
+
+    /// A move has committed `count` held events into device_events.
+    pub(crate) fn moved(&self, count: usize) {
+        self.inner.lock().expect("the staged index is never poisoned").moved += count;
+        self.room.notify_waiters();
+    }
+
     /// Every event numbered `through` or lower has left the staging table.
     pub(crate) fn moved_through(&self, through: i64) {
+        self.forget_through(through);
+        self.room.notify_waiters();
+    }
+
+    /// Held events no move has taken yet.
+    fn waiting(&self) -> usize {
+        let inner = self.inner.lock().expect("the staged index is never poisoned");
+        inner.by_seq.len().saturating_sub(inner.moved)
+    }
+
+    fn forget_through(&self, through: i64) {
         let mut inner = self.inner.lock().expect("the staged index is never poisoned");
         if through <= inner.moved_through {
             return;
@@ -64,6 +108,7 @@ impl Staged {
         inner.moved_through = through;
         let kept = inner.by_seq.split_off(&(through + 1));
         let gone = std::mem::replace(&mut inner.by_seq, kept);
+        inner.moved = inner.moved.saturating_sub(gone.len());
         let mut devices: Vec<String> = Vec::with_capacity(gone.len());
         for (_, (device, id)) in gone {
             inner.by_id.remove(&id);
@@ -137,6 +182,38 @@ mod tests {
         assert_eq!(staged.of_device("b"), None);
         assert_eq!((staged.seq_of("e2"), staged.seq_of("e3")), (None, Some(3)));
         assert_eq!(staged.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn ingest_waits_for_room_until_a_move() {
+        let staged = std::sync::Arc::new(Staged::default());
+        staged.add([event(1, "a"), event(2, "b")]);
+        staged.wait_for_room(3).await;
+        staged.add([event(3, "a")]);
+        let wait = || {
+            let staged = staged.clone();
+            tokio::spawn(async move { staged.wait_for_room(3).await })
+        };
+        let waiting = wait();
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "three waiting, room for fewer than three");
+        staged.moved(2);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("room after the move")
+            .unwrap();
+        // Moved, deleted: the moved count goes with them.
+        staged.moved_through(2);
+        assert_eq!((staged.len(), staged.waiting()), (1, 1));
+        staged.add([event(4, "b"), event(5, "b")]);
+        let waiting = wait();
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "three waiting again");
+        staged.moved_through(3);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("room after a delete")
+            .unwrap();
     }
 
     #[test]
