@@ -570,6 +570,14 @@ async fn local_on(
         // On a fresh process: memory the earlier scenarios freed would otherwise be reused by
         // the connections and hide part of their cost.
         let server = Server::start(options(&out.join(format!("gantry-{name}-connections.log")))).await?;
+        // On SQLite the fresh process first moves what the earlier scenarios left staged (after
+        // ingest-mqtt's overload, up to a bound's worth): memory that is not the connections'.
+        if let Some(waited) = server::wait_until_idle(Some(server.pid()), Duration::from_secs(120)).await {
+            eprintln!(
+                "[{name}] the fresh server went idle after {:.1} s",
+                waited.as_secs_f64()
+            );
+        }
         let result = match plan.target(server.mqtt) {
             Some(mqtt) => {
                 eprintln!("[{name}] holding connections on a fresh start");
