@@ -184,36 +184,33 @@ mod tests {
         assert_eq!(staged.len(), 1);
     }
 
+    /// Asserts that ingest waits for room in `staged` (at most 3 waiting) until `make_room` runs.
+    async fn waits_until(staged: &std::sync::Arc<Staged>, make_room: impl FnOnce(), what: &str) {
+        let waiting = tokio::spawn({
+            let staged = staged.clone();
+            async move { staged.wait_for_room(3).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "no room before {what}");
+        make_room();
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .unwrap_or_else(|_| panic!("room after {what}"))
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn ingest_waits_for_room_until_a_move() {
         let staged = std::sync::Arc::new(Staged::default());
         staged.add([event(1, "a"), event(2, "b")]);
         staged.wait_for_room(3).await;
         staged.add([event(3, "a")]);
-        let wait = || {
-            let staged = staged.clone();
-            tokio::spawn(async move { staged.wait_for_room(3).await })
-        };
-        let waiting = wait();
-        tokio::task::yield_now().await;
-        assert!(!waiting.is_finished(), "three waiting, room for fewer than three");
-        staged.moved(2);
-        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
-            .await
-            .expect("room after the move")
-            .unwrap();
+        waits_until(&staged, || staged.moved(2), "the move").await;
         // Moved, deleted: the moved count goes with them.
         staged.moved_through(2);
         assert_eq!((staged.len(), staged.waiting()), (1, 1));
         staged.add([event(4, "b"), event(5, "b")]);
-        let waiting = wait();
-        tokio::task::yield_now().await;
-        assert!(!waiting.is_finished(), "three waiting again");
-        staged.moved_through(3);
-        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
-            .await
-            .expect("room after a delete")
-            .unwrap();
+        waits_until(&staged, || staged.moved_through(3), "a delete").await;
     }
 
     #[test]
