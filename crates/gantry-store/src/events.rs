@@ -2,8 +2,8 @@
 //! listings.
 //!
 //! PostgreSQL writes device_events, the shadows and the counts in each ingest transaction. SQLite
-//! commits events into device_events_recent alone (in a file of its own) and moves them into device_events in the
-//! background (merge.rs), settling the shadows and counts of the moved events in the move's
+//! commits events into device_events_recent alone (in a file of its own) and moves them into
+//! device_events in the background (merge.rs), settling the shadows and counts of the moved events in the move's
 //! transaction; until then reads add the staged events (`shadow`, `kept_count`, listings of a
 //! device with staged events), found by the numbers the store keeps in memory (staged.rs). Lookups
 //! and deletes by id look in both tables, device_events first (see `get_event`).
@@ -115,11 +115,11 @@ const LATEST_STAGED: (&str, &str) = (
     ") AS staged WHERE newest = 1",
 );
 
-/// SQLite: brings the shadows up to the staged events `staged` selects, before they leave
-/// device_events_recent (moved, deleted or expired), in the same transaction. Until then a shadow
-/// read adds them (`shadow`): ingest commits write the staging table alone, and a move writes each
-/// device's shadow once for all its events. Deleting an event never rolls a shadow back, staged
-/// or not.
+/// SQLite: brings the shadows up to the staged events `staged` selects, in the transaction that
+/// moves them into device_events. Until then a shadow read adds them (`shadow`): ingest commits
+/// write the staging table alone, and a move writes each device's shadow once for all its events.
+/// (A staged event deleted by id or by retention reaches the shadow from its deleted row:
+/// `delete_from`.)
 pub(crate) async fn settle_shadows(tx: &mut Transaction<'static, Any>, staged: &Sql) -> Result<()> {
     let mut shadows = staged.prefixed(&format!(
         "INSERT INTO device_shadows (device_id, attribute_code, tenant_id, value, device_ts, ingress_ts) {}",
@@ -147,9 +147,6 @@ pub(crate) async fn count_staged(tx: &mut Transaction<'static, Any>, staged: &Sq
     counts.query().execute(&mut **tx).await.map_err(Error::store)?;
     Ok(())
 }
-
-/// Shadow rows per upsert statement on SQLite (6 values each, under its 32,766 variables).
-const SHADOWS_PER_STATEMENT: usize = 128;
 
 /// PostgreSQL: each device's and attribute's newest event of the batch into the shadows; SQLite:
 /// the newest of the staged events a delete takes.
@@ -498,7 +495,7 @@ impl SqlStore {
                 .await
                 .map_err(Error::store)?;
             let deleted = rows.iter().map(event_from_row).collect::<Result<Vec<_>>>()?;
-            update_shadows(tx, &deleted, SHADOWS_PER_STATEMENT).await?;
+            update_shadows(tx, &deleted, self.rows_per_statement()).await?;
             return Ok(deleted.len() as u64);
         }
         let rows = delete

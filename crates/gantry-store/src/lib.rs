@@ -57,9 +57,10 @@ const POOL_SIZE: u32 = 8;
 const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; \
                               PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;";
 
-/// The writer's own (main's writer and the stager): a 64 MiB page cache (the default 2 MiB holds little of an index once the
-/// store grows, and every miss is a read before the write), and a checkpoint of its own only
-/// past 4,000 WAL pages (16 MiB) instead of 1,000: the checkpointer task does most copying.
+/// The writers' own (the main file's writer and the stager): a 64 MiB page cache (the default 2
+/// MiB holds little of an index once the store grows, and every miss is a read before the write),
+/// and a checkpoint of its own only past 4,000 WAL pages (16 MiB) instead of 1,000: the
+/// checkpointer task does most copying.
 /// Measured with gantry-bench ingest-mqtt (1,000 devices, 10,000 msg/s offered): 4,500 → 7,500
 /// events/s, written bytes per event 50 → 14 KiB. With 10,000 pages ingest-rest ran 5,500/s
 /// instead of 5,200 on a small store, but its p99 grew to 90 ms on a store of 10,000,000 events;
@@ -104,7 +105,7 @@ pub struct SqlStore {
     /// update could wait for seconds. On PostgreSQL it is the read pool.
     writer: AnyPool,
     /// Ingest's writes. On SQLite one connection, the only one that writes the staging file
-    /// (`STAGING_DB`): SQLite locks each file apart, so ingest commits go on while a move or any
+    /// (attached as `staging`, `staging_file`): SQLite locks each file apart, so ingest commits go on while a move or any
     /// other write holds the main file. On PostgreSQL the read pool.
     stager: AnyPool,
     backend: Backend,
@@ -262,7 +263,7 @@ where
 }
 
 /// A pool of `size` connections; SQLite connections get the pragmas, and `extra` after them,
-/// and attach the staging file (`staging`, the statements of `attach_staging`).
+/// and attach the staging file (`staging`, the statements of `staging_file`).
 fn pool_options(size: u32, extra: &'static str, staging: Option<Arc<str>>) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(size)
@@ -283,11 +284,9 @@ fn pool_options(size: u32, extra: &'static str, staging: Option<Arc<str>>) -> An
         })
 }
 
-/// The schema name of SQLite's staging file, attached to every connection.
-pub(crate) const STAGING_DB: &str = "staging";
-
 /// SQLite: the statements that attach the staging file beside the database file
-/// (`gantry.db` → `gantry-staging.db`), with the main file's journal and durability, and create
+/// (`gantry.db` → `gantry-staging.db`) as the schema `staging` (every statement that names the
+/// staging table or its pragmas spells it so), with the main file's journal and durability, and create
 /// its one table when it is new. The staging table is in a file of its own so that ingest
 /// commits take only that file's lock (see `stager`).
 fn staging_file(url: &str) -> Result<Arc<str>, sqlx::Error> {
@@ -305,8 +304,8 @@ fn staging_file(url: &str) -> Result<Arc<str>, sqlx::Error> {
     };
     let path = file.with_file_name(name).to_string_lossy().replace('\'', "''");
     Ok(format!(
-        "ATTACH DATABASE '{path}' AS {STAGING_DB}; PRAGMA {STAGING_DB}.journal_mode=WAL; \
-         PRAGMA {STAGING_DB}.synchronous=FULL; {}",
+        "ATTACH DATABASE '{path}' AS staging; PRAGMA staging.journal_mode=WAL; \
+         PRAGMA staging.synchronous=FULL; {}",
         merge::STAGING_TABLE
     )
     .into())

@@ -7,7 +7,7 @@
 //! of each device besides. Staging appends them to one table in arrival order; a move then writes
 //! each device's accumulated events together, a page of each index once.
 //!
-//! The staging table is in a file of its own (`STAGING_DB`, attached to every connection), which
+//! The staging table is in a file of its own (attached to every connection as `staging`), which
 //! only the stager connection writes: SQLite locks each file apart, so ingest commits go on while
 //! a move holds the main file. (In the main file, as migration 0009 had it, every ingest commit
 //! that met a move waited for it: that wait was ingest's p99.)
@@ -272,20 +272,19 @@ async fn move_staged(reader: &AnyPool, writer: &AnyPool, staged: &Staged) -> Res
 /// 4,000 took 20 to 60 ms under MQTT load.
 const ROWS_PER_DELETE: i64 = 1_000;
 
-/// The number that ends the next stretch of moved rows after `after`: its `ROWS_PER_DELETE`th row,
-/// or none when fewer remain.
-const STRETCH_END: &str = "SELECT seq FROM staging.device_events_recent WHERE seq > $1 ORDER BY seq LIMIT 1 OFFSET $2";
-
 /// Deletes the next stretch of moved rows, after `after` and up to `through`, on the stager (the
 /// staging file's one writer, so no row below `through` commits meanwhile); returns where the
 /// stretch ended.
 async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> Result<i64> {
-    let end: Option<i64> = sqlx::query_scalar(STRETCH_END)
-        .bind(after)
-        .bind(ROWS_PER_DELETE - 1)
-        .fetch_optional(stager)
-        .await
-        .map_err(Error::store)?;
+    // The stretch ends at its `ROWS_PER_DELETE`th row, or at `through` when fewer remain.
+    let end: Option<i64> = sqlx::query_scalar(&format!(
+        "SELECT seq FROM {STAGING} WHERE seq > $1 ORDER BY seq LIMIT 1 OFFSET $2"
+    ))
+    .bind(after)
+    .bind(ROWS_PER_DELETE - 1)
+    .fetch_optional(stager)
+    .await
+    .map_err(Error::store)?;
     let end = end.map_or(through, |end| end.min(through));
     sqlx::query(&format!("DELETE FROM {STAGING} WHERE seq > $1 AND seq <= $2"))
         .bind(after)

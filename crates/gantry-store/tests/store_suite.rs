@@ -1888,6 +1888,25 @@ async fn sqlite_checkpoints_in_the_background() {
     assert!(grown, "the database file stayed at {} bytes (was {before})", size());
 }
 
+/// Inserts `event` with `statement`, written for an earlier schema, whose placeholders take in
+/// order its device, id, tenant, project, model, attribute type, data (JSON text), channel and
+/// device time.
+async fn insert_event_row(conn: &mut sqlx::SqliteConnection, statement: &str, event: &DeviceEvent) {
+    sqlx::query(statement)
+        .bind(event.device_id.as_str())
+        .bind(event.id.as_str())
+        .bind(event.tenant_id.as_str())
+        .bind(event.project_id.as_str())
+        .bind(event.model_id.as_str())
+        .bind(event.attribute_type.as_str())
+        .bind(event.attribute_data.to_string())
+        .bind(event.channel.as_str())
+        .bind(event.device_timestamp)
+        .execute(conn)
+        .await
+        .unwrap();
+}
+
 /// A SQLite store in `dir` holding one device, closed: for tests that take its schema back to an
 /// earlier version. Returns its URL, the tenant and the device.
 async fn closed_store_with_a_device(dir: &std::path::Path) -> (String, TenantId, Device) {
@@ -1990,21 +2009,12 @@ async fn sqlite_upgrade_keeps_events_staged_by_device() {
         event_at(&device, EventId::generate(), "temp", json!(22.5), 2_000),
     ];
     for event in &events {
-        sqlx::query(
+        insert_event_row(
+            &mut conn,
             "INSERT INTO device_events_recent VALUES ($1, $2, $3, $4, $5, 'temp', $6, $7, $8, 5, $9, NULL, NULL, 'd', 5)",
+            event,
         )
-        .bind(device.id.as_str())
-        .bind(event.id.as_str())
-        .bind(tenant.as_str())
-        .bind(device.project_id.as_str())
-        .bind(device.model_id.as_str())
-        .bind(event.attribute_type.as_str())
-        .bind(event.attribute_data.to_string())
-        .bind(event.channel.as_str())
-        .bind(event.device_timestamp)
-        .execute(&mut conn)
-        .await
-        .unwrap();
+        .await;
     }
     conn.close().await.unwrap();
 
@@ -2066,28 +2076,16 @@ async fn sqlite_upgrade_moves_staging_into_its_own_file() {
     )
     .await
     .unwrap();
-    let columns = "id, tenant_id, project_id, model_id, device_id, attribute_code, attribute_type, \
+    let columns = "device_id, id, tenant_id, project_id, model_id, attribute_code, attribute_type, \
                    attribute_data, channel, ingress_ts, device_ts, created_by, created_time";
     for (table, event) in [
         ("device_events_recent", &moved),
         ("device_events", &moved),
         ("device_events_recent", &staged),
     ] {
-        sqlx::query(&format!(
-            "INSERT INTO {table} ({columns}) VALUES ($1, $2, $3, $4, $5, 'temp', $6, $7, $8, 5, $9, 'd', 5)"
-        ))
-        .bind(event.id.as_str())
-        .bind(tenant.as_str())
-        .bind(device.project_id.as_str())
-        .bind(device.model_id.as_str())
-        .bind(device.id.as_str())
-        .bind(event.attribute_type.as_str())
-        .bind(event.attribute_data.to_string())
-        .bind(event.channel.as_str())
-        .bind(event.device_timestamp)
-        .execute(&mut conn)
-        .await
-        .unwrap();
+        let statement =
+            format!("INSERT INTO {table} ({columns}) VALUES ($1, $2, $3, $4, $5, 'temp', $6, $7, $8, 5, $9, 'd', 5)");
+        insert_event_row(&mut conn, &statement, event).await;
     }
     for statement in [
         "INSERT INTO device_event_counts VALUES ($1, '', 1), ($1, 'temp', 1)",
