@@ -128,8 +128,9 @@ pub struct CatalogService {
     addrs: PublicAddrs,
     downlink: Arc<dyn Downlink>,
     tokens: Arc<TokenCache>,
-    devices: TtlCache<DeviceId, Device>,
-    models: TtlCache<ModelId, DeviceModel>,
+    /// Shared, not copied, on every read: ingest loads a device and its model per message.
+    devices: TtlCache<DeviceId, Arc<Device>>,
+    models: TtlCache<ModelId, Arc<DeviceModel>>,
 }
 
 impl CatalogService {
@@ -208,7 +209,7 @@ impl CatalogService {
 
     pub async fn update_model(&self, who: &Principal, id: &ModelId, input: ModelInput) -> Result<DeviceModel> {
         let tenant = who.require_admin()?;
-        let mut model = self.load_model(tenant, id).await?;
+        let mut model = Arc::unwrap_or_clone(self.load_model(tenant, id).await?);
         if let Some(name) = input.name {
             model.name = Name::parse("name", &name)?.into_inner();
         }
@@ -238,7 +239,7 @@ impl CatalogService {
         if let Principal::Device { .. } = who {
             return Err(Error::forbidden("a device token cannot read models"));
         }
-        self.load_model(who.tenant(), id).await
+        self.load_model(who.tenant(), id).await.map(Arc::unwrap_or_clone)
     }
 
     pub async fn list_models(&self, who: &Principal, page: PageRequest) -> Result<Page<DeviceModel>> {
@@ -276,7 +277,7 @@ impl CatalogService {
     }
 
     /// A model of the tenant, from the cache when this process read it lately.
-    pub async fn load_model(&self, tenant: &TenantId, id: &ModelId) -> Result<DeviceModel> {
+    pub async fn load_model(&self, tenant: &TenantId, id: &ModelId) -> Result<Arc<DeviceModel>> {
         if let Some(model) = self.models.get(id).filter(|m| &m.record.tenant_id == tenant) {
             return Ok(model);
         }
@@ -285,6 +286,7 @@ impl CatalogService {
             .get_model(tenant, id)
             .await?
             .ok_or_else(|| Error::not_found("device model", id))?;
+        let model = Arc::new(model);
         self.models.put(id.clone(), model.clone());
         Ok(model)
     }
@@ -434,10 +436,10 @@ impl CatalogService {
             comments: input.comments,
             metadata: input.metadata.unwrap_or_default(),
             device_model_type: model.device_type,
-            device_model_name: model.name,
+            device_model_name: model.name.clone(),
             project_name: project.name,
             has_actions: !model.actions_map.is_empty(),
-            device_model_url: model.image_url,
+            device_model_url: model.image_url.clone(),
             record: RecordMeta::created(who.tenant().clone(), &who.actor(), now_ms()),
         };
         self.store.insert_device(&device, &hash_token(&token)).await?;
@@ -445,7 +447,7 @@ impl CatalogService {
     }
 
     pub async fn update_device(&self, who: &Principal, id: &DeviceId, input: DeviceInput) -> Result<Device> {
-        let mut device = self.load_device(who.tenant(), id).await?;
+        let mut device = Arc::unwrap_or_clone(self.load_device(who.tenant(), id).await?);
         who.require_device_manage(&device.project_id)?;
         if let Some(model_id) = &input.model_id
             && model_id != &device.model_id
@@ -480,13 +482,13 @@ impl CatalogService {
             // A Locked device keeps no open connection.
             self.downlink.disconnect(&device.id).await;
         }
-        self.load_device(who.tenant(), id).await
+        self.load_device(who.tenant(), id).await.map(Arc::unwrap_or_clone)
     }
 
     pub async fn get_device(&self, who: &Principal, id: &DeviceId) -> Result<Device> {
         let device = self.load_device(who.tenant(), id).await?;
         who.require_device_read(&device.project_id, &device.id)?;
-        Ok(device)
+        Ok(Arc::unwrap_or_clone(device))
     }
 
     pub async fn delete_device(&self, who: &Principal, id: &DeviceId) -> Result<()> {
@@ -502,7 +504,7 @@ impl CatalogService {
 
     /// A device of the tenant with its derived fields, from the cache when this process read
     /// it lately (ingest and reads look devices up on every message).
-    pub async fn load_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Device> {
+    pub async fn load_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Arc<Device>> {
         if let Some(device) = self.devices.get(id).filter(|d| &d.record.tenant_id == tenant) {
             return Ok(device);
         }
@@ -511,6 +513,7 @@ impl CatalogService {
             .get_device(tenant, id)
             .await?
             .ok_or_else(|| Error::not_found("device", id))?;
+        let device = Arc::new(device);
         self.devices.put(id.clone(), device.clone());
         Ok(device)
     }

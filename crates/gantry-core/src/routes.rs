@@ -212,7 +212,7 @@ impl RouteService {
                 if key != source.access_token {
                     return Err(Error::forbidden("sourceDeviceKey is not the source device's key"));
                 }
-                stored.source_device_id = Some(source.id);
+                stored.source_device_id = Some(source.id.clone());
             }
             SourceType::App | SourceType::Web => {
                 let client_id = format!("route-{}", uuid::Uuid::new_v4().simple());

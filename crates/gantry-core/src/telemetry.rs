@@ -478,7 +478,7 @@ impl TelemetryService {
     ) -> Result<Page<DeviceEvent>> {
         let device = self.readable_device(who, device).await?;
         let query = EventQuery {
-            device: device.id,
+            device: device.id.clone(),
             attribute_code: filter
                 .attribute_code
                 .map(|c| Code::parse("attributeCode", &c).map(Code::into_inner))
@@ -558,7 +558,7 @@ impl TelemetryService {
         })
     }
 
-    async fn readable_device(&self, who: &Principal, id: &DeviceId) -> Result<Device> {
+    async fn readable_device(&self, who: &Principal, id: &DeviceId) -> Result<Arc<Device>> {
         let device = self.catalog.load_device(who.tenant(), id).await?;
         who.require_device_read(&device.project_id, &device.id)?;
         Ok(device)

@@ -387,6 +387,41 @@ mod tests {
         )
     }
 
+    /// The numbers the index holds for a batch are the ones SQLite gave its rows, across the
+    /// batch's statements and after a staged event was deleted (AUTOINCREMENT never reuses its
+    /// number): reads find staged events by them.
+    #[tokio::test]
+    async fn staged_numbers_are_the_rows_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
+        let _walking = store.staged.walk.lock().await;
+        let batch = |from: i64| -> Vec<DeviceEvent> {
+            (from..from + 300)
+                .map(|ts| event(["dev-a", "dev-b", "dev-c"][ts as usize % 3], ts))
+                .collect()
+        };
+        store.append_events(&batch(0)).await.unwrap();
+        let last = sqlx::query_scalar::<_, String>("SELECT id FROM staging.device_events_recent ORDER BY seq DESC")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert!(
+            store
+                .delete_event(&TenantId::default_tenant(), &EventId::from_string(&last))
+                .await
+                .unwrap()
+        );
+        store.append_events(&batch(300)).await.unwrap();
+        let rows: Vec<(i64, String)> = sqlx::query_as("SELECT seq, id FROM staging.device_events_recent")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 599);
+        for (seq, id) in rows {
+            assert_eq!(store.staged.seq_of(&id), Some(seq), "event {id}");
+        }
+    }
+
     /// A walk cut short after its first move (a crash between two of its transactions): reads
     /// stay exact before and after the store reopens, and the next walk moves the rest without
     /// moving anything twice.
