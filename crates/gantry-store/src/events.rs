@@ -184,6 +184,11 @@ impl EventStore for SqlStore {
             // Beyond this many staged events ingest waits for the walks (back-pressure).
             self.staged.wait_for_room(MAX_STAGED).await;
         }
+        let _committing = if staging {
+            Some(self.staged.committing.lock().await)
+        } else {
+            None
+        };
         let mut staged = Vec::new();
         let mut tx = self.begin_ingest().await?;
         for chunk in events.chunks(rows) {

@@ -1,7 +1,7 @@
 //! SQLite: which events are in the staging table, in memory. The staging table (merge.rs) has no
 //! index but its arrival number (`seq`), so that an ingest commit appends to the end of one
 //! table; this index finds a device's staged events (by their numbers) and an event's number by
-//! its id for the reads.
+//! its id for the reads, and the events a walk moves.
 //!
 //! Why it can be stale without a read going wrong: a read passes the numbers to SQL and reads the
 //! rows in the same statement as device_events, in one snapshot. A move inserts a device's staged
@@ -28,6 +28,10 @@ pub(crate) struct Staged {
     pub(crate) walk: tokio::sync::Mutex<Walked>,
     /// Woken when numbers leave the index (`moved_through`), for ingest waiting for room.
     room: tokio::sync::Notify,
+    /// Held by ingest from its transaction's start until `add`: numbers enter the index in commit
+    /// order, so a walk that takes every held number up to the highest leaves none committed
+    /// before it behind (`by_device`). One connection commits ingest anyway.
+    pub(crate) committing: tokio::sync::Mutex<()>,
 }
 
 /// The most events waiting for a move before ingest waits for the walks (back-pressure): a bound
@@ -124,6 +128,21 @@ impl Staged {
                 }
             }
         }
+    }
+
+    /// Every held event's number by device, in device order, and the highest number held; None
+    /// when none is held. Every event numbered up to that has been committed and told (`add`),
+    /// including those moved and not yet deleted and those deleted by id or by retention (a move
+    /// finds no row for these).
+    pub(crate) fn by_device(&self) -> Option<(i64, BTreeMap<String, Vec<i64>>)> {
+        let inner = self.inner.lock().expect("the staged index is never poisoned");
+        let (&through, _) = inner.by_seq.last_key_value()?;
+        let devices = inner
+            .by_device
+            .iter()
+            .map(|(device, seqs)| (device.clone(), seqs.clone()))
+            .collect();
+        Some((through, devices))
     }
 
     /// The numbers of `device`'s staged events as a JSON array for `json_each`, or None when it

@@ -1575,7 +1575,8 @@ fn chrono_now() -> i64 {
 }
 
 /// Several writers (nodes sharing one database) append batches that touch the same shadows and
-/// counts in different orders: all commit, and the counts add up.
+/// counts in different orders, while walks move staged events back to back (SQLite): all commit,
+/// and the counts add up.
 async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
     let tenant = new_tenant(&store, "writers").await;
     let project = new_project(&store, &tenant, "p").await;
@@ -1602,9 +1603,22 @@ async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
             })
         })
         .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mover = {
+        let (store, stop) = (store.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                store.merge_recent().await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
     for writer in writers {
         writer.await.expect("no writer failed");
     }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    mover.await.expect("no walk failed");
+    store.merge_recent().await.unwrap();
     for device in &devices {
         let query = EventQuery {
             device: device.id.clone(),
