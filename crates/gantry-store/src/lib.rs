@@ -113,6 +113,9 @@ pub struct SqlStore {
     staged: Arc<Staged>,
     /// Dropped with the last clone of the store, which ends the checkpointer.
     _alive: Arc<()>,
+    /// SQLite: the lock on the database's lock file (`lock_file`), released by `close` or with
+    /// the last clone.
+    locked: Arc<std::sync::Mutex<Option<std::fs::File>>>,
 }
 
 impl SqlStore {
@@ -121,9 +124,13 @@ impl SqlStore {
     pub async fn connect(database_url: &str) -> Result<SqlStore, sqlx::Error> {
         sqlx::any::install_default_drivers();
         let backend = Backend::of_url(database_url)?;
-        if backend == Backend::Sqlite {
-            create_sqlite_file(database_url)?;
-        }
+        let locked = match backend {
+            Backend::Sqlite => {
+                create_sqlite_file(database_url)?;
+                lock_file(database_url, LOCK_WAIT).await?
+            }
+            Backend::Postgres => None,
+        };
         let staging = match backend {
             Backend::Sqlite => Some(staging_file(database_url)?),
             Backend::Postgres => None,
@@ -171,6 +178,7 @@ impl SqlStore {
             backend,
             staged,
             _alive: alive,
+            locked: Arc::new(std::sync::Mutex::new(locked)),
         })
     }
 
@@ -190,11 +198,13 @@ impl SqlStore {
         &self.pool
     }
 
-    /// Closes the pools, waiting for connections in use to be returned.
+    /// Closes the pools, waiting for connections in use to be returned, and lets the database
+    /// file go (another store may open it now).
     pub async fn close(&self) {
         self.stager.close().await;
         self.writer.close().await;
         self.pool.close().await;
+        self.locked.lock().expect("the lock's mutex is never poisoned").take();
     }
 
     /// Moves every event staged in device_events_recent into device_events now, as the background
@@ -322,6 +332,52 @@ pub fn sqlite_url(data_dir: &Path) -> String {
     format!("sqlite://{path}?mode=rwc")
 }
 
+/// How long opening a SQLite store waits for another store on the same file to close: a server
+/// restarted in the same process may still be dropping the last one.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// SQLite: locks `<database file>.lock` (created when missing) for as long as the store is open,
+/// waiting up to `wait` for another store to let it go,
+/// so that one store at a time, in one process, has the file. Two would each keep their own index
+/// of staged events, and one's walk would delete rows the other staged before they were moved.
+/// SQLite's own locks do not cover that: they make each transaction safe, not the two walks. The
+/// lock is the system's (flock), so it goes with the process however that ends. None for an
+/// in-memory or read-only database.
+async fn lock_file(url: &str, wait: Duration) -> Result<Option<std::fs::File>, sqlx::Error> {
+    let options = SqliteConnectOptions::from_str(url)?;
+    let file = options.get_filename();
+    if url.contains("mode=memory") || url.contains("mode=ro") || file.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let mut path = file.as_os_str().to_owned();
+    path.push(".lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    let started = std::time::Instant::now();
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(Some(lock)),
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < wait => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(sqlx::Error::Configuration(
+                    format!(
+                        "{} is open in another Gantry (or another store in this process): {} is locked",
+                        file.display(),
+                        Path::new(&path).display()
+                    )
+                    .into(),
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
+    }
+}
+
 /// SQLite itself creates only the file, and only with `mode=rwc`; a data directory may be new too.
 fn create_sqlite_file(url: &str) -> Result<(), sqlx::Error> {
     let options = SqliteConnectOptions::from_str(url)?;
@@ -367,6 +423,29 @@ mod tests {
         assert_eq!(url, "sqlite:///tmp/a dir%3F%23%25/data/gantry.db?mode=rwc");
         let options = SqliteConnectOptions::from_str(&url).unwrap();
         assert_eq!(options.get_filename(), Path::new("/tmp/a dir?#%/data/gantry.db"));
+    }
+
+    /// A second store on the same file waits for the first to close, and gives up with an error
+    /// that names the file when it does not. The first is not dropped: `close` lets the file go.
+    #[tokio::test]
+    async fn one_store_at_a_time_has_a_database_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = sqlite_url(dir.path());
+        let first = SqlStore::connect(&url).await.unwrap();
+        let refused = lock_file(&url, Duration::ZERO).await.unwrap_err().to_string();
+        assert!(refused.contains("gantry.db is open in another Gantry"), "{refused}");
+        let second = tokio::spawn({
+            let url = url.clone();
+            async move { SqlStore::connect(&url).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!second.is_finished(), "the second store waits for the first");
+        first.close().await;
+        let second = tokio::time::timeout(Duration::from_secs(5), second)
+            .await
+            .expect("the second store opens once the first is gone")
+            .unwrap();
+        assert!(second.is_ok());
     }
 
     #[test]
