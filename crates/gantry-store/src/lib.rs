@@ -167,7 +167,7 @@ impl SqlStore {
                 "moving staged events failed; retrying at the next walk",
                 move |writer| {
                     let (staged, reader, stager) = (mover.clone(), reader.clone(), deleter.clone());
-                    async move { merge::merge_recent(&reader, &writer, &stager, &staged).await }
+                    async move { merge::merge_recent(&reader, &writer, &stager, &staged, Some(merge::PACE)).await }
                 },
             ));
         }
@@ -215,7 +215,7 @@ impl SqlStore {
         if !self.stages_events() {
             return Ok(0);
         }
-        merge::merge_recent(&self.pool, &self.writer, &self.stager, &self.staged).await
+        merge::merge_recent(&self.pool, &self.writer, &self.stager, &self.staged, None).await
     }
 
     /// Where a statement that writes outside `begin_write` runs.
