@@ -357,10 +357,15 @@ async fn lock_file(url: &str, wait: Duration) -> Result<Option<std::fs::File>, s
         .write(true)
         .open(&path)?;
     let started = std::time::Instant::now();
+    let mut warned = false;
     loop {
         match lock.try_lock() {
             Ok(()) => return Ok(Some(lock)),
             Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < wait => {
+                if !warned {
+                    warned = true;
+                    tracing::warn!(lock = %Path::new(&path).display(), "the database is open in another store; waiting for it");
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Err(std::fs::TryLockError::WouldBlock) => {
