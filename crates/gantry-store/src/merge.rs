@@ -13,7 +13,8 @@
 //! that met a move waited for it: that wait was ingest's p99.)
 //!
 //! A walk (every `MERGE_EVERY`) takes the events staged when it starts from the in-memory index of
-//! staged events (staged.rs), grouped by device, less those recorded as moved, and moves a few devices' events per transaction on the main file's writer: an INSERT into
+//! staged events (staged.rs), grouped by device, less those recorded as moved, and moves a few
+//! devices' events per transaction on the main file's writer (spread over `PACE`): an INSERT into
 //! device_events sorted by device, the shadows and kept counts brought up to them
 //! (`settle_shadows`, `count_staged`), and a record of the device range moved
 //! (device_events_recent_moved, in the main file). Reads skip recorded rows (`NOT_MOVED`) and find
