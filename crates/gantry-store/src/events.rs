@@ -180,11 +180,10 @@ impl EventStore for SqlStore {
         }
         let rows = self.rows_per_statement();
         let staging = self.stages_events();
-        if staging {
-            // Beyond this many staged events ingest waits for the walks (back-pressure).
-            self.staged.wait_for_room(MAX_STAGED).await;
-        }
         let _committing = if staging {
+            // Beyond this many staged events ingest waits for the walks (back-pressure), holding
+            // nothing; then it tells the index in commit order (`Staged::committing`).
+            self.staged.wait_for_room(MAX_STAGED).await;
             Some(self.staged.committing.lock().await)
         } else {
             None

@@ -255,12 +255,15 @@ async fn move_staged(
         return Ok(None);
     };
     for (device, seqs) in &mut by_device {
-        let moved: Vec<i64> = records
+        // `NOT_MOVED`: above the highest number a record of the device's range reaches.
+        let moved = records
             .iter()
             .filter(|(lo, hi, _)| lo <= device && device <= hi)
             .map(|(_, _, through)| *through)
-            .collect();
-        seqs.retain(|seq| moved.iter().all(|through| seq > through));
+            .max();
+        if let Some(moved) = moved {
+            seqs.retain(|seq| *seq > moved);
+        }
     }
     by_device.retain(|_, seqs| !seqs.is_empty());
     let pending: usize = by_device.values().map(Vec::len).sum();

@@ -1603,21 +1603,11 @@ async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
             })
         })
         .collect();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mover = {
-        let (store, stop) = (store.clone(), stop.clone());
-        tokio::spawn(async move {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                store.merge_recent().await.unwrap();
-                tokio::task::yield_now().await;
-            }
-        })
-    };
+    let walking = Walking::start(&store);
     for writer in writers {
         writer.await.expect("no writer failed");
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    mover.await.expect("no walk failed");
+    walking.stop().await;
     store.merge_recent().await.unwrap();
     for device in &devices {
         let query = EventQuery {
@@ -1628,6 +1618,37 @@ async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
             end: None,
         };
         assert_eq!(store.list_events(&query, all()).await.unwrap().total, 80);
+    }
+}
+
+/// Walks of the mover back to back (`merge_recent` in a loop, none on PostgreSQL's store) until
+/// `stop`.
+struct Walking {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<u64>,
+}
+
+impl Walking {
+    fn start(store: &SqlStore) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let task = tokio::spawn({
+            let (store, stop) = (store.clone(), stop.clone());
+            async move {
+                let mut moved = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    moved += store.merge_recent().await.unwrap();
+                    tokio::task::yield_now().await;
+                }
+                moved
+            }
+        });
+        Walking { stop, task }
+    }
+
+    /// Stops the walks; how many events they moved.
+    async fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.task.await.expect("no walk failed")
     }
 }
 
@@ -1819,18 +1840,7 @@ async fn deletes_and_listings_during_moves(store: SqlStore) {
     let project = new_project(&store, &tenant, "p").await;
     let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
     let device = new_device(&store, &tenant, "d", &project, &model).await;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mover = {
-        let (store, stop) = (store.clone(), stop.clone());
-        tokio::spawn(async move {
-            let mut moved = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                moved += store.merge_recent().await.unwrap();
-                tokio::task::yield_now().await;
-            }
-            moved
-        })
-    };
+    let walking = Walking::start(&store);
     let query = EventQuery {
         device: device.id.clone(),
         attribute_code: None,
@@ -1863,8 +1873,7 @@ async fn deletes_and_listings_during_moves(store: SqlStore) {
             assert_eq!(listed.items.len(), ids.len() - n - 1);
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let moved = mover.await.unwrap();
+    let moved = walking.stop().await;
     if store.backend() == "sqlite" {
         assert!(moved > 0, "moves ran meanwhile");
     }
