@@ -274,9 +274,15 @@ where
 
 /// A pool of `size` connections; SQLite connections get the pragmas, and `extra` after them,
 /// and attach the staging file (`staging`, the statements of `staging_file`).
+///
+/// SQLite's connections are not pinged before each use, PostgreSQL's are: a SQLite connection is
+/// a file and a thread of this process, which no server restart or network drops, and the ping
+/// was a round trip to that thread before every transaction (in each ingest commit's sequence of
+/// statements, which the commits of a store make one after another).
 fn pool_options(size: u32, extra: &'static str, staging: Option<Arc<str>>) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(size)
+        .test_before_acquire(staging.is_none())
         .after_connect(move |conn, _| {
             let staging = staging.clone();
             Box::pin(async move {

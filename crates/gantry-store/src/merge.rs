@@ -111,7 +111,7 @@ pub(crate) const NOT_MOVED: &str = "NOT EXISTS (SELECT 1 FROM main.device_events
 
 /// The staging table's rows (number, device, id), for the index in memory when the store opens.
 pub(crate) async fn load_staged(pool: &AnyPool) -> std::result::Result<Vec<(i64, String, String)>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT seq, device_id, id FROM {STAGING}"))
+    sqlx::query_as(&format!("SELECT seq, device_id, id FROM {STAGING} ORDER BY seq"))
         .fetch_all(pool)
         .await
 }

@@ -46,7 +46,7 @@ pub(crate) const MAX_STAGED: usize = 100_000;
 struct Inner {
     /// Each staged event by number: its device and id.
     by_seq: BTreeMap<i64, (String, String)>,
-    /// Each device's staged events, by number.
+    /// Each device's staged events, by number, ascending: `add` is told in commit order.
     by_device: HashMap<String, Vec<i64>>,
     /// Each staged event's number, by id.
     by_id: HashMap<String, i64>,
@@ -66,7 +66,16 @@ impl Staged {
             if seq <= inner.moved_through {
                 continue;
             }
-            inner.by_device.entry(device.clone()).or_default().push(seq);
+            // The device's key is copied only for its first staged event.
+            match inner.by_device.get_mut(&device) {
+                Some(seqs) => {
+                    debug_assert!(seqs.last() < Some(&seq), "told out of commit order");
+                    seqs.push(seq);
+                }
+                None => {
+                    inner.by_device.insert(device.clone(), vec![seq]);
+                }
+            }
             inner.by_id.insert(id.clone(), seq);
             inner.by_seq.insert(seq, (device, id));
         }
@@ -122,7 +131,9 @@ impl Staged {
         devices.dedup();
         for device in devices {
             if let Some(seqs) = inner.by_device.get_mut(&device) {
-                seqs.retain(|seq| *seq > through);
+                // Ascending: the forgotten numbers are a prefix.
+                let gone = seqs.partition_point(|seq| *seq <= through);
+                seqs.drain(..gone);
                 if seqs.is_empty() {
                     inner.by_device.remove(&device);
                 }
