@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::Serialize;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -20,6 +20,13 @@ use tokio::task::JoinHandle;
 const LISTENING: &str = "gantry listening on ";
 /// The line after it: `gantry mqtt on mqtt://<addr> and ws://<addr>` with the embedded broker.
 const MQTT_ON: &str = "gantry mqtt on ";
+
+/// The server's log filter: `GANTRY_BENCH_SERVER_LOG` when set (say `info,gantry_store=debug`
+/// for the walks' timings), else warnings only (a log line per request or walk would cost the
+/// server what it measures).
+fn server_log() -> String {
+    std::env::var("GANTRY_BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".to_owned())
+}
 
 pub struct ServerOptions<'a> {
     pub bin: &'a Path,
@@ -62,7 +69,17 @@ impl Server {
                 options.bin.display()
             );
         }
-        let log = std::fs::File::create(options.log).with_context(|| format!("creating {}", options.log.display()))?;
+        // The server logs to stdout (and panics to stderr): both go to the log file, appended
+        // through two handles so that neither writes over the other.
+        let append = || {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(options.log)
+                .with_context(|| format!("opening {}", options.log.display()))
+        };
+        std::fs::File::create(options.log).with_context(|| format!("creating {}", options.log.display()))?;
+        let log = append()?;
+        let mut copy = tokio::fs::File::from_std(append()?);
         let mut command = Command::new(options.bin);
         command
             .arg("serve")
@@ -74,7 +91,9 @@ impl Server {
             // The benchmark is one client sending as fast as it can; a per-token limit would
             // measure the limiter.
             .env("GANTRY_RATE_LIMIT", "0")
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", server_log())
+            // The log is a file: no colour codes.
+            .env("NO_COLOR", "1")
             .env_remove("GANTRY_DATABASE_URL")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -93,6 +112,8 @@ impl Server {
         let found = tokio::time::timeout(Duration::from_secs(120), async {
             let mut base = None;
             while let Some(line) = lines.next_line().await? {
+                copy.write_all(format!("{line}\n").as_bytes()).await?;
+                copy.flush().await?;
                 let line = line.trim();
                 if let Some(url) = line.strip_prefix(LISTENING) {
                     base = Some(url.to_owned());
@@ -116,7 +137,16 @@ impl Server {
             ),
         };
         // Keep reading stdout so that the server never blocks on a full pipe.
-        let drain = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let drain = tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let written = copy.write_all(format!("{line}\n").as_bytes()).await;
+                if written.is_err() || copy.flush().await.is_err() {
+                    break;
+                }
+            }
+            // Lines the server writes after a failed copy are read and dropped.
+            while let Ok(Some(_)) = lines.next_line().await {}
+        });
         Ok(Server {
             child,
             pid,
