@@ -28,6 +28,13 @@ fn server_log() -> String {
     std::env::var("GANTRY_BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".to_owned())
 }
 
+/// A line of the server's stdout into its log file, written through at once (the log is read
+/// while the server runs, and after a failed start).
+async fn copy_line(log: &mut tokio::fs::File, line: &str) -> std::io::Result<()> {
+    log.write_all(format!("{line}\n").as_bytes()).await?;
+    log.flush().await
+}
+
 pub struct ServerOptions<'a> {
     pub bin: &'a Path,
     pub data_dir: &'a Path,
@@ -112,8 +119,7 @@ impl Server {
         let found = tokio::time::timeout(Duration::from_secs(120), async {
             let mut base = None;
             while let Some(line) = lines.next_line().await? {
-                copy.write_all(format!("{line}\n").as_bytes()).await?;
-                copy.flush().await?;
+                copy_line(&mut copy, &line).await?;
                 let line = line.trim();
                 if let Some(url) = line.strip_prefix(LISTENING) {
                     base = Some(url.to_owned());
@@ -139,8 +145,7 @@ impl Server {
         // Keep reading stdout so that the server never blocks on a full pipe.
         let drain = tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
-                let written = copy.write_all(format!("{line}\n").as_bytes()).await;
-                if written.is_err() || copy.flush().await.is_err() {
+                if copy_line(&mut copy, &line).await.is_err() {
                     break;
                 }
             }
