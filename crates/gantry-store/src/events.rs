@@ -19,7 +19,7 @@ use gantry_core::store::EventStore;
 use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute, TimeField};
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
-use sqlx::{Any, Transaction};
+use sqlx::{Any, AnyConnection, Transaction};
 
 use crate::SqlStore;
 use crate::merge::{NOT_MOVED, STAGING};
@@ -120,19 +120,19 @@ const LATEST_STAGED: (&str, &str) = (
 /// write the staging table alone, and a move writes each device's shadow once for all its events.
 /// (A staged event deleted by id or by retention reaches the shadow from its deleted row:
 /// `delete_from`.)
-pub(crate) async fn settle_shadows(tx: &mut Transaction<'static, Any>, staged: &Sql) -> Result<()> {
+pub(crate) async fn settle_shadows(conn: &mut AnyConnection, staged: &Sql) -> Result<()> {
     let mut shadows = staged.prefixed(&format!(
         "INSERT INTO device_shadows (device_id, attribute_code, tenant_id, value, device_ts, ingress_ts) {}",
         LATEST_STAGED.0
     ));
     shadows.push(LATEST_STAGED.1).push(" ").push(SHADOW_UPSERT);
-    shadows.query().execute(&mut **tx).await.map_err(Error::store)?;
+    shadows.query().execute(&mut *conn).await.map_err(Error::store)?;
     Ok(())
 }
 
 /// SQLite: adds the staged events `staged` selects to the kept counts, as they are moved. Until
 /// then a listing's total adds the device's staged events (`kept_count`).
-pub(crate) async fn count_staged(tx: &mut Transaction<'static, Any>, staged: &Sql) -> Result<()> {
+pub(crate) async fn count_staged(conn: &mut AnyConnection, staged: &Sql) -> Result<()> {
     let counts = staged.wrapped(
         &format!(
             "INSERT INTO device_event_counts (device_id, attribute_code, events) SELECT device_id, code, events FROM (\
@@ -144,7 +144,7 @@ pub(crate) async fn count_staged(tx: &mut Transaction<'static, Any>, staged: &Sq
         ),
         &format!(" GROUP BY device_id, attribute_code) AS moved WHERE true {COUNT_UPSERT}"),
     );
-    counts.query().execute(&mut **tx).await.map_err(Error::store)?;
+    counts.query().execute(&mut *conn).await.map_err(Error::store)?;
     Ok(())
 }
 

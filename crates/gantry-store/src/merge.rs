@@ -45,7 +45,8 @@
 use std::time::{Duration, Instant};
 
 use gantry_core::{Error, Result};
-use sqlx::AnyPool;
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyPool, Transaction};
 
 use crate::events::{COLUMNS, count_staged, settle_shadows};
 use crate::sql::Sql;
@@ -211,6 +212,16 @@ async fn delete_walked(
     // Walks that take most of `MERGE_EVERY` start less than `SETTLE` after the last ended.
     tokio::time::sleep(SETTLE.saturating_sub(ended.elapsed())).await;
     let started = Instant::now();
+    // The moves committed without waiting for the disk (`move_devices`). A synced commit on the
+    // main file puts them all on disk first (its fsync takes the whole WAL file, and recovery
+    // replays the WAL in order up to its last whole commit; what left the WAL before had been
+    // checkpointed into the synced database file). It rewrites the records of these moves, which
+    // stay until their rows are deleted: one exists whenever a moved row waits for its delete.
+    sqlx::query("UPDATE main.device_events_recent_moved SET through = through WHERE through <= $1")
+        .bind(through)
+        .execute(writer)
+        .await
+        .map_err(Error::store)?;
     let mut after = 0;
     while after < through {
         after = delete_moved(stager, after, through).await?;
@@ -335,8 +346,15 @@ async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> Result<i64>
 /// `through`) into device_events and records the range moved; returns how many it moved. The
 /// transaction writes the main file alone (its first statement takes that file's lock) and reads
 /// the staging file.
+///
+/// It commits without waiting for the disk (`synchronous=NORMAL` on the main file, for this
+/// transaction only): the events are on disk in the staging file already, and a move lost to a
+/// power cut is lost with its record, so its rows are moved again. Only their delete from the
+/// staging file must wait until the move is on disk: `delete_walked` commits a synced transaction
+/// on the main file first. Every other write of the main file stays synced (FULL).
 async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, through: i64) -> Result<u64> {
-    let mut tx = writer.begin().await.map_err(Error::store)?;
+    let mut conn = Unsynced::acquire(writer).await?;
+    let mut tx = conn.begin().await.map_err(Error::store)?;
     let mut selected = Sql::new("seq IN (SELECT value FROM json_each(");
     selected.bind(json_array(seqs)).push("))");
     // By device: each device's events go into its part of each index side by side.
@@ -360,7 +378,53 @@ async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, throug
         .await
         .map_err(Error::store)?;
     tx.commit().await.map_err(Error::store)?;
+    conn.synced().await?;
     Ok(rows)
+}
+
+/// The writer's connection while its commits to the main file do not wait for the disk
+/// (`synchronous=NORMAL`, `move_devices`). Dropped before `synced` set FULL again (a failure, a
+/// walk cancelled at shutdown), the connection is closed instead of going back to the pool, where
+/// an API write would take it.
+struct Unsynced {
+    conn: PoolConnection<Any>,
+    synced: bool,
+}
+
+impl Unsynced {
+    async fn acquire(writer: &AnyPool) -> Result<Self> {
+        let mut unsynced = Unsynced {
+            conn: writer.acquire().await.map_err(Error::store)?,
+            synced: false,
+        };
+        sqlx::query("PRAGMA main.synchronous=NORMAL")
+            .execute(&mut *unsynced.conn)
+            .await
+            .map_err(Error::store)?;
+        Ok(unsynced)
+    }
+
+    async fn begin(&mut self) -> std::result::Result<Transaction<'_, Any>, sqlx::Error> {
+        sqlx::Connection::begin(&mut *self.conn).await
+    }
+
+    /// Back to the main file's durability (`SQLITE_PRAGMAS`), after the transaction.
+    async fn synced(mut self) -> Result<()> {
+        sqlx::query("PRAGMA main.synchronous=FULL")
+            .execute(&mut *self.conn)
+            .await
+            .map_err(Error::store)?;
+        self.synced = true;
+        Ok(())
+    }
+}
+
+impl Drop for Unsynced {
+    fn drop(&mut self) {
+        if !self.synced {
+            self.conn.close_on_drop();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -520,5 +584,26 @@ mod tests {
         assert_eq!(counts().await, (3, 0, 0), "staging emptied, records cleared");
         assert_eq!(read(&store, "dev-a").await, expected_a, "after the deletes");
         assert_eq!(read(&store, "dev-b").await, expected_b);
+    }
+
+    /// A move commits unsynced on the writer's connection and sets it back to FULL after: the
+    /// API's writes that take the connection next are synced.
+    #[tokio::test]
+    async fn the_writer_is_synced_again_after_a_move() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
+        let _walking = store.staged.walk.lock().await;
+        store
+            .append_events(&[event("dev-a", 1), event("dev-a", 2)])
+            .await
+            .unwrap();
+        let moved = move_devices(&store.writer, &[1, 2], "dev-a", "dev-a", 2).await.unwrap();
+        assert_eq!(moved, 2);
+        let synchronous: i64 = sqlx::query_scalar("PRAGMA main.synchronous")
+            .fetch_one(&store.writer)
+            .await
+            .unwrap();
+        assert_eq!(synchronous, 2, "FULL");
+        assert_eq!(read(&store, "dev-a").await, (2, vec![2, 1], vec![json!(2)]));
     }
 }
