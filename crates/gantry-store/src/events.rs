@@ -131,19 +131,18 @@ pub(crate) async fn settle_shadows(conn: &mut AnyConnection, staged: &Sql) -> Re
 }
 
 /// SQLite: adds the staged events `staged` selects to the kept counts, as they are moved. Until
-/// then a listing's total adds the device's staged events (`kept_count`).
+/// then a listing's total adds the device's staged events (`kept_count`). The staged rows are read
+/// once, counted per device and attribute; the device's total is the sum of its attributes'.
 pub(crate) async fn count_staged(conn: &mut AnyConnection, staged: &Sql) -> Result<()> {
-    let counts = staged.wrapped(
-        &format!(
-            "INSERT INTO device_event_counts (device_id, attribute_code, events) SELECT device_id, code, events FROM (\
-             SELECT device_id, '' AS code, COUNT(*) AS events FROM {STAGING} WHERE "
-        ),
-        &format!(
-            " GROUP BY device_id UNION ALL \
-             SELECT device_id, attribute_code, COUNT(*) FROM {STAGING} WHERE "
-        ),
-        &format!(" GROUP BY device_id, attribute_code) AS moved WHERE true {COUNT_UPSERT}"),
-    );
+    let mut counts = staged.prefixed(&format!(
+        "WITH moved AS MATERIALIZED (SELECT device_id, attribute_code, COUNT(*) AS events FROM {STAGING} WHERE "
+    ));
+    counts.push(&format!(
+        " GROUP BY device_id, attribute_code) \
+         INSERT INTO device_event_counts (device_id, attribute_code, events) SELECT device_id, code, events FROM (\
+         SELECT device_id, '' AS code, SUM(events) AS events FROM moved GROUP BY device_id UNION ALL \
+         SELECT device_id, attribute_code, events FROM moved) AS counted WHERE true {COUNT_UPSERT}"
+    ));
     counts.query().execute(&mut *conn).await.map_err(Error::store)?;
     Ok(())
 }
