@@ -276,7 +276,27 @@ fn mqtt_targets(run: &BackendRun, settings: &Settings) -> Vec<TargetResult> {
         if seconds < 600.0 {
             notes.push(format!("sustained {seconds:.0} s, not 10 minutes"));
         }
-        out.push(target(
+        // The bench offers a paced rate, and stored/s runs from the first publish to the last
+        // PUBACK: a server that stores every message as it comes still shows a little less than
+        // the rate offered (the messages in flight when publishing stopped). Offered at the
+        // floor or more and kept pace with (every message stored, drained within a second),
+        // the floor is met whatever that last fraction.
+        let kept_pace = check.filter(|c| {
+            c.gantry.offered_rate >= floor
+                && c.every_ack_stored
+                && c.gantry.acked == c.gantry.sent
+                && c.stored >= c.gantry.sent
+                && (c.gantry.unacked_at_end as f64) < c.gantry.offered_rate
+                && c.gantry.drain_seconds < 1.0
+        });
+        if let Some(c) = kept_pace {
+            notes.push(format!(
+                "kept pace with {} msg/s offered: every message stored, the last drained {:.1} s after publishing stopped",
+                thousands(c.gantry.offered_rate),
+                c.gantry.drain_seconds
+            ));
+        }
+        let mut stored = target(
             b,
             "ingest-mqtt: events stored/s (QoS 1)",
             Bound::AtLeast,
@@ -284,7 +304,12 @@ fn mqtt_targets(run: &BackendRun, settings: &Settings) -> Vec<TargetResult> {
             "events/s",
             check.map(|c| c.stored_per_second),
             Some(notes.join("; ")),
-        ));
+        );
+        if kept_pace.is_some() {
+            stored.met = Some(true);
+            stored.shortfall_pct = None;
+        }
+        out.push(stored);
         out.push(target(
             b,
             "ingest-mqtt: p99 publish→committed",
@@ -964,6 +989,41 @@ mod tests {
                 .unwrap()
                 .contains("sustained 6 s, not 10 minutes")
         );
+        // Every message stored and the last drained at once: the paced 25,000/s was kept,
+        // though stored/s (over a window that holds the drain) reads a little less.
+        let mut kept = report.runs[0].clone();
+        kept.mqtt_ingest = Some(MqttIngestCheck {
+            gantry: outcome(25_000.0, 250_000, 250_000, 2_000),
+            stored: 250_000,
+            every_ack_stored: true,
+            stored_per_second: 24_990.0,
+            mosquitto: None,
+            mosquitto_skipped: None,
+        });
+        let kept_targets = targets_for(&kept, &report.settings);
+        let kept_stored = &kept_targets
+            .iter()
+            .find(|t| t.target.starts_with("ingest-mqtt: events stored/s"))
+            .unwrap();
+        assert_eq!(
+            (kept_stored.measured, kept_stored.met, kept_stored.shortfall_pct),
+            (Some(24_990.0), Some(true), None)
+        );
+        assert!(
+            kept_stored
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("kept pace with 25,000 msg/s offered")
+        );
+        // Offered below the floor, the same run does not meet it.
+        let mut slow = kept.clone();
+        if let Some(c) = slow.mqtt_ingest.as_mut() {
+            c.gantry.offered_rate = 20_000.0;
+        }
+        let slow_targets = targets_for(&slow, &report.settings);
+        assert_eq!(slow_targets[0].met, Some(false));
+
         let mut long = report.settings.clone();
         long.duration_seconds = 200.0;
         let long_targets = targets_for(&report.runs[0], &long);
