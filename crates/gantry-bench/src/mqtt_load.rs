@@ -113,6 +113,11 @@ impl Outcome {
     pub fn acked_per_second(&self) -> f64 {
         self.acked as f64 / self.active_seconds.max(f64::EPSILON)
     }
+
+    /// The messages unacknowledged when publishing stopped, in seconds of the load offered.
+    pub fn backlog_seconds(&self) -> f64 {
+        self.unacked_at_end as f64 / self.offered_rate
+    }
 }
 
 /// Shared by the connection tasks: one lock per event, uncontended almost always, instead of a

@@ -286,7 +286,7 @@ fn mqtt_targets(run: &BackendRun, settings: &Settings) -> Vec<TargetResult> {
                 && c.every_ack_stored
                 && c.gantry.acked == c.gantry.sent
                 && c.stored >= c.gantry.sent
-                && (c.gantry.unacked_at_end as f64) < c.gantry.offered_rate
+                && c.gantry.backlog_seconds() < 1.0
                 && c.gantry.drain_seconds < 1.0
         });
         if let Some(c) = kept_pace {
@@ -325,7 +325,7 @@ fn mqtt_targets(run: &BackendRun, settings: &Settings) -> Vec<TargetResult> {
             Bound::Below,
             1.0,
             "s",
-            check.map(|c| c.gantry.unacked_at_end as f64 / c.gantry.offered_rate),
+            check.map(|c| c.gantry.backlog_seconds()),
             None,
         ));
         out.push(target(
