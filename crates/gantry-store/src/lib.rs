@@ -321,8 +321,9 @@ fn staging_file(url: &str) -> Result<Arc<str>, sqlx::Error> {
     let path = file.with_file_name(name).to_string_lossy().replace('\'', "''");
     Ok(format!(
         "ATTACH DATABASE '{path}' AS staging; PRAGMA staging.journal_mode=WAL; \
-         PRAGMA staging.synchronous=FULL; {}",
-        merge::STAGING_TABLE
+         PRAGMA staging.synchronous=FULL; {} {}",
+        merge::STAGING_TABLE,
+        merge::STAGING_SYNCS
     )
     .into())
 }
@@ -486,7 +487,8 @@ mod tests {
         assert!(!postgres.iter().any(|d| d.starts_with("sqlite ")));
         assert!(sqlite.contains(&"sqlite staging in arrival order".to_owned()));
         assert!(sqlite.contains(&"sqlite moved by number".to_owned()));
-        assert_eq!(sqlite.len() + postgres.len(), MIGRATOR.iter().count() * 2 - 4);
+        assert!(sqlite.contains(&"sqlite walk syncs".to_owned()));
+        assert_eq!(sqlite.len() + postgres.len(), MIGRATOR.iter().count() * 2 - 5);
     }
 
     #[test]

@@ -101,6 +101,12 @@ pub(crate) const STAGING_TABLE: &str = "CREATE TABLE IF NOT EXISTS staging.devic
     created_time   BIGINT NOT NULL
 );";
 
+/// The staging file's count of syncs (`sync_file`), as migration 0011 has the main file's.
+pub(crate) const STAGING_SYNCS: &str = "CREATE TABLE IF NOT EXISTS staging.walk_syncs (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    syncs INTEGER NOT NULL
+);";
+
 /// The staging table, by its schema-qualified name.
 pub(crate) const STAGING: &str = "staging.device_events_recent";
 
@@ -212,23 +218,22 @@ async fn delete_walked(
     // Walks that take most of `MERGE_EVERY` start less than `SETTLE` after the last ended.
     tokio::time::sleep(SETTLE.saturating_sub(ended.elapsed())).await;
     let started = Instant::now();
-    // The moves committed without waiting for the disk (`move_devices`). A synced commit on the
-    // main file puts them all on disk first (its fsync takes the whole WAL file, and recovery
-    // replays the WAL in order up to its last whole commit; what left the WAL before had been
-    // checkpointed into the synced database file). It rewrites the records of these moves, which
-    // stay until their rows are deleted: one exists whenever a moved row waits for its delete.
-    sqlx::query("UPDATE main.device_events_recent_moved SET through = through WHERE through <= $1")
-        .bind(through)
-        .execute(writer)
-        .await
-        .map_err(Error::store)?;
+    // The moves committed without waiting for the disk (`move_devices`): on disk before their
+    // rows leave the staging file.
+    sync_file(writer, "main").await?;
+    let stretches = staged.stretches(through, ROWS_PER_DELETE);
     let mut after = 0;
-    while after < through {
-        after = delete_moved(stager, after, through).await?;
+    for &end in &stretches {
+        delete_moved(stager, after, end).await?;
         // Only now, with the rows gone: a read that no longer finds these numbers reads a
         // snapshot without them.
-        staged.moved_through(after);
+        staged.moved_through(end);
+        after = end;
     }
+    // The deletes committed without waiting for the disk (`delete_moved`): on disk before their
+    // records go, or a delete lost to a power cut would bring back rows that no record marks as
+    // moved, to be moved twice.
+    sync_file(stager, "staging").await?;
     sqlx::query("DELETE FROM main.device_events_recent_moved WHERE through <= $1")
         .bind(through)
         .execute(writer)
@@ -236,9 +241,30 @@ async fn delete_walked(
         .map_err(Error::store)?;
     tracing::debug!(
         through,
+        deletes = stretches.len(),
         deleting_ms = started.elapsed().as_secs_f64() * 1e3,
         "deleted moved events"
     );
+    Ok(())
+}
+
+/// Puts every commit before it on `schema`'s file on disk: a synced commit (FULL, the pools'
+/// durability) that counts one more sync in the file's walk_syncs (migration 0011; the staging
+/// file's with its table). Its flush takes the whole WAL file, and recovery replays the WAL in
+/// order up to its last whole commit (what left the WAL before had been checkpointed into the
+/// synced database file).
+///
+/// It must change bytes: SQLite writes no page for an UPDATE that leaves a row as it was, and a
+/// commit that wrote no page flushes nothing. (Until this was checked, the moves' barrier was an
+/// `UPDATE ... SET through = through`, which wrote and flushed nothing.)
+async fn sync_file(pool: &AnyPool, schema: &str) -> Result<()> {
+    sqlx::query(&format!(
+        "INSERT INTO {schema}.walk_syncs (id, syncs) VALUES (1, 1) \
+         ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1"
+    ))
+    .execute(pool)
+    .await
+    .map_err(Error::store)?;
     Ok(())
 }
 
@@ -282,6 +308,9 @@ async fn move_staged(
     let started = Instant::now();
     let mut moved = 0;
     let mut moves = 0;
+    // The time the moves took, without the waits between them: how much of the pace the writer
+    // needs at this rate.
+    let mut busy = Duration::ZERO;
     let mut devices = by_device.into_iter().peekable();
     while devices.peek().is_some() {
         let mut seqs = Vec::new();
@@ -296,7 +325,9 @@ async fn move_staged(
             });
         }
         let (lo, hi) = range.expect("at least one device");
+        let move_started = Instant::now();
         moved += move_devices(writer, &seqs, &lo, &hi, through).await?;
+        busy += move_started.elapsed();
         staged.moved(seqs.len());
         moves += 1;
         taken += seqs.len();
@@ -310,36 +341,36 @@ async fn move_staged(
         moved,
         moves,
         moving_ms = started.elapsed().as_secs_f64() * 1e3,
+        busy_ms = busy.as_secs_f64() * 1e3,
         "moved staged events"
     );
     Ok(Some((moved, through)))
 }
 
-/// The staged rows deleted per transaction. Ingest commits on the same connection wait for each:
-/// 4,000 took 20 to 60 ms under MQTT load.
-const ROWS_PER_DELETE: i64 = 1_000;
+/// The staged rows deleted per transaction, at most. Ingest commits on the same connection wait
+/// for each: 4,000 took 20 to 60 ms under MQTT load.
+const ROWS_PER_DELETE: usize = 1_000;
 
-/// Deletes the next stretch of moved rows, after `after` and up to `through`, on the stager (the
-/// staging file's one writer, so no row below `through` commits meanwhile); returns where the
-/// stretch ended.
-async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> Result<i64> {
-    // The stretch ends at its `ROWS_PER_DELETE`th row, or at `through` when fewer remain.
-    let end: Option<i64> = sqlx::query_scalar(&format!(
-        "SELECT seq FROM {STAGING} WHERE seq > $1 ORDER BY seq LIMIT 1 OFFSET $2"
-    ))
-    .bind(after)
-    .bind(ROWS_PER_DELETE - 1)
-    .fetch_optional(stager)
-    .await
-    .map_err(Error::store)?;
-    let end = end.map_or(through, |end| end.min(through));
-    sqlx::query(&format!("DELETE FROM {STAGING} WHERE seq > $1 AND seq <= $2"))
+/// Deletes the moved rows numbered after `after` and up to `through` on the stager, the staging
+/// file's one writer, in one statement (ingest commits wait for the connection meanwhile).
+///
+/// It commits without waiting for the disk (`synchronous=NORMAL` on the staging file, for this
+/// statement only): ingest commits on the same connection waited for a flush of the disk per
+/// delete besides their own, about 75 per walk at 25,000 events/s. A lost delete leaves rows that
+/// their records still mark as moved; `delete_walked` makes the walk's deletes durable with one
+/// synced commit before their records go.
+async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> Result<()> {
+    let conn = Unsynced::acquire(stager, "staging").await?;
+    // One round trip: the statements run in turn, FULL again at the end.
+    conn.execute_restoring(
+        sqlx::query(&format!(
+            "PRAGMA staging.synchronous=NORMAL; DELETE FROM {STAGING} WHERE seq > $1 AND seq <= $2; \
+             PRAGMA staging.synchronous=FULL"
+        ))
         .bind(after)
-        .bind(end)
-        .execute(stager)
-        .await
-        .map_err(Error::store)?;
-    Ok(end)
+        .bind(through),
+    )
+    .await
 }
 
 /// Moves the staged events `seqs` (every staged event of the devices `lo` to `hi` numbered up to
@@ -353,7 +384,8 @@ async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> Result<i64>
 /// staging file must wait until the move is on disk: `delete_walked` commits a synced transaction
 /// on the main file first. Every other write of the main file stays synced (FULL).
 async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, through: i64) -> Result<u64> {
-    let mut conn = Unsynced::acquire(writer).await?;
+    let mut conn = Unsynced::acquire(writer, "main").await?;
+    conn.unsync().await?;
     let mut tx = conn.begin().await.map_err(Error::store)?;
     let mut selected = Sql::new("seq IN (SELECT value FROM json_each(");
     selected.bind(json_array(seqs)).push("))");
@@ -382,38 +414,56 @@ async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, throug
     Ok(rows)
 }
 
-/// The writer's connection while its commits to the main file do not wait for the disk
-/// (`synchronous=NORMAL`, `move_devices`). Dropped before `synced` set FULL again (a failure, a
-/// walk cancelled at shutdown), the connection is closed instead of going back to the pool, where
-/// an API write would take it.
+/// A connection while its commits to one file (`schema`) do not wait for the disk
+/// (`synchronous=NORMAL`: the writer's moves, the stager's deletes). Dropped before `synced` set
+/// FULL again (a failure, a walk cancelled at shutdown), the connection is closed instead of
+/// going back to the pool, where an API write or an ingest commit would take it.
 struct Unsynced {
     conn: PoolConnection<Any>,
+    schema: &'static str,
     synced: bool,
 }
 
 impl Unsynced {
-    async fn acquire(writer: &AnyPool) -> Result<Self> {
-        let mut unsynced = Unsynced {
-            conn: writer.acquire().await.map_err(Error::store)?,
+    /// A connection of `pool`, guarded from here on: `unsync` it, or run a statement that does
+    /// (`execute_restoring`).
+    async fn acquire(pool: &AnyPool, schema: &'static str) -> Result<Self> {
+        Ok(Unsynced {
+            conn: pool.acquire().await.map_err(Error::store)?,
+            schema,
             synced: false,
-        };
-        sqlx::query("PRAGMA main.synchronous=NORMAL")
-            .execute(&mut *unsynced.conn)
+        })
+    }
+
+    async fn unsync(&mut self) -> Result<()> {
+        sqlx::query(&format!("PRAGMA {}.synchronous=NORMAL", self.schema))
+            .execute(&mut *self.conn)
             .await
             .map_err(Error::store)?;
-        Ok(unsynced)
+        Ok(())
     }
 
     async fn begin(&mut self) -> std::result::Result<Transaction<'_, Any>, sqlx::Error> {
         sqlx::Connection::begin(&mut *self.conn).await
     }
 
-    /// Back to the main file's durability (`SQLITE_PRAGMAS`), after the transaction.
+    /// Back to the file's durability (FULL: `SQLITE_PRAGMAS`, `staging_file`), after the transaction.
     async fn synced(mut self) -> Result<()> {
-        sqlx::query("PRAGMA main.synchronous=FULL")
+        sqlx::query(&format!("PRAGMA {}.synchronous=FULL", self.schema))
             .execute(&mut *self.conn)
             .await
             .map_err(Error::store)?;
+        self.synced = true;
+        Ok(())
+    }
+
+    /// Runs `statements`, which set the file unsynced and end by setting it FULL again: the
+    /// connection goes back to the pool only when every one of them ran.
+    async fn execute_restoring<'q>(
+        mut self,
+        statements: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+    ) -> Result<()> {
+        statements.execute(&mut *self.conn).await.map_err(Error::store)?;
         self.synced = true;
         Ok(())
     }
@@ -582,8 +632,51 @@ mod tests {
         tokio::time::sleep(SETTLE).await;
         store.merge_recent().await.unwrap();
         assert_eq!(counts().await, (3, 0, 0), "staging emptied, records cleared");
+        for schema in ["main", "staging"] {
+            let syncs: i64 = sqlx::query_scalar(&format!("SELECT syncs FROM {schema}.walk_syncs"))
+                .fetch_one(&store.pool)
+                .await
+                .unwrap();
+            // The background walk may have deleted too.
+            assert!(syncs >= 1, "{schema}: a walk that deleted moved rows synced the file");
+        }
         assert_eq!(read(&store, "dev-a").await, expected_a, "after the deletes");
         assert_eq!(read(&store, "dev-b").await, expected_b);
+    }
+
+    /// A sync commits a change to its file: a connection reading the file sees a new version of
+    /// it (`data_version`), so the commit wrote pages and flushed the WAL. An UPDATE that leaves
+    /// its row as it was commits no change, and so flushes nothing: why a sync counts.
+    #[tokio::test]
+    async fn a_sync_commits_a_change_to_its_file() {
+        async fn version(conn: &mut sqlx::AnyConnection, schema: &str) -> i64 {
+            sqlx::query_scalar(&format!("PRAGMA {schema}.data_version"))
+                .fetch_one(conn)
+                .await
+                .unwrap()
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
+        let _walking = store.staged.walk.lock().await;
+        let mut reader = store.pool.acquire().await.unwrap();
+        for (pool, schema) in [(&store.writer, "main"), (&store.stager, "staging")] {
+            let before = version(&mut reader, schema).await;
+            sync_file(pool, schema).await.unwrap();
+            let synced = version(&mut reader, schema).await;
+            assert_ne!(synced, before, "{schema}: the first sync");
+            sqlx::query(&format!("UPDATE {schema}.walk_syncs SET syncs = syncs"))
+                .execute(pool)
+                .await
+                .unwrap();
+            assert_eq!(version(&mut reader, schema).await, synced, "{schema}: an unchanged row");
+            sync_file(pool, schema).await.unwrap();
+            assert_ne!(version(&mut reader, schema).await, synced, "{schema}: the second sync");
+            let syncs: i64 = sqlx::query_scalar(&format!("SELECT syncs FROM {schema}.walk_syncs"))
+                .fetch_one(pool)
+                .await
+                .unwrap();
+            assert_eq!(syncs, 2, "{schema}");
+        }
     }
 
     /// A move commits unsynced on the writer's connection and sets it back to FULL after: the
@@ -605,5 +698,29 @@ mod tests {
             .unwrap();
         assert_eq!(synchronous, 2, "FULL");
         assert_eq!(read(&store, "dev-a").await, (2, vec![2, 1], vec![json!(2)]));
+    }
+
+    /// A delete of moved rows commits unsynced on the stager's connection, where ingest commits,
+    /// and the same statement sets it back to FULL.
+    #[tokio::test]
+    async fn the_stager_is_synced_again_after_a_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
+        let _walking = store.staged.walk.lock().await;
+        store
+            .append_events(&[event("dev-a", 1), event("dev-a", 2), event("dev-a", 3)])
+            .await
+            .unwrap();
+        delete_moved(&store.stager, 0, 2).await.unwrap();
+        let left: Vec<i64> = sqlx::query_scalar("SELECT seq FROM staging.device_events_recent")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(left, vec![3]);
+        let synchronous: i64 = sqlx::query_scalar("PRAGMA staging.synchronous")
+            .fetch_one(&store.stager)
+            .await
+            .unwrap();
+        assert_eq!(synchronous, 2, "FULL");
     }
 }

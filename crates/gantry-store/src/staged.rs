@@ -156,6 +156,23 @@ impl Staged {
         Some((through, devices))
     }
 
+    /// The ends of stretches of `rows` held numbers, the last stretch ending at `through`: every
+    /// `rows`th number held up to `through`, then `through`.
+    pub(crate) fn stretches(&self, through: i64, rows: usize) -> Vec<i64> {
+        let inner = self.inner.lock().expect("the staged index is never poisoned");
+        let mut ends: Vec<i64> = inner
+            .by_seq
+            .range(..=through)
+            .map(|(seq, _)| *seq)
+            .skip(rows - 1)
+            .step_by(rows)
+            .collect();
+        if ends.last() != Some(&through) {
+            ends.push(through);
+        }
+        ends
+    }
+
     /// The numbers of `device`'s staged events as a JSON array for `json_each`, or None when it
     /// has none.
     pub(crate) fn of_device(&self, device: &str) -> Option<String> {
@@ -241,6 +258,17 @@ mod tests {
         assert_eq!((staged.len(), staged.waiting()), (1, 1));
         staged.add([event(4, "b"), event(5, "b")]);
         waits_until(&staged, || staged.moved_through(3), "a delete").await;
+    }
+
+    #[test]
+    fn stretches_cut_the_held_numbers() {
+        let staged = Staged::default();
+        staged.add((1..=7).map(|seq| event(seq * 2, "a")));
+        assert_eq!(staged.stretches(14, 3), vec![6, 12, 14]);
+        assert_eq!(staged.stretches(12, 3), vec![6, 12]);
+        assert_eq!(staged.stretches(11, 3), vec![6, 11]);
+        staged.moved_through(6);
+        assert_eq!(staged.stretches(20, 2), vec![10, 14, 20]);
     }
 
     #[test]
