@@ -352,7 +352,7 @@ async fn move_staged(
 const ROWS_PER_DELETE: usize = 1_000;
 
 /// Deletes the moved rows numbered after `after` and up to `through` on the stager, the staging
-/// file's one writer, in one statement (ingest commits wait for the connection meanwhile).
+/// file's one writer, in one round trip (ingest commits wait for the connection meanwhile).
 ///
 /// It commits without waiting for the disk (`synchronous=NORMAL` on the staging file, for this
 /// statement only): ingest commits on the same connection waited for a flush of the disk per
