@@ -1,14 +1,16 @@
 //! The one ingest path for device events, used by REST and MQTT alike: a bounded queue in
 //! front of a single writer that commits events and their shadow updates in batches (group
-//! commit). A caller's `submit` returns only once the batch holding its events is durable.
+//! commit). A caller's `submit` returns only once the batch holding its events is durable. Where
+//! the store flushes apart from the commit (SQLite's staging file), the writer commits the next
+//! batch while the last is flushed (`IngestConfig::commits_in_flight`).
 
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use tokio::task::{JoinHandle, JoinSet};
 
 use crate::store::Store;
 use crate::telemetry::DeviceEvent;
@@ -22,6 +24,12 @@ pub struct IngestConfig {
     pub max_batch: usize,
     /// How long a caller waits for room in a full queue before it is told to back off (429).
     pub full_wait: Duration,
+    /// Batches committed and not yet on disk at once (`EventStore::commit_events`): batches
+    /// commit while the ones before are flushed. On a store whose commit is its flush
+    /// (PostgreSQL) it changes nothing. With 2, 4, 8 and 64 (MQTT at 25,000 messages/s, every
+    /// disk flush 10 ms slower): 21,111, 21,416, 22,215 and 21,670 stored/s; 8 against 2 on the
+    /// same disk unslowed: p50 4.2 against 5.2 ms, p99 37 against 65 ms.
+    pub commits_in_flight: usize,
 }
 
 impl Default for IngestConfig {
@@ -30,6 +38,7 @@ impl Default for IngestConfig {
             queue_capacity: 16 * 1024,
             max_batch: 4096,
             full_wait: Duration::from_secs(2),
+            commits_in_flight: 8,
         }
     }
 }
@@ -74,13 +83,14 @@ impl Ingest {
         let (tx, rx) = mpsc::channel(config.queue_capacity);
         let (stop, stopped) = watch::channel(false);
         let stats = Arc::new(IngestStats::default());
-        let writer = tokio::spawn(write_batches(store, rx, stopped, stats.clone(), config.max_batch));
+        let full_wait = config.full_wait;
+        let writer = tokio::spawn(write_batches(store, rx, stopped, stats.clone(), config));
         (
             Ingest {
                 tx,
                 stop: Arc::new(stop),
                 stats,
-                full_wait: config.full_wait,
+                full_wait,
             },
             IngestWriter(writer),
         )
@@ -126,10 +136,19 @@ async fn write_batches(
     mut rx: mpsc::Receiver<Job>,
     mut stopped: watch::Receiver<bool>,
     stats: Arc<IngestStats>,
-    max_batch: usize,
+    config: IngestConfig,
 ) {
+    let in_flight = Arc::new(Semaphore::new(config.commits_in_flight.max(1)));
+    let mut flushing = JoinSet::new();
     let mut closing = false;
     loop {
+        // Room for one more commit before the batch is taken: what arrives while the commits
+        // in flight wait for the disk joins it.
+        let permit = in_flight
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
         let first = if closing {
             rx.recv().await
         } else {
@@ -146,7 +165,7 @@ async fn write_batches(
         let Some(first) = first else { break };
         let mut jobs = vec![first];
         let mut count = jobs[0].events.len();
-        while count < max_batch {
+        while count < config.max_batch {
             match rx.try_recv() {
                 Ok(job) => {
                     count += job.events.len();
@@ -155,14 +174,24 @@ async fn write_batches(
                 Err(_) => break,
             }
         }
-        commit(&*store, jobs, &stats).await;
+        commit(&store, jobs, &stats, permit, &mut flushing).await;
+        while flushing.try_join_next().is_some() {}
     }
+    // Every accepted event is answered before the writer ends.
+    while flushing.join_next().await.is_some() {}
     tracing::info!("ingest writer drained and stopped");
 }
 
-/// Commits a batch in one transaction. If that fails, each submission is retried alone, so
-/// one bad submission cannot fail its neighbours.
-async fn commit(store: &dyn Store, jobs: Vec<Job>, stats: &IngestStats) {
+/// Commits a batch in one transaction; its submissions are answered once it is durable, by a
+/// task in `flushing` that holds `permit` until then. If the commit fails, each submission is
+/// retried alone (and answered when durable), so one bad submission cannot fail its neighbours.
+async fn commit(
+    store: &Arc<dyn Store>,
+    jobs: Vec<Job>,
+    stats: &Arc<IngestStats>,
+    permit: OwnedSemaphorePermit,
+    flushing: &mut JoinSet<()>,
+) {
     let mut events = Vec::new();
     let mut spans: Vec<(Range<usize>, oneshot::Sender<Result<()>>)> = Vec::with_capacity(jobs.len());
     for job in jobs {
@@ -170,13 +199,29 @@ async fn commit(store: &dyn Store, jobs: Vec<Job>, stats: &IngestStats) {
         events.extend(job.events);
         spans.push((start..events.len(), job.done));
     }
-    match store.append_events(&events).await {
-        Ok(()) => {
-            stats.batches.fetch_add(1, Ordering::Relaxed);
-            stats.committed.fetch_add(events.len() as u64, Ordering::Relaxed);
-            for (_, done) in spans {
-                let _ = done.send(Ok(()));
-            }
+    match store.commit_events(&events).await {
+        Ok(durable) => {
+            let stats = stats.clone();
+            flushing.spawn(async move {
+                let result = durable.await;
+                drop(permit);
+                match &result {
+                    Ok(()) => {
+                        stats.batches.fetch_add(1, Ordering::Relaxed);
+                        stats.committed.fetch_add(events.len() as u64, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, cause = ?e, events = events.len(), "events committed but not flushed to disk");
+                        stats.failed.fetch_add(events.len() as u64, Ordering::Relaxed);
+                    }
+                }
+                for (_, done) in spans {
+                    let _ = done.send(match &result {
+                        Ok(()) => Ok(()),
+                        Err(e) => Err(Error::store(std::io::Error::other(e.to_string()))),
+                    });
+                }
+            });
         }
         Err(batch_error) => {
             tracing::warn!(error = %batch_error, events = events.len(), "batch commit failed; committing submissions one by one");

@@ -10,6 +10,9 @@ use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
 use crate::paging::{Page, PageRequest};
 use crate::records::{Device, DeviceModel, Project, Tenant};
 
+/// A commit on its way to disk (`EventStore::commit_events`): resolves once it is durable.
+pub type Durable = std::pin::Pin<Box<dyn Future<Output = Result<()>> + Send + 'static>>;
+
 #[async_trait]
 pub trait TenantStore: Send + Sync {
     /// Creates the default tenant unless it exists.
@@ -135,6 +138,15 @@ pub trait EventStore: Send + Sync {
     /// Stores the events and applies them to the shadows in one transaction: per device and
     /// attribute, the shadow keeps the value with the newest device time.
     async fn append_events(&self, events: &[crate::telemetry::DeviceEvent]) -> Result<()>;
+    /// Commits the events as `append_events` does, but returns once the commit is done, before
+    /// it is on disk where the store can tell the two apart: the returned future resolves when
+    /// the events are durable (or the flush failed), and only then do reads find them. Ingest
+    /// commits its next batch meanwhile (ingest.rs). The default is `append_events`, durable
+    /// when it returns.
+    async fn commit_events(&self, events: &[crate::telemetry::DeviceEvent]) -> Result<Durable> {
+        self.append_events(events).await?;
+        Ok(Box::pin(std::future::ready(Ok(()))))
+    }
     async fn get_event(
         &self,
         tenant: &TenantId,

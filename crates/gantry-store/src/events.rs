@@ -10,12 +10,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
+use std::time::Instant;
 
 use async_trait::async_trait;
 use gantry_core::enums::{Channel, DataType};
 use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
-use gantry_core::store::EventStore;
+use gantry_core::store::{Durable, EventStore};
 use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute, TimeField};
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
@@ -174,8 +175,14 @@ async fn update_shadows(tx: &mut Transaction<'static, Any>, events: &[DeviceEven
 #[async_trait]
 impl EventStore for SqlStore {
     async fn append_events(&self, events: &[DeviceEvent]) -> Result<()> {
+        self.commit_events(events).await?.await
+    }
+
+    /// On SQLite the commit to the staging file returns before its flush (flush.rs); the staged
+    /// events enter the index when the flush is done. On PostgreSQL the commit is durable.
+    async fn commit_events(&self, events: &[DeviceEvent]) -> Result<Durable> {
         if events.is_empty() {
-            return Ok(());
+            return Ok(Box::pin(std::future::ready(Ok(()))));
         }
         let rows = self.rows_per_statement();
         let staging = self.stages_events();
@@ -187,6 +194,7 @@ impl EventStore for SqlStore {
         } else {
             None
         };
+        let began = Instant::now();
         let mut staged = Vec::new();
         let mut tx = self.begin_ingest().await?;
         for chunk in events.chunks(rows) {
@@ -245,9 +253,16 @@ impl EventStore for SqlStore {
             adjust_counts(&mut tx, counts.into_iter().collect(), rows, false).await?;
         }
         tx.commit().await.map_err(Error::store)?;
-        // Before the caller acknowledges the events: from here reads find them.
-        self.staged.add(staged);
-        Ok(())
+        match &self.flusher {
+            // Told in commit order (`committing` is held): the flusher puts the commit on disk
+            // and then the events into the index, before the caller acknowledges them.
+            Some(flusher) if staging => {
+                flusher.stats().committed(began.elapsed());
+                let flushed = flusher.after_commit(staged);
+                Ok(Box::pin(async move { flushed.await.map_err(Error::store) }))
+            }
+            _ => Ok(Box::pin(std::future::ready(Ok(())))),
+        }
     }
 
     async fn get_event(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {

@@ -4,6 +4,7 @@
 mod devices;
 mod event_logs;
 mod events;
+mod flush;
 mod merge;
 mod models;
 mod projects;
@@ -15,7 +16,7 @@ mod staged;
 mod tenants;
 
 use std::borrow::Cow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -27,6 +28,7 @@ use sqlx::migrate::Migrator;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{Any, Executor, Transaction};
 
+use crate::flush::Flusher;
 use crate::staged::Staged;
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
@@ -69,6 +71,11 @@ const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL
 const SQLITE_WRITER_PRAGMAS: &str =
     "PRAGMA cache_size=-65536; PRAGMA staging.cache_size=-16384; PRAGMA wal_autocheckpoint=4000;";
 
+/// The stager's: the writers' and its commits to the staging file do not wait for the disk
+/// (`synchronous=NORMAL`); the flusher (flush.rs) puts them on disk, apart.
+const SQLITE_STAGER_PRAGMAS: &str = "PRAGMA cache_size=-65536; PRAGMA staging.cache_size=-16384; \
+                                     PRAGMA wal_autocheckpoint=4000; PRAGMA staging.synchronous=NORMAL;";
+
 /// How often the checkpointer copies committed WAL pages back into the SQLite database file.
 /// Done by a reader connection, the copying and its fsync stay out of the writer's commits (a
 /// commit that ran a 10,000-page checkpoint itself took tens of milliseconds longer); the writer's
@@ -105,12 +112,16 @@ pub struct SqlStore {
     /// update could wait for seconds. On PostgreSQL it is the read pool.
     writer: AnyPool,
     /// Ingest's writes. On SQLite one connection, the only one that writes the staging file
-    /// (attached as `staging`, `staging_file`): SQLite locks each file apart, so ingest commits go on while a move or any
-    /// other write holds the main file. On PostgreSQL the read pool.
+    /// (attached as `staging`, `staging_file`) but for the API's deletes of staged events: SQLite
+    /// locks each file apart, so ingest commits go on while a move or any other write holds the
+    /// main file. Its commits do not wait for the disk; the flusher puts them there. On
+    /// PostgreSQL the read pool.
     stager: AnyPool,
     backend: Backend,
     /// SQLite: which events the staging table holds, by device and by id (staged.rs).
     staged: Arc<Staged>,
+    /// SQLite: puts the stager's commits on disk (flush.rs).
+    flusher: Option<Arc<Flusher>>,
     /// Dropped with the last clone of the store, which ends the checkpointer.
     _alive: Arc<()>,
     /// SQLite: the lock on the database's lock file (`lock_file`), released by `close` or with
@@ -135,20 +146,21 @@ impl SqlStore {
             Backend::Sqlite => Some(staging_file(database_url)?),
             Backend::Postgres => None,
         };
-        let options = |size, extra| pool_options(size, extra, staging.clone());
+        let options = |size, extra| pool_options(size, extra, staging.as_ref().map(|file| file.attach.clone()));
         let pool = options(POOL_SIZE, "").connect(database_url).await?;
         migrator(backend).run(&pool).await?;
         let (writer, stager) = match backend {
             Backend::Sqlite => (
                 options(1, SQLITE_WRITER_PRAGMAS).connect(database_url).await?,
-                options(1, SQLITE_WRITER_PRAGMAS).connect(database_url).await?,
+                options(1, SQLITE_STAGER_PRAGMAS).connect(database_url).await?,
             ),
             Backend::Postgres => (pool.clone(), pool.clone()),
         };
         let alive = Arc::new(());
         let staged = Arc::new(Staged::default());
-        if backend == Backend::Sqlite {
-            merge::adopt_main_staging(&pool, &writer, &stager).await?;
+        let flusher = staging.map(|file| Arc::new(Flusher::start(file.wal, staged.clone())));
+        if let Some(flusher) = &flusher {
+            merge::adopt_main_staging(&pool, &writer, &stager, flusher).await?;
             staged.add(merge::load_staged(&pool).await?);
             // The checkpointer: passive, it never waits for readers or the writers, it copies what
             // it can, in both files.
@@ -159,15 +171,20 @@ impl SqlStore {
                 "WAL checkpoint failed",
                 |pool| async move { sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await },
             ));
-            let (mover, reader, deleter) = (staged.clone(), pool.clone(), stager.clone());
+            let stage = merge::Stage {
+                stager: stager.clone(),
+                staged: staged.clone(),
+                flusher: flusher.clone(),
+            };
+            let reader = pool.clone();
             tokio::spawn(every(
                 merge::MERGE_EVERY,
                 writer.clone(),
                 Arc::downgrade(&alive),
                 "moving staged events failed; retrying at the next walk",
                 move |writer| {
-                    let (staged, reader, stager) = (mover.clone(), reader.clone(), deleter.clone());
-                    async move { merge::merge_recent(&reader, &writer, &stager, &staged, Some(merge::PACE)).await }
+                    let (reader, stage) = (reader.clone(), stage.clone());
+                    async move { merge::merge_recent(&reader, &writer, &stage, Some(merge::PACE)).await }
                 },
             ));
         }
@@ -177,6 +194,7 @@ impl SqlStore {
             stager,
             backend,
             staged,
+            flusher,
             _alive: alive,
             locked: Arc::new(std::sync::Mutex::new(locked)),
         })
@@ -212,10 +230,15 @@ impl SqlStore {
     /// loads and tests: reads see the events either way. (The moved rows leave the staging file
     /// at a later walk, see merge.rs.)
     pub async fn merge_recent(&self) -> gantry_core::Result<u64> {
-        if !self.stages_events() {
+        let Some(flusher) = &self.flusher else {
             return Ok(0);
-        }
-        merge::merge_recent(&self.pool, &self.writer, &self.stager, &self.staged, None).await
+        };
+        let stage = merge::Stage {
+            stager: self.stager.clone(),
+            staged: self.staged.clone(),
+            flusher: flusher.clone(),
+        };
+        merge::merge_recent(&self.pool, &self.writer, &stage, None).await
     }
 
     /// Where a statement that writes outside `begin_write` runs.
@@ -300,12 +323,20 @@ fn pool_options(size: u32, extra: &'static str, staging: Option<Arc<str>>) -> An
         })
 }
 
+/// SQLite's staging file (`staging_file`).
+struct StagingFile {
+    /// The statements that attach it.
+    attach: Arc<str>,
+    /// Its WAL file, which the flusher flushes.
+    wal: PathBuf,
+}
+
 /// SQLite: the statements that attach the staging file beside the database file
 /// (`gantry.db` → `gantry-staging.db`) as the schema `staging` (every statement that names the
 /// staging table or its pragmas spells it so), with the main file's journal and durability, and create
 /// its one table when it is new. The staging table is in a file of its own so that ingest
 /// commits take only that file's lock (see `stager`).
-fn staging_file(url: &str) -> Result<Arc<str>, sqlx::Error> {
+fn staging_file(url: &str) -> Result<StagingFile, sqlx::Error> {
     let options = SqliteConnectOptions::from_str(url)?;
     let file = options.get_filename();
     if url.contains("mode=memory") || file.as_os_str().is_empty() || file.to_string_lossy().starts_with("file:") {
@@ -318,14 +349,19 @@ fn staging_file(url: &str) -> Result<Arc<str>, sqlx::Error> {
         Some(extension) => format!("{stem}-staging.{}", extension.to_string_lossy()),
         None => format!("{stem}-staging"),
     };
-    let path = file.with_file_name(name).to_string_lossy().replace('\'', "''");
-    Ok(format!(
-        "ATTACH DATABASE '{path}' AS staging; PRAGMA staging.journal_mode=WAL; \
-         PRAGMA staging.synchronous=FULL; {} {}",
-        merge::STAGING_TABLE,
-        merge::STAGING_SYNCS
-    )
-    .into())
+    let path = file.with_file_name(&name);
+    let mut wal = path.clone().into_os_string();
+    wal.push("-wal");
+    let quoted = path.to_string_lossy().replace('\'', "''");
+    Ok(StagingFile {
+        attach: format!(
+            "ATTACH DATABASE '{quoted}' AS staging; PRAGMA staging.journal_mode=WAL; \
+             PRAGMA staging.synchronous=FULL; {}",
+            merge::STAGING_TABLE,
+        )
+        .into(),
+        wal: wal.into(),
+    })
 }
 
 /// The URL of the embedded database in `data_dir`.
@@ -462,16 +498,17 @@ mod tests {
 
     #[test]
     fn the_staging_file_sits_beside_the_database_file() {
-        let attach = staging_file("sqlite:///tmp/it's/gantry.db?mode=rwc").unwrap();
+        let file = staging_file("sqlite:///tmp/it's/gantry.db?mode=rwc").unwrap();
         assert!(
-            attach.starts_with("ATTACH DATABASE '/tmp/it''s/gantry-staging.db' AS staging;"),
-            "{attach}"
+            file.attach
+                .starts_with("ATTACH DATABASE '/tmp/it''s/gantry-staging.db' AS staging;"),
+            "{}",
+            file.attach
         );
-        assert!(
-            staging_file("sqlite:///tmp/data/store?mode=rwc")
-                .unwrap()
-                .contains("'/tmp/data/store-staging'")
-        );
+        assert_eq!(file.wal, Path::new("/tmp/it's/gantry-staging.db-wal"));
+        let file = staging_file("sqlite:///tmp/data/store?mode=rwc").unwrap();
+        assert!(file.attach.contains("'/tmp/data/store-staging'"));
+        assert_eq!(file.wal, Path::new("/tmp/data/store-staging-wal"));
         assert!(staging_file("sqlite::memory:").is_err());
     }
 

@@ -42,6 +42,7 @@
 //! against 65 to 72 ms and 1.19 × on a store of 10,000,000 events; MQTT at 14,000 messages/s
 //! offered, 13,934 events/s stored against 10,267 (which fell behind).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gantry_core::{Error, Result};
@@ -49,6 +50,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Transaction};
 
 use crate::events::{COLUMNS, count_staged, settle_shadows};
+use crate::flush::Flusher;
 use crate::sql::Sql;
 use crate::staged::{Staged, json_array};
 
@@ -101,12 +103,6 @@ pub(crate) const STAGING_TABLE: &str = "CREATE TABLE IF NOT EXISTS staging.devic
     created_time   BIGINT NOT NULL
 );";
 
-/// The staging file's count of syncs (`sync_file`), as migration 0011 has the main file's.
-pub(crate) const STAGING_SYNCS: &str = "CREATE TABLE IF NOT EXISTS staging.walk_syncs (
-    id    INTEGER PRIMARY KEY CHECK (id = 1),
-    syncs INTEGER NOT NULL
-);";
-
 /// The staging table, by its schema-qualified name.
 pub(crate) const STAGING: &str = "staging.device_events_recent";
 
@@ -133,6 +129,7 @@ pub(crate) async fn adopt_main_staging(
     reader: &AnyPool,
     writer: &AnyPool,
     stager: &AnyPool,
+    flusher: &Flusher,
 ) -> std::result::Result<(), sqlx::Error> {
     let exists: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'device_events_recent'",
@@ -149,6 +146,8 @@ pub(crate) async fn adopt_main_staging(
     .execute(stager)
     .await?
     .rows_affected();
+    // On disk before the main file's table goes (the stager commits unsynced).
+    flusher.flush().await?;
     let mut tx = writer.begin().await?;
     sqlx::query("DROP TABLE main.device_events_recent")
         .execute(&mut *tx)
@@ -161,6 +160,14 @@ pub(crate) async fn adopt_main_staging(
         tracing::info!(copied, "staged events moved into the staging file");
     }
     Ok(())
+}
+
+/// The staging file's side of a walk: its one writer, the index of its rows, its flushes.
+#[derive(Clone)]
+pub(crate) struct Stage {
+    pub(crate) stager: AnyPool,
+    pub(crate) staged: Arc<Staged>,
+    pub(crate) flusher: Arc<Flusher>,
 }
 
 /// What a walk leaves for the next: the highest number it took and when its moves ended.
@@ -181,21 +188,20 @@ pub(crate) struct Walked {
 pub(crate) async fn merge_recent(
     reader: &AnyPool,
     writer: &AnyPool,
-    stager: &AnyPool,
-    staged: &Staged,
+    stage: &Stage,
     pace: Option<Duration>,
 ) -> Result<u64> {
-    let mut walked = staged.walk.lock().await;
+    let mut walked = stage.staged.walk.lock().await;
     let previous = walked.moved.take();
     // The delete of the last walk's rows (on the stager) and this walk's moves (on the writer)
     // write different files: they run side by side.
     let deleting = async {
         match previous {
-            Some((through, ended)) => delete_walked(writer, stager, staged, through, ended).await,
+            Some((through, ended)) => delete_walked(writer, stage, through, ended).await,
             None => Ok(()),
         }
     };
-    let (deleted, moving) = tokio::join!(deleting, move_staged(reader, writer, staged, pace));
+    let (deleted, moving) = tokio::join!(deleting, move_staged(reader, writer, stage, pace));
     // Rows left undeleted (a failure) are deleted with the next walk's: its mark is no lower.
     walked.moved = match &moving {
         Ok(Some((_, through))) => Some((*through, Instant::now())),
@@ -208,32 +214,27 @@ pub(crate) async fn merge_recent(
 
 /// Deletes the rows a walk moved, numbered up to `through`, from the staging file, `SETTLE` after
 /// its moves `ended` at least, then clears their records.
-async fn delete_walked(
-    writer: &AnyPool,
-    stager: &AnyPool,
-    staged: &Staged,
-    through: i64,
-    ended: Instant,
-) -> Result<()> {
+async fn delete_walked(writer: &AnyPool, stage: &Stage, through: i64, ended: Instant) -> Result<()> {
     // Walks that take most of `MERGE_EVERY` start less than `SETTLE` after the last ended.
     tokio::time::sleep(SETTLE.saturating_sub(ended.elapsed())).await;
     let started = Instant::now();
     // The moves committed without waiting for the disk (`move_devices`): on disk before their
     // rows leave the staging file.
-    sync_file(writer, "main").await?;
-    let stretches = staged.stretches(through, ROWS_PER_DELETE);
+    sync_main(writer).await?;
+    let stretches = stage.staged.stretches(through, ROWS_PER_DELETE);
     let mut after = 0;
     for &end in &stretches {
-        delete_moved(stager, after, end).await?;
+        delete_moved(&stage.stager, after, end).await?;
         // Only now, with the rows gone: a read that no longer finds these numbers reads a
         // snapshot without them.
-        staged.moved_through(end);
+        stage.staged.moved_through(end);
         after = end;
     }
-    // The deletes committed without waiting for the disk (`delete_moved`): on disk before their
-    // records go, or a delete lost to a power cut would bring back rows that no record marks as
-    // moved, to be moved twice.
-    sync_file(stager, "staging").await?;
+    // The deletes committed without waiting for the disk (the stager's commits): on disk before
+    // their records go, or a delete lost to a power cut would bring back rows that no record
+    // marks as moved, to be moved twice.
+    let since = stage.flusher.stats().taken();
+    stage.flusher.flush().await.map_err(Error::store)?;
     sqlx::query("DELETE FROM main.device_events_recent_moved WHERE through <= $1")
         .bind(through)
         .execute(writer)
@@ -243,26 +244,30 @@ async fn delete_walked(
         through,
         deletes = stretches.len(),
         deleting_ms = started.elapsed().as_secs_f64() * 1e3,
+        // Since the walk before's deletes: the staging file's flushes, the requests they answered
+        // (about one per ingest commit) and the ingest commits' time on the stager.
+        flushes = since.flushes,
+        flush_requests = since.requests,
+        committing_ms = since.committing.as_secs_f64() * 1e3,
         "deleted moved events"
     );
     Ok(())
 }
 
-/// Puts every commit before it on `schema`'s file on disk: a synced commit (FULL, the pools'
-/// durability) that counts one more sync in the file's walk_syncs (migration 0011; the staging
-/// file's with its table). Its flush takes the whole WAL file, and recovery replays the WAL in
-/// order up to its last whole commit (what left the WAL before had been checkpointed into the
-/// synced database file).
+/// Puts every commit before it on the main file on disk: a synced commit (FULL, the writer's
+/// durability) that counts one more sync in walk_syncs (migration 0011). Its flush takes the
+/// whole WAL file, and recovery replays the WAL in order up to its last whole commit (what left
+/// the WAL before had been checkpointed into the synced database file). The staging file's
+/// commits are put on disk by the flusher (flush.rs).
 ///
 /// It must change bytes: SQLite writes no page for an UPDATE that leaves a row as it was, and a
 /// commit that wrote no page flushes nothing. (Until this was checked, the moves' barrier was an
 /// `UPDATE ... SET through = through`, which wrote and flushed nothing.)
-async fn sync_file(pool: &AnyPool, schema: &str) -> Result<()> {
-    sqlx::query(&format!(
-        "INSERT INTO {schema}.walk_syncs (id, syncs) VALUES (1, 1) \
-         ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1"
-    ))
-    .execute(pool)
+async fn sync_main(writer: &AnyPool) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO main.walk_syncs (id, syncs) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1",
+    )
+    .execute(writer)
     .await
     .map_err(Error::store)?;
     Ok(())
@@ -275,9 +280,10 @@ async fn sync_file(pool: &AnyPool, schema: &str) -> Result<()> {
 async fn move_staged(
     reader: &AnyPool,
     writer: &AnyPool,
-    staged: &Staged,
+    stage: &Stage,
     pace: Option<Duration>,
 ) -> Result<Option<(u64, i64)>> {
+    let staged = &stage.staged;
     // The records of moves first, then the index: the rows of a record cleared meanwhile (by this
     // walk's delete, running beside) left the index before their record went.
     let records: Vec<(String, String, i64)> =
@@ -352,25 +358,20 @@ async fn move_staged(
 const ROWS_PER_DELETE: usize = 1_000;
 
 /// Deletes the moved rows numbered after `after` and up to `through` on the stager, the staging
-/// file's one writer, in one round trip (ingest commits wait for the connection meanwhile).
+/// file's one writer (ingest commits wait for the connection meanwhile).
 ///
-/// It commits without waiting for the disk (`synchronous=NORMAL` on the staging file, for this
-/// statement only): ingest commits on the same connection waited for a flush of the disk per
-/// delete besides their own, about 75 per walk at 25,000 events/s. A lost delete leaves rows that
-/// their records still mark as moved; `delete_walked` makes the walk's deletes durable with one
-/// synced commit before their records go.
+/// It commits without waiting for the disk, as every commit of the stager: a flush of the disk
+/// per delete was a wait for the ingest commits on the same connection, about 75 per walk at
+/// 25,000 events/s. A lost delete leaves rows that their records still mark as moved;
+/// `delete_walked` flushes the walk's deletes once before their records go.
 async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> Result<()> {
-    let conn = Unsynced::acquire(stager, "staging").await?;
-    // One round trip: the statements run in turn, FULL again at the end.
-    conn.execute_restoring(
-        sqlx::query(&format!(
-            "PRAGMA staging.synchronous=NORMAL; DELETE FROM {STAGING} WHERE seq > $1 AND seq <= $2; \
-             PRAGMA staging.synchronous=FULL"
-        ))
+    sqlx::query(&format!("DELETE FROM {STAGING} WHERE seq > $1 AND seq <= $2"))
         .bind(after)
-        .bind(through),
-    )
-    .await
+        .bind(through)
+        .execute(stager)
+        .await
+        .map_err(Error::store)?;
+    Ok(())
 }
 
 /// Moves the staged events `seqs` (every staged event of the devices `lo` to `hi` numbered up to
@@ -384,7 +385,7 @@ async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> Result<()> 
 /// staging file must wait until the move is on disk: `delete_walked` commits a synced transaction
 /// on the main file first. Every other write of the main file stays synced (FULL).
 async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, through: i64) -> Result<u64> {
-    let mut conn = Unsynced::acquire(writer, "main").await?;
+    let mut conn = Unsynced::acquire(writer).await?;
     conn.unsync().await?;
     let mut tx = conn.begin().await.map_err(Error::store)?;
     let mut selected = Sql::new("seq IN (SELECT value FROM json_each(");
@@ -414,29 +415,26 @@ async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, throug
     Ok(rows)
 }
 
-/// A connection while its commits to one file (`schema`) do not wait for the disk
-/// (`synchronous=NORMAL`: the writer's moves, the stager's deletes). Dropped before `synced` set
-/// FULL again (a failure, a walk cancelled at shutdown), the connection is closed instead of
-/// going back to the pool, where an API write or an ingest commit would take it.
+/// The writer's connection while its commits to the main file do not wait for the disk
+/// (`synchronous=NORMAL`: the moves). Dropped before `synced` set FULL again (a failure, a walk
+/// cancelled at shutdown), the connection is closed instead of going back to the pool, where an
+/// API write would take it.
 struct Unsynced {
     conn: PoolConnection<Any>,
-    schema: &'static str,
     synced: bool,
 }
 
 impl Unsynced {
-    /// A connection of `pool`, guarded from here on: `unsync` it, or run a statement that does
-    /// (`execute_restoring`).
-    async fn acquire(pool: &AnyPool, schema: &'static str) -> Result<Self> {
+    /// A connection of `pool`, guarded from here on.
+    async fn acquire(pool: &AnyPool) -> Result<Self> {
         Ok(Unsynced {
             conn: pool.acquire().await.map_err(Error::store)?,
-            schema,
             synced: false,
         })
     }
 
     async fn unsync(&mut self) -> Result<()> {
-        sqlx::query(&format!("PRAGMA {}.synchronous=NORMAL", self.schema))
+        sqlx::query("PRAGMA main.synchronous=NORMAL")
             .execute(&mut *self.conn)
             .await
             .map_err(Error::store)?;
@@ -447,23 +445,12 @@ impl Unsynced {
         sqlx::Connection::begin(&mut *self.conn).await
     }
 
-    /// Back to the file's durability (FULL: `SQLITE_PRAGMAS`, `staging_file`), after the transaction.
+    /// Back to the file's durability (FULL: `SQLITE_PRAGMAS`), after the transaction.
     async fn synced(mut self) -> Result<()> {
-        sqlx::query(&format!("PRAGMA {}.synchronous=FULL", self.schema))
+        sqlx::query("PRAGMA main.synchronous=FULL")
             .execute(&mut *self.conn)
             .await
             .map_err(Error::store)?;
-        self.synced = true;
-        Ok(())
-    }
-
-    /// Runs `statements`, which set the file unsynced and end by setting it FULL again: the
-    /// connection goes back to the pool only when every one of them ran.
-    async fn execute_restoring<'q>(
-        mut self,
-        statements: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
-    ) -> Result<()> {
-        statements.execute(&mut *self.conn).await.map_err(Error::store)?;
         self.synced = true;
         Ok(())
     }
@@ -632,25 +619,23 @@ mod tests {
         tokio::time::sleep(SETTLE).await;
         store.merge_recent().await.unwrap();
         assert_eq!(counts().await, (3, 0, 0), "staging emptied, records cleared");
-        for schema in ["main", "staging"] {
-            let syncs: i64 = sqlx::query_scalar(&format!("SELECT syncs FROM {schema}.walk_syncs"))
-                .fetch_one(&store.pool)
-                .await
-                .unwrap();
-            // The background walk may have deleted too.
-            assert!(syncs >= 1, "{schema}: a walk that deleted moved rows synced the file");
-        }
+        let syncs: i64 = sqlx::query_scalar("SELECT syncs FROM main.walk_syncs")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        // The background walk may have deleted too.
+        assert!(syncs >= 1, "a walk that deleted moved rows synced the main file");
         assert_eq!(read(&store, "dev-a").await, expected_a, "after the deletes");
         assert_eq!(read(&store, "dev-b").await, expected_b);
     }
 
-    /// A sync commits a change to its file: a connection reading the file sees a new version of
-    /// it (`data_version`), so the commit wrote pages and flushed the WAL. An UPDATE that leaves
-    /// its row as it was commits no change, and so flushes nothing: why a sync counts.
+    /// A sync commits a change to the main file: a connection reading the file sees a new
+    /// version of it (`data_version`), so the commit wrote pages and flushed the WAL. An UPDATE
+    /// that leaves its row as it was commits no change, and so flushes nothing: why a sync counts.
     #[tokio::test]
-    async fn a_sync_commits_a_change_to_its_file() {
-        async fn version(conn: &mut sqlx::AnyConnection, schema: &str) -> i64 {
-            sqlx::query_scalar(&format!("PRAGMA {schema}.data_version"))
+    async fn a_sync_commits_a_change_to_the_main_file() {
+        async fn version(conn: &mut sqlx::AnyConnection) -> i64 {
+            sqlx::query_scalar("PRAGMA main.data_version")
                 .fetch_one(conn)
                 .await
                 .unwrap()
@@ -659,24 +644,22 @@ mod tests {
         let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
         let _walking = store.staged.walk.lock().await;
         let mut reader = store.pool.acquire().await.unwrap();
-        for (pool, schema) in [(&store.writer, "main"), (&store.stager, "staging")] {
-            let before = version(&mut reader, schema).await;
-            sync_file(pool, schema).await.unwrap();
-            let synced = version(&mut reader, schema).await;
-            assert_ne!(synced, before, "{schema}: the first sync");
-            sqlx::query(&format!("UPDATE {schema}.walk_syncs SET syncs = syncs"))
-                .execute(pool)
-                .await
-                .unwrap();
-            assert_eq!(version(&mut reader, schema).await, synced, "{schema}: an unchanged row");
-            sync_file(pool, schema).await.unwrap();
-            assert_ne!(version(&mut reader, schema).await, synced, "{schema}: the second sync");
-            let syncs: i64 = sqlx::query_scalar(&format!("SELECT syncs FROM {schema}.walk_syncs"))
-                .fetch_one(pool)
-                .await
-                .unwrap();
-            assert_eq!(syncs, 2, "{schema}");
-        }
+        let before = version(&mut reader).await;
+        sync_main(&store.writer).await.unwrap();
+        let synced = version(&mut reader).await;
+        assert_ne!(synced, before, "the first sync");
+        sqlx::query("UPDATE main.walk_syncs SET syncs = syncs")
+            .execute(&store.writer)
+            .await
+            .unwrap();
+        assert_eq!(version(&mut reader).await, synced, "an unchanged row");
+        sync_main(&store.writer).await.unwrap();
+        assert_ne!(version(&mut reader).await, synced, "the second sync");
+        let syncs: i64 = sqlx::query_scalar("SELECT syncs FROM main.walk_syncs")
+            .fetch_one(&store.writer)
+            .await
+            .unwrap();
+        assert_eq!(syncs, 2);
     }
 
     /// A move commits unsynced on the writer's connection and sets it back to FULL after: the
@@ -700,27 +683,38 @@ mod tests {
         assert_eq!(read(&store, "dev-a").await, (2, vec![2, 1], vec![json!(2)]));
     }
 
-    /// A delete of moved rows commits unsynced on the stager's connection, where ingest commits,
-    /// and the same statement sets it back to FULL.
+    /// The stager commits the staging file without waiting for the disk (NORMAL), every other
+    /// connection with FULL; an ingest commit is answered after the flusher's flush, and its
+    /// events are in the index then. A delete of moved rows needs the flusher too.
     #[tokio::test]
-    async fn the_stager_is_synced_again_after_a_delete() {
+    async fn the_stager_commits_unsynced_and_the_flusher_flushes() {
+        let synchronous = |pool: &AnyPool| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>("PRAGMA staging.synchronous")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+        };
         let dir = tempfile::tempdir().unwrap();
         let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
         let _walking = store.staged.walk.lock().await;
-        store
-            .append_events(&[event("dev-a", 1), event("dev-a", 2), event("dev-a", 3)])
-            .await
-            .unwrap();
+        let flusher = store.flusher.clone().unwrap();
+        flusher.stats().taken();
+        let events = [event("dev-a", 1), event("dev-a", 2), event("dev-a", 3)];
+        store.append_events(&events).await.unwrap();
+        let taken = flusher.stats().taken();
+        assert!(taken.flushes >= 1 && taken.requests == 1, "{taken:?}");
+        assert_eq!(store.staged.seq_of(events[2].id.as_str()), Some(3));
+        assert_eq!(synchronous(&store.stager).await, 1, "NORMAL");
+        assert_eq!(synchronous(&store.writer).await, 2, "FULL");
+        assert_eq!(synchronous(&store.pool).await, 2, "FULL");
         delete_moved(&store.stager, 0, 2).await.unwrap();
         let left: Vec<i64> = sqlx::query_scalar("SELECT seq FROM staging.device_events_recent")
             .fetch_all(&store.pool)
             .await
             .unwrap();
         assert_eq!(left, vec![3]);
-        let synchronous: i64 = sqlx::query_scalar("PRAGMA staging.synchronous")
-            .fetch_one(&store.stager)
-            .await
-            .unwrap();
-        assert_eq!(synchronous, 2, "FULL");
     }
 }

@@ -62,6 +62,7 @@ store_suite!(
     devices_need_live_parents,
     records_round_trip_with_derived_fields,
     events_list_by_window_and_feed_the_shadow,
+    commits_in_flight_are_read_once_durable,
     retention_deletes_only_old_events,
     concurrent_batches_on_the_same_devices,
     moved_events_read_as_before,
@@ -1451,6 +1452,52 @@ fn event_at(device: &Device, id: EventId, code: &str, value: serde_json::Value, 
         created_time: 5_000,
         deleted: false,
     }
+}
+
+/// Ingest commits its next batches before the last are on disk (`commit_events`, ingest.rs):
+/// every batch is read, with its events in the listing and the shadow, once its durable future
+/// resolves, whatever the batches after it are doing.
+async fn commits_in_flight_are_read_once_durable(store: SqlStore) {
+    let tenant = new_tenant(&store, "in-flight").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let batches: Vec<Vec<DeviceEvent>> = (0..8)
+        .map(|b| {
+            (0..5)
+                .map(|i| event_at(&device, EventId::generate(), "temp", json!(b * 5 + i), b * 5 + i))
+                .collect()
+        })
+        .collect();
+    let mut durable = Vec::new();
+    for batch in &batches {
+        durable.push(store.commit_events(batch).await.unwrap());
+    }
+    let query = EventQuery {
+        device: device.id.clone(),
+        attribute_code: None,
+        time_field: TimeField::Device,
+        start: None,
+        end: None,
+    };
+    for (b, flushed) in durable.into_iter().enumerate() {
+        flushed.await.unwrap();
+        for event in &batches[b] {
+            assert_eq!(
+                store.get_event(&tenant, &event.id).await.unwrap().as_ref(),
+                Some(event),
+                "batch {b}"
+            );
+        }
+        let listed = store.list_events(&query, all()).await.unwrap();
+        assert!(listed.total >= (b as u64 + 1) * 5, "batch {b}: {}", listed.total);
+    }
+    let listed = store.list_events(&query, all()).await.unwrap();
+    assert_eq!(listed.total, 40);
+    let newest: Vec<i64> = listed.items.iter().map(|e| e.device_timestamp).take(3).collect();
+    assert_eq!(newest, vec![39, 38, 37]);
+    let shadow = store.shadow(&tenant, &device.id).await.unwrap();
+    assert_eq!((shadow[0].0.value.clone(), shadow[0].0.timestamp), (json!(39), 39));
 }
 
 async fn events_list_by_window_and_feed_the_shadow(store: SqlStore) {
