@@ -1433,6 +1433,17 @@ async fn records_round_trip_with_derived_fields(store: SqlStore) {
 
 // ---- events ----------------------------------------------------------------------------------
 
+/// A listing of every event of `device`, by device time.
+fn every_event_of(device: &Device) -> EventQuery {
+    EventQuery {
+        device: device.id.clone(),
+        attribute_code: None,
+        time_field: TimeField::Device,
+        start: None,
+        end: None,
+    }
+}
+
 fn event_at(device: &Device, id: EventId, code: &str, value: serde_json::Value, device_ts: i64) -> DeviceEvent {
     DeviceEvent {
         id,
@@ -1473,13 +1484,7 @@ async fn commits_in_flight_are_read_once_durable(store: SqlStore) {
     for batch in &batches {
         durable.push(store.commit_events(batch).await.unwrap());
     }
-    let query = EventQuery {
-        device: device.id.clone(),
-        attribute_code: None,
-        time_field: TimeField::Device,
-        start: None,
-        end: None,
-    };
+    let query = every_event_of(&device);
     for (b, flushed) in durable.into_iter().enumerate() {
         flushed.await.unwrap();
         for event in &batches[b] {
@@ -1594,19 +1599,7 @@ async fn retention_deletes_only_old_events(store: SqlStore) {
     );
     assert_eq!(store.delete_events_before(now - day, 5).await.unwrap(), 2);
     assert_eq!(store.delete_events_before(now - day, 5).await.unwrap(), 0);
-    let left = store
-        .list_events(
-            &EventQuery {
-                device: device.id.clone(),
-                attribute_code: None,
-                time_field: TimeField::Device,
-                start: None,
-                end: None,
-            },
-            all(),
-        )
-        .await
-        .unwrap();
+    let left = store.list_events(&every_event_of(&device), all()).await.unwrap();
     assert_eq!(
         left.items.iter().map(|e| e.attribute_data.clone()).collect::<Vec<_>>(),
         vec![json!(99)]
@@ -1657,13 +1650,7 @@ async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
     walking.stop().await;
     store.merge_recent().await.unwrap();
     for device in &devices {
-        let query = EventQuery {
-            device: device.id.clone(),
-            attribute_code: None,
-            time_field: TimeField::Device,
-            start: None,
-            end: None,
-        };
+        let query = every_event_of(device);
         assert_eq!(store.list_events(&query, all()).await.unwrap().total, 80);
     }
 }
@@ -2040,13 +2027,7 @@ async fn sqlite_upgrade_keeps_staged_events() {
         .unwrap()
         .expect("the staged event");
     assert_eq!((found.attribute_data, found.device_timestamp), (json!(21.5), 1_000));
-    let query = EventQuery {
-        device: device.id.clone(),
-        attribute_code: None,
-        time_field: TimeField::Device,
-        start: None,
-        end: None,
-    };
+    let query = every_event_of(&device);
     let listed = store.list_events(&query, all()).await.unwrap();
     assert_eq!((listed.total, listed.items.len()), (1, 1));
 }
@@ -2089,13 +2070,7 @@ async fn sqlite_upgrade_keeps_events_staged_by_device() {
     conn.close().await.unwrap();
 
     let store = SqlStore::connect(&url).await.unwrap();
-    let query = EventQuery {
-        device: device.id.clone(),
-        attribute_code: None,
-        time_field: TimeField::Device,
-        start: None,
-        end: None,
-    };
+    let query = every_event_of(&device);
     let read = || async {
         let listed = store.list_events(&query, all()).await.unwrap();
         let shadow = store.shadow(&tenant, &device.id).await.unwrap();
