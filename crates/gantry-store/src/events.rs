@@ -196,12 +196,28 @@ impl EventStore for SqlStore {
         };
         let began = Instant::now();
         let mut staged = Vec::new();
-        let mut tx = self.begin_ingest().await?;
+        // Staged events that fit one statement commit with it, in one round trip to the stager's
+        // thread with the number query below (four with a transaction around them); more take a
+        // transaction, so that a batch commits whole.
+        let (mut tx, mut alone) = if staging && events.len() <= rows {
+            (None, Some(self.stager.acquire().await.map_err(Error::store)?))
+        } else {
+            (Some(self.begin_ingest().await?), None)
+        };
         for chunk in events.chunks(rows) {
+            let conn: &mut AnyConnection = match (&mut tx, &mut alone) {
+                (Some(tx), _) => tx,
+                (None, Some(conn)) => conn,
+                (None, None) => unreachable!("a transaction or a connection"),
+            };
+            // The rows of one INSERT take consecutive numbers in VALUES order (AUTOINCREMENT,
+            // one writer), ending at the last inserted: cheaper than RETURNING a row for each.
+            // (sqlx's Any driver does not pass SQLite's last rowid on.)
             let text = format!(
-                "INSERT INTO {} ({COLUMNS}) VALUES {}",
+                "INSERT INTO {} ({COLUMNS}) VALUES {}{}",
                 self.events_table(),
                 values_clause(chunk.len(), EVENT_FIELDS, self.is_sqlite()),
+                if staging { "; SELECT last_insert_rowid()" } else { "" },
             );
             let mut query = sqlx::query(&text);
             for e in chunk {
@@ -222,14 +238,16 @@ impl EventStore for SqlStore {
                     .bind(e.created_by.as_str())
                     .bind(e.created_time);
             }
-            query.execute(&mut *tx).await.map_err(Error::store)?;
-            if staging {
-                // The rows of one INSERT take consecutive numbers in VALUES order (AUTOINCREMENT,
-                // one writer), ending at the last inserted: cheaper than RETURNING a row for each.
-                // (sqlx's Any driver does not pass SQLite's last rowid on.)
-                let last: i64 = sqlx::query_scalar("SELECT last_insert_rowid()")
-                    .fetch_one(&mut *tx)
-                    .await
+            if !staging {
+                query.execute(&mut *conn).await.map_err(Error::store)?;
+            } else {
+                // The INSERT returns no row, the SELECT after it one (`fetch_one` ends with the
+                // first statement on sqlx 0.8: RowNotFound).
+                let rows = query.fetch_all(&mut *conn).await.map_err(Error::store)?;
+                let last: i64 = rows
+                    .first()
+                    .ok_or(sqlx::Error::RowNotFound)
+                    .and_then(|row| sqlx::Row::try_get(row, 0))
                     .map_err(Error::store)?;
                 let first = last - chunk.len() as i64 + 1;
                 staged.extend(
@@ -240,9 +258,11 @@ impl EventStore for SqlStore {
                 );
             }
         }
-        if !staging {
+        if let Some(tx) = &mut tx
+            && !staging
+        {
             // Staged events reach the shadows and the counts when they are moved (merge.rs).
-            update_shadows(&mut tx, events, rows).await?;
+            update_shadows(tx, events, rows).await?;
             let mut counts: HashMap<(&str, &str), i64> = HashMap::new();
             for e in events {
                 *counts.entry((e.device_id.as_str(), "")).or_default() += 1;
@@ -250,9 +270,11 @@ impl EventStore for SqlStore {
                     .entry((e.device_id.as_str(), e.attribute_code.as_str()))
                     .or_default() += 1;
             }
-            adjust_counts(&mut tx, counts.into_iter().collect(), rows, false).await?;
+            adjust_counts(tx, counts.into_iter().collect(), rows, false).await?;
         }
-        tx.commit().await.map_err(Error::store)?;
+        if let Some(tx) = tx {
+            tx.commit().await.map_err(Error::store)?;
+        }
         match &self.flusher {
             // Told in commit order (`committing` is held): the flusher puts the commit on disk
             // and then the events into the index, before the caller acknowledges them.
