@@ -20,6 +20,7 @@ use gantry_core::store::{Durable, EventStore};
 use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute, TimeField};
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
+use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, Transaction};
 
 use crate::SqlStore;
@@ -172,6 +173,13 @@ async fn update_shadows(tx: &mut Transaction<'static, Any>, events: &[DeviceEven
     Ok(())
 }
 
+/// Where an ingest batch is written: alone on the stager's connection when it is one statement
+/// (it commits with the statement), else in a transaction.
+enum Writing {
+    Alone(PoolConnection<Any>),
+    Transaction(Transaction<'static, Any>),
+}
+
 #[async_trait]
 impl EventStore for SqlStore {
     async fn append_events(&self, events: &[DeviceEvent]) -> Result<()> {
@@ -199,16 +207,15 @@ impl EventStore for SqlStore {
         // Staged events that fit one statement commit with it, in one round trip to the stager's
         // thread with the number query below (four with a transaction around them); more take a
         // transaction, so that a batch commits whole.
-        let (mut tx, mut alone) = if staging && events.len() <= rows {
-            (None, Some(self.stager.acquire().await.map_err(Error::store)?))
+        let mut writing = if staging && events.len() <= rows {
+            Writing::Alone(self.stager.acquire().await.map_err(Error::store)?)
         } else {
-            (Some(self.begin_ingest().await?), None)
+            Writing::Transaction(self.begin_ingest().await?)
         };
         for chunk in events.chunks(rows) {
-            let conn: &mut AnyConnection = match (&mut tx, &mut alone) {
-                (Some(tx), _) => tx,
-                (None, Some(conn)) => conn,
-                (None, None) => unreachable!("a transaction or a connection"),
+            let conn: &mut AnyConnection = match &mut writing {
+                Writing::Transaction(tx) => tx,
+                Writing::Alone(conn) => conn,
             };
             // The rows of one INSERT take consecutive numbers in VALUES order (AUTOINCREMENT,
             // one writer), ending at the last inserted: cheaper than RETURNING a row for each.
@@ -258,7 +265,7 @@ impl EventStore for SqlStore {
                 );
             }
         }
-        if let Some(tx) = &mut tx
+        if let Writing::Transaction(tx) = &mut writing
             && !staging
         {
             // Staged events reach the shadows and the counts when they are moved (merge.rs).
@@ -272,15 +279,15 @@ impl EventStore for SqlStore {
             }
             adjust_counts(tx, counts.into_iter().collect(), rows, false).await?;
         }
-        if let Some(tx) = tx {
+        if let Writing::Transaction(tx) = writing {
             tx.commit().await.map_err(Error::store)?;
         }
-        match &self.flusher {
+        match &self.stage {
             // Told in commit order (`committing` is held): the flusher puts the commit on disk
             // and then the events into the index, before the caller acknowledges them.
-            Some(flusher) if staging => {
-                flusher.stats().committed(began.elapsed());
-                let flushed = flusher.after_commit(staged);
+            Some(stage) if staging => {
+                stage.flusher.stats().committed(began.elapsed());
+                let flushed = stage.flusher.after_commit(staged);
                 Ok(Box::pin(async move { flushed.await.map_err(Error::store) }))
             }
             _ => Ok(Box::pin(std::future::ready(Ok(())))),

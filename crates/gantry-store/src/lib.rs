@@ -71,10 +71,9 @@ const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL
 const SQLITE_WRITER_PRAGMAS: &str =
     "PRAGMA cache_size=-65536; PRAGMA staging.cache_size=-16384; PRAGMA wal_autocheckpoint=4000;";
 
-/// The stager's: the writers' and its commits to the staging file do not wait for the disk
-/// (`synchronous=NORMAL`); the flusher (flush.rs) puts them on disk, apart.
-const SQLITE_STAGER_PRAGMAS: &str = "PRAGMA cache_size=-65536; PRAGMA staging.cache_size=-16384; \
-                                     PRAGMA wal_autocheckpoint=4000; PRAGMA staging.synchronous=NORMAL;";
+/// The stager's, after the writers': its commits to the staging file do not wait for the disk;
+/// the flusher (flush.rs) puts them on disk, apart.
+const SQLITE_STAGER_UNSYNCED: &str = "PRAGMA staging.synchronous=NORMAL;";
 
 /// How often the checkpointer copies committed WAL pages back into the SQLite database file.
 /// Done by a reader connection, the copying and its fsync stay out of the writer's commits (a
@@ -120,8 +119,9 @@ pub struct SqlStore {
     backend: Backend,
     /// SQLite: which events the staging table holds, by device and by id (staged.rs).
     staged: Arc<Staged>,
-    /// SQLite: puts the stager's commits on disk (flush.rs).
-    flusher: Option<Arc<Flusher>>,
+    /// SQLite: the staging file's side of the walks, and the flusher that puts the stager's
+    /// commits on disk (flush.rs).
+    stage: Option<merge::Stage>,
     /// Dropped with the last clone of the store, which ends the checkpointer.
     _alive: Arc<()>,
     /// SQLite: the lock on the database's lock file (`lock_file`), released by `close` or with
@@ -147,20 +147,26 @@ impl SqlStore {
             Backend::Postgres => None,
         };
         let options = |size, extra| pool_options(size, extra, staging.as_ref().map(|file| file.attach.clone()));
-        let pool = options(POOL_SIZE, "").connect(database_url).await?;
+        let pool = options(POOL_SIZE, &[]).connect(database_url).await?;
         migrator(backend).run(&pool).await?;
         let (writer, stager) = match backend {
             Backend::Sqlite => (
-                options(1, SQLITE_WRITER_PRAGMAS).connect(database_url).await?,
-                options(1, SQLITE_STAGER_PRAGMAS).connect(database_url).await?,
+                options(1, &[SQLITE_WRITER_PRAGMAS]).connect(database_url).await?,
+                options(1, &[SQLITE_WRITER_PRAGMAS, SQLITE_STAGER_UNSYNCED])
+                    .connect(database_url)
+                    .await?,
             ),
             Backend::Postgres => (pool.clone(), pool.clone()),
         };
         let alive = Arc::new(());
         let staged = Arc::new(Staged::default());
-        let flusher = staging.map(|file| Arc::new(Flusher::start(file.wal, staged.clone())));
-        if let Some(flusher) = &flusher {
-            merge::adopt_main_staging(&pool, &writer, &stager, flusher).await?;
+        let stage = staging.map(|file| merge::Stage {
+            stager: stager.clone(),
+            staged: staged.clone(),
+            flusher: Arc::new(Flusher::start(file.wal, staged.clone())),
+        });
+        if let Some(stage) = &stage {
+            merge::adopt_main_staging(&pool, &writer, &stager, &stage.flusher).await?;
             staged.add(merge::load_staged(&pool).await?);
             // The checkpointer: passive, it never waits for readers or the writers, it copies what
             // it can, in both files.
@@ -171,12 +177,7 @@ impl SqlStore {
                 "WAL checkpoint failed",
                 |pool| async move { sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await },
             ));
-            let stage = merge::Stage {
-                stager: stager.clone(),
-                staged: staged.clone(),
-                flusher: flusher.clone(),
-            };
-            let reader = pool.clone();
+            let (reader, stage) = (pool.clone(), stage.clone());
             tokio::spawn(every(
                 merge::MERGE_EVERY,
                 writer.clone(),
@@ -194,7 +195,7 @@ impl SqlStore {
             stager,
             backend,
             staged,
-            flusher,
+            stage,
             _alive: alive,
             locked: Arc::new(std::sync::Mutex::new(locked)),
         })
@@ -230,15 +231,10 @@ impl SqlStore {
     /// loads and tests: reads see the events either way. (The moved rows leave the staging file
     /// at a later walk, see merge.rs.)
     pub async fn merge_recent(&self) -> gantry_core::Result<u64> {
-        let Some(flusher) = &self.flusher else {
+        let Some(stage) = &self.stage else {
             return Ok(0);
         };
-        let stage = merge::Stage {
-            stager: self.stager.clone(),
-            staged: self.staged.clone(),
-            flusher: flusher.clone(),
-        };
-        merge::merge_recent(&self.pool, &self.writer, &stage, None).await
+        merge::merge_recent(&self.pool, &self.writer, stage, None).await
     }
 
     /// Where a statement that writes outside `begin_write` runs.
@@ -302,7 +298,7 @@ where
 /// a file and a thread of this process, which no server restart or network drops, and the ping
 /// was a round trip to that thread before every transaction (in each ingest commit's sequence of
 /// statements, which the commits of a store make one after another).
-fn pool_options(size: u32, extra: &'static str, staging: Option<Arc<str>>) -> AnyPoolOptions {
+fn pool_options(size: u32, extra: &'static [&'static str], staging: Option<Arc<str>>) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(size)
         .test_before_acquire(staging.is_none())
@@ -314,8 +310,8 @@ fn pool_options(size: u32, extra: &'static str, staging: Option<Arc<str>>) -> An
                     if let Some(staging) = staging {
                         conn.execute(&*staging).await?;
                     }
-                    if !extra.is_empty() {
-                        conn.execute(extra).await?;
+                    for statements in extra {
+                        conn.execute(*statements).await?;
                     }
                 }
                 Ok(())

@@ -163,7 +163,7 @@ pub(crate) async fn adopt_main_staging(
 }
 
 /// The staging file's side of a walk: its one writer, the index of its rows, its flushes.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct Stage {
     pub(crate) stager: AnyPool,
     pub(crate) staged: Arc<Staged>,
@@ -700,7 +700,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
         let _walking = store.staged.walk.lock().await;
-        let flusher = store.flusher.clone().unwrap();
+        let flusher = store.stage.as_ref().unwrap().flusher.clone();
         flusher.stats().taken();
         let events = [event("dev-a", 1), event("dev-a", 2), event("dev-a", 3)];
         store.append_events(&events).await.unwrap();
