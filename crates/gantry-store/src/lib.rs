@@ -319,6 +319,16 @@ fn pool_options(size: u32, extra: &'static [&'static str], staging: Option<Arc<s
         })
 }
 
+/// The staging file's page size, in bytes. Its WAL takes whole pages: an ingest commit of 15
+/// events (about 4.5 KiB of rows) appends to one or two leaves and writes besides the table's
+/// parent page, its AUTOINCREMENT counter, the file's header and the free-list page it took a page
+/// from, about 6 pages of 4 KiB, SQLite's default. Pages of 1 KiB carry the same rows in fewer
+/// bytes. Measured with gantry-bench ingest-mqtt at 25,000 messages/s (1,000 devices), back to
+/// back: the staging WAL 1.53 → 0.83 KiB written per event, the server 4.95 → 4.14 KiB in all; the
+/// stager's commit time and server CPU per event unchanged; with the server's writes capped at 100
+/// MB/s (a disk that falls behind, imitated), 20,500 → 22,064 events/s stored.
+const STAGING_PAGE_SIZE: u32 = 1024;
+
 /// SQLite's staging file (`staging_file`).
 struct StagingFile {
     /// The statements that attach it.
@@ -332,6 +342,9 @@ struct StagingFile {
 /// staging table or its pragmas spells it so), with the main file's journal and durability, and create
 /// its one table when it is new. The staging table is in a file of its own so that ingest
 /// commits take only that file's lock (see `stager`).
+///
+/// A new staging file gets pages of `STAGING_PAGE_SIZE` (an existing one keeps its own: SQLite
+/// sets the page size only before a file's first table, and not at all in WAL mode).
 fn staging_file(url: &str) -> Result<StagingFile, sqlx::Error> {
     let options = SqliteConnectOptions::from_str(url)?;
     let file = options.get_filename();
@@ -351,8 +364,8 @@ fn staging_file(url: &str) -> Result<StagingFile, sqlx::Error> {
     let quoted = path.to_string_lossy().replace('\'', "''");
     Ok(StagingFile {
         attach: format!(
-            "ATTACH DATABASE '{quoted}' AS staging; PRAGMA staging.journal_mode=WAL; \
-             PRAGMA staging.synchronous=FULL; {}",
+            "ATTACH DATABASE '{quoted}' AS staging; PRAGMA staging.page_size={STAGING_PAGE_SIZE}; \
+             PRAGMA staging.journal_mode=WAL; PRAGMA staging.synchronous=FULL; {}",
             merge::STAGING_TABLE,
         )
         .into(),

@@ -717,4 +717,49 @@ mod tests {
             .unwrap();
         assert_eq!(left, vec![3]);
     }
+    /// A new staging file has small pages (`STAGING_PAGE_SIZE`); one written before keeps its
+    /// pages, and ingest and the moves go on with it.
+    #[tokio::test]
+    async fn a_new_staging_file_has_small_pages_and_an_old_one_keeps_its_own() {
+        let page_size = |store: &SqlStore| {
+            let pool = store.pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>("PRAGMA staging.page_size")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
+        assert_eq!(page_size(&store).await, 1024);
+        store.close().await;
+
+        let old = tempfile::tempdir().unwrap();
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(old.path().join("gantry-staging.db"))
+            .create_if_missing(true)
+            .page_size(4096)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+        let mut file = sqlx::ConnectOptions::connect(&options).await.unwrap();
+        sqlx::query(&STAGING_TABLE.replace("staging.", "main."))
+            .execute(&mut file)
+            .await
+            .unwrap();
+        sqlx::Connection::close(file).await.unwrap();
+        let store = SqlStore::connect(&sqlite_url(old.path())).await.unwrap();
+        assert_eq!(page_size(&store).await, 4096);
+        store
+            .append_events(&[event("dev-a", 1), event("dev-a", 2)])
+            .await
+            .unwrap();
+        // This walk or the background's moves them.
+        store.merge_recent().await.unwrap();
+        let moved: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM main.device_events")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(moved, 2);
+        assert_eq!(read(&store, "dev-a").await, (2, vec![2, 1], vec![json!(2)]));
+    }
 }
