@@ -322,12 +322,15 @@ fn pool_options(size: u32, extra: &'static [&'static str], staging: Option<Arc<s
 /// The staging file's page size, in bytes. Its WAL takes whole pages: an ingest commit of 15
 /// events (about 4.5 KiB of rows) appends to one or two leaves and writes besides the table's
 /// parent page, its AUTOINCREMENT counter, the file's header and the free-list page it took a page
-/// from, about 6 pages of 4 KiB, SQLite's default. Pages of 1 KiB carry the same rows in fewer
-/// bytes. Measured with gantry-bench ingest-mqtt at 25,000 messages/s (1,000 devices), back to
-/// back: the staging WAL 1.53 → 0.83 KiB written per event, the server 4.95 → 4.14 KiB in all; the
-/// stager's commit time and server CPU per event unchanged; with the server's writes capped at 100
-/// MB/s (a disk that falls behind, imitated), 20,500 → 22,064 events/s stored.
-const STAGING_PAGE_SIZE: u32 = 1024;
+/// from, about 6 pages of 4 KiB, SQLite's default. Smaller pages carry the same rows in fewer
+/// bytes, but a walk's deletes of moved rows free more of them, on the stager's connection, where
+/// ingest commits wait. Measured with gantry-bench ingest-mqtt at 25,000 messages/s (1,000
+/// devices), 20 s each, back to back, 4,096 / 2,048 / 1,024: the server wrote 4.74 / 4.10 / 3.89
+/// KiB per event in all, the deletes took 242 / 272 / 327 ms of each 3 s walk (over 10 minutes
+/// 1,024 rose to 500 to 540, 2,048 to 300 to 420, 4,096 to 240 to 300), the ingest commits' time
+/// unchanged. 10 minutes at 2,048 (with `merge::ROWS_PER_MOVE` at 4,000): 4.68 against 5.56 KiB
+/// per event before both.
+const STAGING_PAGE_SIZE: u32 = 2048;
 
 /// SQLite's staging file (`staging_file`).
 struct StagingFile {

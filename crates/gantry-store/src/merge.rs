@@ -77,10 +77,11 @@ pub(crate) const PACE: Duration = MERGE_EVERY;
 /// over the walk's whole stretch of time, so each move writes most of that stretch's leaves again,
 /// and fewer, larger moves write fewer pages. Ingest does not wait for moves (they write the main
 /// file); a control's event log or any other write of the main file waits for one.
-/// Measured with gantry-bench at 25,000 messages/s, back to back, 4,000 against 2,000: the
-/// writer busy 936 against 1,057 ms of each 3 s walk, 3.90 against 4.14 KiB written per event,
-/// server CPU 38 against 40 µs per event; with the server's writes capped at 100 MB/s (imitating a
-/// disk that falls behind) 24,905 events/s stored against 22,064. The price is the wait of a
+/// Measured with gantry-bench at 25,000 messages/s, 20 s each, back to back, 4,000 against 2,000
+/// (staging pages of 1 KiB): the writer busy 936 against 1,057 ms of each 3 s walk, 3.90 against
+/// 4.14 KiB written per event, server CPU 38 against 40 µs per event; with the server's writes
+/// capped at 100 MB/s (imitating a disk that falls behind) 24,905 events/s stored against 22,064.
+/// Over 10 minutes the writer's time per walk rose to about 1.2 s with both, as the store grew. The price is the wait of a
 /// main-file write that meets a move: controls under 10,000 events/s of telemetry, p99 4.2 against
 /// 7.6 ms, p99.9 59 against 37 ms (8,000: 3.4 and 106 ms).
 const ROWS_PER_MOVE: usize = 4_000;
@@ -740,7 +741,7 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
-        assert_eq!(page_size(&store).await, 1024);
+        assert_eq!(page_size(&store).await, 2048);
         store.close().await;
 
         let old = tempfile::tempdir().unwrap();
