@@ -506,6 +506,14 @@ mod tests {
         }
     }
 
+    /// The value of `PRAGMA name` on a connection of `pool`.
+    async fn pragma(pool: &AnyPool, name: &str) -> i64 {
+        sqlx::query_scalar(&format!("PRAGMA {name}"))
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    }
+
     /// What a user reads of `device`: the listing's total and times, and the shadow's value.
     async fn read(store: &SqlStore, device: &str) -> (u64, Vec<i64>, Vec<serde_json::Value>) {
         let query = EventQuery {
@@ -684,11 +692,7 @@ mod tests {
             .unwrap();
         let moved = move_devices(&store.writer, &[1, 2], "dev-a", "dev-a", 2).await.unwrap();
         assert_eq!(moved, 2);
-        let synchronous: i64 = sqlx::query_scalar("PRAGMA main.synchronous")
-            .fetch_one(&store.writer)
-            .await
-            .unwrap();
-        assert_eq!(synchronous, 2, "FULL");
+        assert_eq!(pragma(&store.writer, "main.synchronous").await, 2, "FULL");
         assert_eq!(read(&store, "dev-a").await, (2, vec![2, 1], vec![json!(2)]));
     }
 
@@ -697,15 +701,6 @@ mod tests {
     /// events are in the index then. A delete of moved rows needs the flusher too.
     #[tokio::test]
     async fn the_stager_commits_unsynced_and_the_flusher_flushes() {
-        let synchronous = |pool: &AnyPool| {
-            let pool = pool.clone();
-            async move {
-                sqlx::query_scalar::<_, i64>("PRAGMA staging.synchronous")
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-            }
-        };
         let dir = tempfile::tempdir().unwrap();
         let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
         let _walking = store.staged.walk.lock().await;
@@ -716,9 +711,9 @@ mod tests {
         let taken = flusher.stats().taken();
         assert!(taken.flushes >= 1 && taken.requests == 1, "{taken:?}");
         assert_eq!(store.staged.seq_of(events[2].id.as_str()), Some(3));
-        assert_eq!(synchronous(&store.stager).await, 1, "NORMAL");
-        assert_eq!(synchronous(&store.writer).await, 2, "FULL");
-        assert_eq!(synchronous(&store.pool).await, 2, "FULL");
+        assert_eq!(pragma(&store.stager, "staging.synchronous").await, 1, "NORMAL");
+        assert_eq!(pragma(&store.writer, "staging.synchronous").await, 2, "FULL");
+        assert_eq!(pragma(&store.pool, "staging.synchronous").await, 2, "FULL");
         delete_moved(&store.stager, 0, 2).await.unwrap();
         let left: Vec<i64> = sqlx::query_scalar("SELECT seq FROM staging.device_events_recent")
             .fetch_all(&store.pool)
@@ -730,18 +725,9 @@ mod tests {
     /// pages, and ingest and the moves go on with it.
     #[tokio::test]
     async fn a_new_staging_file_has_small_pages_and_an_old_one_keeps_its_own() {
-        let page_size = |store: &SqlStore| {
-            let pool = store.pool.clone();
-            async move {
-                sqlx::query_scalar::<_, i64>("PRAGMA staging.page_size")
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-            }
-        };
         let dir = tempfile::tempdir().unwrap();
         let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
-        assert_eq!(page_size(&store).await, 2048);
+        assert_eq!(pragma(&store.pool, "staging.page_size").await, 2048);
         store.close().await;
 
         let old = tempfile::tempdir().unwrap();
@@ -757,7 +743,7 @@ mod tests {
             .unwrap();
         sqlx::Connection::close(file).await.unwrap();
         let store = SqlStore::connect(&sqlite_url(old.path())).await.unwrap();
-        assert_eq!(page_size(&store).await, 4096);
+        assert_eq!(pragma(&store.pool, "staging.page_size").await, 4096);
         store
             .append_events(&[event("dev-a", 1), event("dev-a", 2)])
             .await
