@@ -81,9 +81,9 @@ pub(crate) const PACE: Duration = MERGE_EVERY;
 /// (staging pages of 1 KiB): the writer busy 936 against 1,057 ms of each 3 s walk, 3.90 against
 /// 4.14 KiB written per event, server CPU 38 against 40 µs per event; with the server's writes
 /// capped at 100 MB/s (imitating a disk that falls behind) 24,905 events/s stored against 22,064.
-/// Over 10 minutes the writer's time per walk rose to about 1.2 s with both, as the store grew. The price is the wait of a
-/// main-file write that meets a move: controls under 10,000 events/s of telemetry, p99 4.2 against
-/// 7.6 ms, p99.9 59 against 37 ms (8,000: 3.4 and 106 ms).
+/// Over 10 minutes the writer's time per walk rose to about 1.2 s with both, as the store grew.
+/// The price is the wait of a main-file write that meets a move: controls under 10,000 events/s
+/// of telemetry, p99 4.2 against 7.6 ms, p99.9 59 against 37 ms (8,000: 3.4 and 106 ms).
 const ROWS_PER_MOVE: usize = 4_000;
 
 /// How long moved rows stay in the staging file after their move committed, at least (see the
@@ -721,6 +721,7 @@ mod tests {
             .unwrap();
         assert_eq!(left, vec![3]);
     }
+
     /// A new staging file has small pages (`STAGING_PAGE_SIZE`); one written before keeps its
     /// pages, and ingest and the moves go on with it.
     #[tokio::test]
