@@ -283,14 +283,15 @@ impl EventStore for SqlStore {
             tx.commit().await.map_err(Error::store)?;
         }
         match &self.stage {
-            // Told in commit order (`committing` is held): the flusher puts the commit on disk
-            // and then the events into the index, before the caller acknowledges them.
-            Some(stage) if staging => {
+            // Staged (the store has a stage on SQLite alone). Told in commit order (`committing`
+            // is held): the flusher puts the commit on disk and then the events into the index,
+            // before the caller acknowledges them.
+            Some(stage) => {
                 stage.flusher.stats().committed(began.elapsed());
                 let flushed = stage.flusher.after_commit(staged);
                 Ok(Box::pin(async move { flushed.await.map_err(Error::store) }))
             }
-            _ => Ok(Box::pin(std::future::ready(Ok(())))),
+            None => Ok(Box::pin(std::future::ready(Ok(())))),
         }
     }
 
