@@ -85,11 +85,15 @@
 //! }
 //! ```
 
+use std::future::Future;
+use std::net::SocketAddr;
 use std::ops::Deref;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
+use tokio::io::{AsyncRead, AsyncWrite};
 use itertools::Itertools;
 
 use crate::context::ServerContext;
@@ -217,6 +221,44 @@ impl MqttServer {
     }
 }
 
+/// One connection once its transport is up: protocol detection and the CONNECT handshake, each
+/// boxed (allocated only while it runs), then the online session until it ends.
+///
+/// Gantry's patch: upstream's listeners awaited `v3::process`/`v5::process`, which ran the
+/// session themselves, so every connection's task held the stream in `process`'s frame and
+/// again in `run`'s. Here the handshake hands the session and the stream back, and `run` holds
+/// them alone (`transport` names the listener in log lines: "", "/TLS", "/WS", ...).
+async fn serve<Io, D>(scx: ServerContext, detect: Pin<Box<D>>, lid: ListenerId, remote_addr: SocketAddr, transport: &'static str)
+where
+    Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    D: Future<Output = Result<MqttStream<Io>>>,
+{
+    // Each step's values live in a scope that ends before the next await, so that none of
+    // them keeps room in this future beside `run`'s.
+    let (version, handshake) = {
+        let stream = match detect.await {
+            Ok(stream) => stream,
+            Err(e) => {
+                log::info!("MQTT{transport} version detection failed: {e}, from: {remote_addr}");
+                return;
+            }
+        };
+        let started: (_, Pin<Box<dyn Future<Output = crate::Result<_>> + Send>>) = match stream {
+            MqttStream::V3(s) => ("MQTTv3", Box::pin(v3::process(scx, s, lid))),
+            MqttStream::V5(s) => ("MQTTv5", Box::pin(v5::process(scx, s, lid))),
+        };
+        started
+    };
+    let (state, sink, keep_alive) = match handshake.await {
+        Ok(online) => online,
+        Err(e) => {
+            log::info!("{version}{transport} processing error: {e}, from: {remote_addr}");
+            return;
+        }
+    };
+    state.run(sink, keep_alive).await;
+}
+
 /// Handles incoming TCP connections
 /// # Arguments
 /// * `scx` - Server context
@@ -239,21 +281,7 @@ async fn listen_tcp(scx: ServerContext, l: &Listener, lid: ListenerId) {
                         }
                     };
 
-                    match Box::pin(stream.mqtt()).await {
-                        Ok(MqttStream::V3(s)) => {
-                            if let Err(e) = v3::process(scx.clone(), s, lid).await {
-                                log::info!("MQTTv3 processing error: {e}, from: {remote_addr}");
-                            }
-                        }
-                        Ok(MqttStream::V5(s)) => {
-                            if let Err(e) = v5::process(scx.clone(), s, lid).await {
-                                log::info!("MQTTv5 processing error: {e}, from: {remote_addr}");
-                            }
-                        }
-                        Err(e) => {
-                            log::info!("MQTT version detection failed: {e}, from: {remote_addr}");
-                        }
-                    }
+                    serve(scx, Box::pin(stream.mqtt()), lid, remote_addr, "").await;
                 });
             }
             Err(e) => {
@@ -287,21 +315,7 @@ async fn listen_tls(scx: ServerContext, l: &Listener, lid: ListenerId) {
                         }
                     };
 
-                    match Box::pin(stream.mqtt()).await {
-                        Ok(MqttStream::V3(s)) => {
-                            if let Err(e) = v3::process(scx.clone(), s, lid).await {
-                                log::info!("MQTTv3/TLS processing error: {e}, from: {remote_addr}");
-                            }
-                        }
-                        Ok(MqttStream::V5(s)) => {
-                            if let Err(e) = v5::process(scx.clone(), s, lid).await {
-                                log::info!("MQTTv5/TLS processing error: {e}, from: {remote_addr}");
-                            }
-                        }
-                        Err(e) => {
-                            log::info!("MQTT/TLS version detection failed: {e}, from: {remote_addr}");
-                        }
-                    }
+                    serve(scx, Box::pin(stream.mqtt()), lid, remote_addr, "/TLS").await;
                 });
             }
             Err(e) => {
@@ -335,21 +349,7 @@ async fn listen_ws(scx: ServerContext, l: &Listener, lid: ListenerId) {
                         }
                     };
 
-                    match Box::pin(stream.mqtt()).await {
-                        Ok(MqttStream::V3(s)) => {
-                            if let Err(e) = v3::process(scx.clone(), s, lid).await {
-                                log::info!("MQTTv3/WS processing error: {e}, from: {remote_addr}");
-                            }
-                        }
-                        Ok(MqttStream::V5(s)) => {
-                            if let Err(e) = v5::process(scx.clone(), s, lid).await {
-                                log::info!("MQTTv5/WS processing error: {e}, from: {remote_addr}");
-                            }
-                        }
-                        Err(e) => {
-                            log::info!("MQTT/WS version detection failed: {e}, from: {remote_addr}");
-                        }
-                    }
+                    serve(scx, Box::pin(stream.mqtt()), lid, remote_addr, "/WS").await;
                 });
             }
             Err(e) => {
@@ -383,21 +383,7 @@ async fn listen_wss(scx: ServerContext, l: &Listener, lid: ListenerId) {
                         }
                     };
 
-                    match Box::pin(stream.mqtt()).await {
-                        Ok(MqttStream::V3(s)) => {
-                            if let Err(e) = v3::process(scx.clone(), s, lid).await {
-                                log::info!("MQTTv3/WSS processing error: {e}, from: {remote_addr}");
-                            }
-                        }
-                        Ok(MqttStream::V5(s)) => {
-                            if let Err(e) = v5::process(scx.clone(), s, lid).await {
-                                log::info!("MQTTv5/WSS processing error: {e}, from: {remote_addr}");
-                            }
-                        }
-                        Err(e) => {
-                            log::info!("MQTT/WSS version detection failed: {e}, from: {remote_addr}");
-                        }
-                    }
+                    serve(scx, Box::pin(stream.mqtt()), lid, remote_addr, "/WSS").await;
                 });
             }
             Err(e) => {
@@ -431,21 +417,7 @@ async fn listen_quic(scx: ServerContext, l: &Listener, lid: ListenerId) {
                         }
                     };
 
-                    match Box::pin(stream.mqtt()).await {
-                        Ok(MqttStream::V3(s)) => {
-                            if let Err(e) = v3::process(scx.clone(), s, lid).await {
-                                log::info!("MQTTv3/QUIC processing error: {e}, from: {remote_addr}");
-                            }
-                        }
-                        Ok(MqttStream::V5(s)) => {
-                            if let Err(e) = v5::process(scx.clone(), s, lid).await {
-                                log::info!("MQTTv5/QUIC processing error: {e}, from: {remote_addr}");
-                            }
-                        }
-                        Err(e) => {
-                            log::info!("MQTT/QUIC version detection failed: {e}, from: {remote_addr}");
-                        }
-                    }
+                    serve(scx, Box::pin(stream.mqtt()), lid, remote_addr, "/QUIC").await;
                 });
             }
             Err(e) => {

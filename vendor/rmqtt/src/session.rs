@@ -185,32 +185,48 @@ impl SessionState {
         &self.tx
     }
 
+    /// The online session until it ends, then `finish`.
+    ///
+    /// Gantry's patch: a function returning an `async move` block rather than an `async fn`. An
+    /// `async fn` moves its arguments into locals of its future, which keeps room for them twice
+    /// (as captured and as moved); the block uses the captured `self` and `sink` where they are,
+    /// so the connection's task holds each once.
     #[inline]
-    pub(crate) async fn run<Io>(mut self, mut sink: Sink<Io>, keep_alive: u16)
+    pub(crate) fn run<Io>(mut self, mut sink: Sink<Io>, keep_alive: u16) -> impl std::future::Future<Output = ()>
     where
         Io: AsyncRead + AsyncWrite + Unpin,
     {
-        let limiter = {
-            let (burst, replenish_n_per) = self.fitter.mqueue_rate_limit();
-            Limiter::new(burst, replenish_n_per)
-        };
+        async move {
+            let limiter = {
+                let (burst, replenish_n_per) = self.fitter.mqueue_rate_limit();
+                Limiter::new(burst, replenish_n_per)
+            };
 
-        let (deliver_queue_tx, mut deliver_queue_rx) = self.deliver_queue_channel(&limiter);
-        let mut flags = StateFlags::empty();
+            let (deliver_queue_tx, mut deliver_queue_rx) = self.deliver_queue_channel(&limiter);
+            let mut flags = StateFlags::empty();
 
-        self.scx.connections.inc();
-        match self.run_loop(&mut sink, keep_alive, &mut flags, &deliver_queue_tx, &mut deliver_queue_rx).await
-        {
-            Ok(()) => {
-                log::debug!("{} exit ...", self.id);
+            self.scx.connections.inc();
+            // The reason is moved into its boxed future at once: a `Reason` held across that
+            // await would keep room for itself in this future for the session's whole life.
+            {
+                let add_reason =
+                    match self.run_loop(&mut sink, keep_alive, &mut flags, &deliver_queue_tx, &mut deliver_queue_rx).await {
+                        Ok(()) => {
+                            log::debug!("{} exit ...", self.id);
+                            None
+                        }
+                        Err(reason) => {
+                            log::debug!("{} Reason: {}", self.id, reason);
+                            Some(Box::pin(self.disconnected_reason_add(reason)))
+                        }
+                    };
+                if let Some(add_reason) = add_reason {
+                    let _ = add_reason.await;
+                }
             }
-            Err(reason) => {
-                log::debug!("{} Reason: {}", self.id, reason);
-                let _ = Box::pin(self.disconnected_reason_add(reason)).await;
-            }
+            self.scx.connections.dec();
+            Box::pin(self.finish(sink, flags, deliver_queue_tx)).await;
         }
-        self.scx.connections.dec();
-        Box::pin(self.finish(sink, flags, deliver_queue_tx)).await;
     }
 
     /// Everything after the online loop, boxed by `run`: only then is its state allocated, and

@@ -51,11 +51,12 @@ use crate::types::{
 use crate::utils::timestamp_millis;
 use crate::{Error, Result};
 
-/// Processes a new MQTT v3.1.1 connection through its full lifecycle.
+/// The start of a new MQTT v3.1.1 connection: the protocol handshake and its CONNACK.
 ///
-/// Performs the protocol handshake, sets up session state, and enters
-/// the main message processing loop. Handles connection refusal with
-/// appropriate CONNACK codes on failure.
+/// On success it returns the session state, the stream and the keep-alive for the caller to
+/// run (`SessionState::run`); on failure it refuses with the matching CONNACK code and closes
+/// the stream. Gantry's patch: upstream ran the session here; the caller (`server::serve`)
+/// does now, so a connection's task holds the stream once rather than here and in `run`.
 ///
 /// # Arguments
 /// * `scx` - Server context for accessing shared state
@@ -65,7 +66,7 @@ pub(crate) async fn process<Io>(
     scx: ServerContext,
     mut sink: v3::MqttStream<Io>,
     lid: ListenerId,
-) -> Result<()>
+) -> Result<(SessionState, Sink<Io>, u16)>
 where
     Io: AsyncRead + AsyncWrite + Unpin,
 {
@@ -88,9 +89,7 @@ where
         (state, keep_alive)
     };
 
-    state.run(Sink::V3(sink), keep_alive).await;
-
-    Ok(())
+    Ok((state, Sink::V3(sink), keep_alive))
 }
 
 #[inline]

@@ -66,12 +66,12 @@ use crate::types::{
 use crate::utils::timestamp_millis;
 use crate::{Error, Result};
 
-/// Processes a new MQTT v5.0 connection through its full lifecycle.
+/// The start of a new MQTT v5.0 connection: the protocol handshake and its CONNACK.
 ///
-/// Performs the protocol handshake with MQTT v5 features (session expiry,
-/// topic aliases, reason codes), sets up session state, and enters
-/// the main message processing loop. Handles connection refusal with
-/// appropriate CONNACK codes on failure.
+/// On success it returns the session state, the stream and the keep-alive for the caller to
+/// run (`SessionState::run`); on failure it refuses with the matching CONNACK code and closes
+/// the stream. Gantry's patch: upstream ran the session here; the caller (`server::serve`)
+/// does now, so a connection's task holds the stream once rather than here and in `run`.
 ///
 /// # Arguments
 /// * `scx` - Server context for accessing shared state
@@ -81,7 +81,7 @@ pub(crate) async fn process<Io>(
     scx: ServerContext,
     mut sink: v5::MqttStream<Io>,
     lid: ListenerId,
-) -> Result<()>
+) -> Result<(SessionState, Sink<Io>, u16)>
 where
     Io: AsyncRead + AsyncWrite + Unpin,
 {
@@ -104,9 +104,7 @@ where
         (state, keep_alive)
     };
 
-    state.run(Sink::V5(sink), keep_alive).await;
-
-    Ok(())
+    Ok((state, Sink::V5(sink), keep_alive))
 }
 
 #[inline]

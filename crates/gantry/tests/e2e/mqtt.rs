@@ -126,6 +126,62 @@ async fn logins_are_checked_against_the_store() {
     assert!(metrics.contains("gantry_mqtt_logins_refused_total 6"), "{metrics}");
 }
 
+/// MQTT 5 goes through the broker as 3.1.1 does (its own handshake, then the same session):
+/// a wrong token is refused at the CONNACK, a QoS 1 publish is acknowledged once stored.
+#[tokio::test]
+async fn an_mqtt5_device_logs_in_and_publishes() {
+    use rumqttc::v5::mqttbytes::QoS;
+    use rumqttc::v5::mqttbytes::v5::Packet;
+    use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
+
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let (id, token) = (
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    );
+    let login = |password: &str| -> (AsyncClient, EventLoop) {
+        let mut options = MqttOptions::new(id, app.mqtt.ip().to_string(), app.mqtt.port());
+        options.set_credentials(id, password);
+        AsyncClient::new(options, 10)
+    };
+
+    let (_refused, mut events) = login("wrong-token");
+    let answer = tokio::time::timeout(Duration::from_secs(10), events.poll())
+        .await
+        .expect("the broker answers the CONNECT");
+    assert!(answer.is_err(), "a wrong token is refused: {answer:?}");
+
+    let (client, mut events) = login(token);
+    let message = json!({
+        "meta": {"id": "mqtt5-1", "type": "m", "deviceid": id,
+                 "version": gantry_core::telemetry::MESSAGE_VERSION, "ts": 1_714_492_800},
+        "payload": {"attrs": [{"code": "temp", "value": 7.5, "channel": "m"}]}
+    });
+    client
+        .publish(
+            format!("{PREFIX}/in/json/{id}"),
+            QoS::AtLeastOnce,
+            false,
+            message.to_string(),
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Event::Incoming(Packet::PubAck(_)) = events.poll().await.expect("the session stays up") {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("a PUBACK");
+    let stored = events_of(&app, &world.device).await;
+    assert_eq!(stored["totalResults"], 1, "{stored}");
+    assert_eq!(stored["results"][0]["correlationId"], "mqtt5-1");
+    assert_eq!(stored["results"][0]["deviceTimestamp"], 1_714_492_800_000_i64);
+}
+
 #[tokio::test]
 async fn a_device_is_kept_to_its_own_topics() {
     let app = spawn_app().await;
