@@ -107,9 +107,11 @@ pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-/// Recently seen tokens (by hash), so that a request does not cost a store lookup. The catalog
-/// drops the entries of a device it Locks, moves or deletes and of a project it deletes.
-pub type TokenCache = crate::cache::TtlCache<String, Principal>;
+/// Recently seen tokens (by the SHA-256 of the token, kept as its 32 bytes rather than its hex
+/// text: one entry per device that logged in), so that a request does not cost a store lookup.
+/// The catalog drops the entries of a device it Locks, moves or deletes and of a project it
+/// deletes.
+pub type TokenCache = crate::cache::TtlCache<[u8; 32], Principal>;
 
 /// Turns bearer tokens into principals.
 pub struct AuthService {
@@ -126,16 +128,16 @@ impl AuthService {
         if token.is_empty() || token.len() > 256 {
             return Err(Error::Unauthorized);
         }
-        let hash = hash_token(token);
-        if let Some(principal) = self.cache.get(&hash) {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(principal) = self.cache.get(&digest) {
             return Ok(principal);
         }
         let principal = self
             .store
-            .principal_for_token(&hash)
+            .principal_for_token(&hex::encode(digest))
             .await?
             .ok_or(Error::Unauthorized)?;
-        self.cache.put(hash, principal.clone());
+        self.cache.put(digest, principal.clone());
         Ok(principal)
     }
 
