@@ -93,8 +93,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use tokio::io::{AsyncRead, AsyncWrite};
 use itertools::Itertools;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::context::ServerContext;
 use crate::net::MqttStream;
@@ -221,8 +221,9 @@ impl MqttServer {
     }
 }
 
-/// One connection once its transport is up: protocol detection and the CONNECT handshake, each
-/// boxed (allocated only while it runs), then the online session until it ends.
+/// One connection once its transport is up: protocol detection (boxed by the caller) and the
+/// CONNECT handshake (boxed here), each allocated only while it runs, then the online session
+/// until it ends.
 ///
 /// Gantry's patch: upstream's listeners awaited `v3::process`/`v5::process`, which ran the
 /// session themselves, so every connection's task held the stream in `process`'s frame and
