@@ -104,7 +104,12 @@ pub fn generate_token() -> String {
 
 /// Tokens are looked up by this hash, so the lookup does not compare secrets byte by byte.
 pub fn hash_token(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
+    hex::encode(token_digest(token))
+}
+
+/// The SHA-256 of a token: `hash_token` is its hex text; the token cache keys on its bytes.
+fn token_digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
 }
 
 /// Recently seen tokens (by the SHA-256 of the token, kept as its 32 bytes rather than its hex
@@ -128,7 +133,7 @@ impl AuthService {
         if token.is_empty() || token.len() > 256 {
             return Err(Error::Unauthorized);
         }
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let digest = token_digest(token);
         if let Some(principal) = self.cache.get(&digest) {
             return Ok(principal);
         }

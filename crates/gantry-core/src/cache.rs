@@ -45,8 +45,13 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
         entries
             .map
             .get(key)
-            .filter(|(_, at)| at.elapsed() < self.ttl)
+            .filter(|(_, at)| self.fresh(*at, Instant::now()))
             .map(|(v, _)| v.clone())
+    }
+
+    /// Whether an entry put at `at` is still within the time limit at `now`.
+    fn fresh(&self, at: Instant, now: Instant) -> bool {
+        now.duration_since(at) < self.ttl
     }
 
     pub fn put(&self, key: K, value: V) {
@@ -54,7 +59,7 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
         let mut entries = self.entries.write().expect("cache lock");
         entries.map.insert(key, (value, now));
         if entries.map.len() >= entries.sweep_at {
-            entries.map.retain(|_, (_, at)| now.duration_since(*at) < self.ttl);
+            entries.map.retain(|_, (_, at)| self.fresh(*at, now));
             let left = entries.map.len();
             entries.map.shrink_to(2 * left);
             entries.sweep_at = (2 * left).max(MIN_SWEEP);

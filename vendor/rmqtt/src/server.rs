@@ -236,7 +236,7 @@ where
 {
     // Each step's values live in a scope that ends before the next await, so that none of
     // them keeps room in this future beside `run`'s.
-    let (version, handshake) = {
+    let (version, handshake): (_, Pin<Box<dyn Future<Output = crate::Result<_>> + Send>>) = {
         let stream = match detect.await {
             Ok(stream) => stream,
             Err(e) => {
@@ -244,11 +244,10 @@ where
                 return;
             }
         };
-        let started: (_, Pin<Box<dyn Future<Output = crate::Result<_>> + Send>>) = match stream {
+        match stream {
             MqttStream::V3(s) => ("MQTTv3", Box::pin(v3::process(scx, s, lid))),
             MqttStream::V5(s) => ("MQTTv5", Box::pin(v5::process(scx, s, lid))),
-        };
-        started
+        }
     };
     let (state, sink, keep_alive) = match handshake.await {
         Ok(online) => online,
