@@ -1,9 +1,13 @@
-//! The one ingest path for device events, used by REST and MQTT alike: a bounded queue in
-//! front of a single writer that commits events and their shadow updates in batches (group
-//! commit). A caller's `submit` returns only once the batch holding its events is durable. Where
-//! the store flushes apart from the commit (SQLite's staging file), the writer commits the next
-//! batch while the last is flushed (`IngestConfig::commits_in_flight`).
+//! The one ingest path for device events, used by REST and MQTT alike: bounded queues in front
+//! of writers that commit events and their shadow updates in batches (group commit). A caller's
+//! `submit` returns only once the batch holding its events is durable. Where the store flushes
+//! apart from the commit (SQLite's staging file), a writer commits the next batch while the last
+//! is flushed (`IngestConfig::commits_in_flight`). Where the store takes several transactions at
+//! once (PostgreSQL), there are as many writers as it asks for (`EventStore::ingest_writers`),
+//! each for its own share of the devices: a device's events are committed in the order they were
+//! submitted, and no two writers touch the same shadow or count rows.
 
+use std::hash::{BuildHasher, RandomState};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +22,7 @@ use crate::{Error, Result};
 
 #[derive(Debug, Clone)]
 pub struct IngestConfig {
-    /// Submissions the queue holds before callers have to wait.
+    /// Submissions the queues hold before callers have to wait (shared among the writers).
     pub queue_capacity: usize,
     /// Events committed in one transaction at most.
     pub max_batch: usize,
@@ -61,48 +65,77 @@ struct Job {
 /// The sending side; cheap to clone.
 #[derive(Clone)]
 pub struct Ingest {
-    tx: mpsc::Sender<Job>,
+    /// A queue per writer; a device's events always go to the same one (`lane_of`).
+    lanes: Arc<[mpsc::Sender<Job>]>,
+    hasher: RandomState,
     stop: Arc<watch::Sender<bool>>,
     stats: Arc<IngestStats>,
     full_wait: Duration,
 }
 
-/// The writer task; await it after `Ingest::close` to know everything accepted is committed.
-pub struct IngestWriter(JoinHandle<()>);
+/// The writer tasks; await them after `Ingest::close` to know everything accepted is committed.
+pub struct IngestWriter(Vec<JoinHandle<()>>);
 
 impl IngestWriter {
     pub async fn join(self) {
-        if let Err(e) = self.0.await {
-            tracing::error!(error = %e, "ingest writer panicked");
+        for writer in self.0 {
+            if let Err(e) = writer.await {
+                tracing::error!(error = %e, "ingest writer panicked");
+            }
         }
     }
 }
 
 impl Ingest {
     pub fn start(store: Arc<dyn Store>, config: IngestConfig) -> (Ingest, IngestWriter) {
-        let (tx, rx) = mpsc::channel(config.queue_capacity);
+        let writers = store.ingest_writers().max(1);
         let (stop, stopped) = watch::channel(false);
         let stats = Arc::new(IngestStats::default());
         let full_wait = config.full_wait;
-        let writer = tokio::spawn(write_batches(store, rx, stopped, stats.clone(), config));
+        let mut lanes = Vec::with_capacity(writers);
+        let mut handles = Vec::with_capacity(writers);
+        for _ in 0..writers {
+            let (tx, rx) = mpsc::channel(config.queue_capacity.div_ceil(writers).max(1));
+            lanes.push(tx);
+            handles.push(tokio::spawn(write_batches(
+                store.clone(),
+                rx,
+                stopped.clone(),
+                stats.clone(),
+                config.clone(),
+            )));
+        }
         (
             Ingest {
-                tx,
+                lanes: lanes.into(),
+                hasher: RandomState::new(),
                 stop: Arc::new(stop),
                 stats,
                 full_wait,
             },
-            IngestWriter(writer),
+            IngestWriter(handles),
         )
+    }
+
+    /// The queue of the writer that commits `events` (a submission's events come from one device
+    /// on every path that submits; a submission is committed whole by one writer, that of its
+    /// first event's device).
+    fn lane_of(&self, events: &[DeviceEvent]) -> &mpsc::Sender<Job> {
+        let lane = match (&*self.lanes, events.first()) {
+            ([only], _) => return only,
+            (_, Some(first)) => self.hasher.hash_one(first.device_id.as_str()) as usize % self.lanes.len(),
+            (_, None) => 0,
+        };
+        &self.lanes[lane]
     }
 
     pub fn stats(&self) -> &Arc<IngestStats> {
         &self.stats
     }
 
-    /// Submissions waiting for the writer.
+    /// Submissions waiting for the writers.
     pub fn backlog(&self) -> usize {
-        self.tx.max_capacity() - self.tx.capacity()
+        self.lanes.iter().map(|tx| tx.max_capacity() - tx.capacity()).sum()
     }
 
     /// Queues events and waits until they are committed. A queue that stays full for
@@ -113,7 +146,8 @@ impl Ingest {
         }
         let count = events.len() as u64;
         let (done, committed) = oneshot::channel();
-        match tokio::time::timeout(self.full_wait, self.tx.send(Job { events, done })).await {
+        let lane = self.lane_of(&events);
+        match tokio::time::timeout(self.full_wait, lane.send(Job { events, done })).await {
             Err(_) => {
                 self.stats.rejected_busy.fetch_add(count, Ordering::Relaxed);
                 return Err(Error::Busy("the ingest queue is full; retry later".to_owned()));
@@ -125,7 +159,7 @@ impl Ingest {
         committed.await.map_err(|_| Error::Unavailable)?
     }
 
-    /// Stops taking submissions; the writer commits what is queued and then ends.
+    /// Stops taking submissions; the writers commit what is queued and then end.
     pub fn close(&self) {
         let _ = self.stop.send(true);
     }

@@ -147,6 +147,11 @@ pub trait EventStore: Send + Sync {
         self.append_events(events).await?;
         Ok(Box::pin(std::future::ready(Ok(()))))
     }
+    /// How many ingest writers commit at once (ingest.rs), each for its own share of the
+    /// devices. The default is one: a store with a single writer (SQLite) gains nothing from more.
+    fn ingest_writers(&self) -> usize {
+        1
+    }
     async fn get_event(
         &self,
         tenant: &TenantId,

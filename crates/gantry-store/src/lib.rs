@@ -52,6 +52,8 @@ fn migrator(backend: Backend) -> Migrator {
     }
 }
 
+/// Connections for reads and the API's writes. On PostgreSQL the pool also holds one for each
+/// ingest writer (`events::POSTGRES_INGEST_WRITERS`), so that ingest under load leaves these.
 const POOL_SIZE: u32 = 8;
 
 /// busy_timeout comes first so that switching to WAL waits for other connections instead of failing.
@@ -147,7 +149,11 @@ impl SqlStore {
             Backend::Postgres => None,
         };
         let options = |size, extra| pool_options(size, extra, staging.as_ref().map(|file| file.attach.clone()));
-        let pool = options(POOL_SIZE, &[]).connect(database_url).await?;
+        let size = match backend {
+            Backend::Sqlite => POOL_SIZE,
+            Backend::Postgres => POOL_SIZE + events::POSTGRES_INGEST_WRITERS as u32,
+        };
+        let pool = options(size, &[]).connect(database_url).await?;
         migrator(backend).run(&pool).await?;
         let (writer, stager) = match backend {
             Backend::Sqlite => (

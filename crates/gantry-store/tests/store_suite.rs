@@ -65,6 +65,7 @@ store_suite!(
     commits_in_flight_are_read_once_durable,
     retention_deletes_only_old_events,
     concurrent_batches_on_the_same_devices,
+    ingest_keeps_each_devices_order,
     moved_events_read_as_before,
     shadows_and_totals_hold_across_moves_and_deletes,
     deletes_and_listings_during_moves;
@@ -1653,6 +1654,64 @@ async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
         let query = every_event_of(device);
         assert_eq!(store.list_events(&query, all()).await.unwrap().total, 80);
     }
+}
+
+/// The ingest pipeline (ingest.rs) with the writers the store asks for (two on PostgreSQL,
+/// one on SQLite): each device's submissions are committed in the order they were queued, so with
+/// equal device times each shadow ends at the device's last queued value; closing the pipeline
+/// commits everything it accepted before the writers end.
+async fn ingest_keeps_each_devices_order(store: SqlStore) {
+    use gantry_core::ingest::{Ingest, IngestConfig};
+    let tenant = new_tenant(&store, "ingest-order").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let mut devices = Vec::new();
+    for i in 0..24 {
+        devices.push(new_device(&store, &tenant, &format!("d{i}"), &project, &model).await);
+    }
+    let (ingest, writers) = Ingest::start(std::sync::Arc::new(store.clone()), IngestConfig::default());
+    let rounds = 20;
+    let mut submissions = Vec::new();
+    for round in 0..rounds {
+        for device in &devices {
+            let event = event_at(device, EventId::generate(), "temp", json!(round), 7);
+            // The first poll queues the submission (the queues have room; unconstrained: tokio's
+            // budget would make sends after the 128th of this poll wait): queued in this order.
+            let mut submission = Box::pin(tokio::task::unconstrained(ingest.submit(vec![event])));
+            match futures::poll!(submission.as_mut()) {
+                std::task::Poll::Ready(result) => result.expect("committed"),
+                std::task::Poll::Pending => submissions.push(submission),
+            }
+        }
+    }
+    ingest.close();
+    for submission in submissions {
+        submission.await.expect("committed");
+    }
+    writers.join().await;
+    assert_eq!(
+        ingest.stats().committed.load(std::sync::atomic::Ordering::Relaxed),
+        (rounds * devices.len()) as u64
+    );
+    for device in &devices {
+        let listed = store.list_events(&every_event_of(device), all()).await.unwrap();
+        assert_eq!(listed.total, rounds as u64, "{}", device.device_name);
+        let shadow = store.shadow(&tenant, &device.id).await.unwrap();
+        assert_eq!(shadow.len(), 1);
+        assert_eq!(
+            shadow[0].0.value,
+            json!(rounds - 1),
+            "{}: the last queued value",
+            device.device_name
+        );
+    }
+    assert!(
+        ingest
+            .submit(vec![event_at(&devices[0], EventId::generate(), "temp", json!(0), 8)])
+            .await
+            .is_err(),
+        "closed"
+    );
 }
 
 /// Walks of the mover back to back (`merge_recent` in a loop, none on PostgreSQL's store) until
