@@ -152,7 +152,7 @@ impl CatalogService {
 
     /// A device changed or is gone: drop its cached record and token.
     fn forget_device(&self, id: &DeviceId) {
-        self.devices.forget(|k, _| k == id);
+        self.devices.remove(id);
         self.tokens
             .forget(|_, p| matches!(p, Principal::Device { device, .. } if device == id));
     }
@@ -272,7 +272,7 @@ impl CatalogService {
 
     /// A model changed or is gone: drop it, and the devices whose derived fields it feeds.
     fn forget_model(&self, id: &ModelId) {
-        self.models.forget(|k, _| k == id);
+        self.models.remove(id);
         self.devices.forget(|_, d| &d.model_id == id);
     }
 
