@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::ids::DeviceId;
 use crate::store::Store;
 use crate::telemetry::DeviceEvent;
 use crate::{Error, Result};
@@ -117,16 +118,14 @@ impl Ingest {
         )
     }
 
-    /// The queue of the writer that commits `events` (a submission's events come from one device
-    /// on every path that submits; a submission is committed whole by one writer, that of its
-    /// first event's device).
-    fn lane_of(&self, events: &[DeviceEvent]) -> &mpsc::Sender<Job> {
-        let lane = match (&*self.lanes, events.first()) {
-            ([only], _) => return only,
-            (_, Some(first)) => self.hasher.hash_one(first.device_id.as_str()) as usize % self.lanes.len(),
-            (_, None) => 0,
-        };
-        &self.lanes[lane]
+    /// The queue of the writer that commits `device`'s events. A submission's events come from
+    /// one device on every path that submits; a submission is committed whole by one writer,
+    /// that of its first event's device.
+    fn lane_of(&self, device: &DeviceId) -> &mpsc::Sender<Job> {
+        match &*self.lanes {
+            [only] => only,
+            lanes => &lanes[self.hasher.hash_one(device.as_str()) as usize % lanes.len()],
+        }
     }
 
     pub fn stats(&self) -> &Arc<IngestStats> {
@@ -146,7 +145,7 @@ impl Ingest {
         }
         let count = events.len() as u64;
         let (done, committed) = oneshot::channel();
-        let lane = self.lane_of(&events);
+        let lane = self.lane_of(&events[0].device_id);
         match tokio::time::timeout(self.full_wait, lane.send(Job { events, done })).await {
             Err(_) => {
                 self.stats.rejected_busy.fetch_add(count, Ordering::Relaxed);
