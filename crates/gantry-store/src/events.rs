@@ -19,8 +19,10 @@ use gantry_core::paging::{Page, PageRequest};
 use gantry_core::store::{Durable, EventStore};
 use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute, TimeField};
 use gantry_core::{Error, Result};
+use sqlx::any::AnyArguments;
 use sqlx::any::AnyRow;
 use sqlx::pool::PoolConnection;
+use sqlx::query::Query;
 use sqlx::{Any, AnyConnection, Transaction};
 
 use crate::SqlStore;
@@ -109,8 +111,29 @@ const SHADOW_UPSERT: &str = "ON CONFLICT (device_id, attribute_code) DO UPDATE S
                              device_ts = excluded.device_ts, ingress_ts = excluded.ingress_ts \
                              WHERE excluded.device_ts >= device_shadows.device_ts";
 
-const COUNT_UPSERT: &str = "ON CONFLICT (device_id, attribute_code) \
+const COUNT_UPSERT: &str = "ON CONFLICT (device_id, attribute_code, clock, epoch_hour) \
                             DO UPDATE SET events = device_event_counts.events + excluded.events";
+
+/// The width of the kept counts' hours (migration 0012).
+const HOUR_MS: i64 = 3_600_000;
+
+/// The number of `ts`'s hour: `ts` / HOUR_MS rounded down (before 1970 too).
+fn hour_of(ts: i64) -> i64 {
+    ts.div_euclid(HOUR_MS)
+}
+
+/// `hour_of` in SQL, for a column: both engines divide integers rounding toward zero.
+fn hour_sql(column: &str) -> String {
+    format!("({column} / {HOUR_MS} - CASE WHEN {column} % {HOUR_MS} < 0 THEN 1 ELSE 0 END)")
+}
+
+/// The clock a listing's date range applies to, as the kept counts name it, and its column.
+fn clock_of(field: TimeField) -> (&'static str, &'static str) {
+    match field {
+        TimeField::Device => ("device", "device_ts"),
+        TimeField::Ingress => ("ingress", "ingress_ts"),
+    }
+}
 
 /// SQLite: around a filter of device_events_recent, per device and attribute the newest of the
 /// staged events it selects, by device time and on a tie the one committed last (the higher
@@ -139,17 +162,27 @@ pub(crate) async fn settle_shadows(conn: &mut AnyConnection, staged: &Sql) -> Re
 }
 
 /// SQLite: adds the staged events `staged` selects to the kept counts, as they are moved. Until
-/// then a listing's total adds the device's staged events (`kept_count`). The staged rows are read
-/// once, counted per device and attribute; the device's total is the sum of its attributes'.
+/// then a listing's total adds the device's staged events (`kept_count`, `range_count`). The
+/// staged rows are read once, counted per device, attribute and hour; the other keys are sums of
+/// those.
 pub(crate) async fn count_staged(conn: &mut AnyConnection, staged: &Sql) -> Result<()> {
     let mut counts = staged.prefixed(&format!(
-        "WITH moved AS MATERIALIZED (SELECT device_id, attribute_code, COUNT(*) AS events FROM {STAGING} WHERE "
+        "WITH moved AS MATERIALIZED (SELECT device_id, attribute_code, {} AS device_hour, {} AS ingress_hour, \
+         COUNT(*) AS events FROM {STAGING} WHERE ",
+        hour_sql("device_ts"),
+        hour_sql("ingress_ts"),
     ));
     counts.push(&format!(
-        " GROUP BY device_id, attribute_code) \
-         INSERT INTO device_event_counts (device_id, attribute_code, events) SELECT device_id, code, events FROM (\
-         SELECT device_id, '' AS code, SUM(events) AS events FROM moved GROUP BY device_id UNION ALL \
-         SELECT device_id, attribute_code, events FROM moved) AS counted WHERE true {COUNT_UPSERT}"
+        " GROUP BY device_id, attribute_code, device_hour, ingress_hour) \
+         INSERT INTO device_event_counts (device_id, attribute_code, clock, epoch_hour, events) \
+         SELECT device_id, code, clock, hour, events FROM (\
+         SELECT device_id, '' AS code, '' AS clock, 0 AS hour, SUM(events) AS events FROM moved GROUP BY device_id \
+         UNION ALL SELECT device_id, attribute_code, '', 0, SUM(events) FROM moved GROUP BY device_id, attribute_code \
+         UNION ALL SELECT device_id, '', 'device', device_hour, SUM(events) FROM moved GROUP BY device_id, device_hour \
+         UNION ALL SELECT device_id, '', 'ingress', ingress_hour, SUM(events) FROM moved GROUP BY device_id, ingress_hour \
+         UNION ALL SELECT device_id, attribute_code, 'device', device_hour, SUM(events) FROM moved \
+         GROUP BY device_id, attribute_code, device_hour\
+         ) AS counted WHERE true {COUNT_UPSERT}"
     ));
     counts.query().execute(&mut *conn).await.map_err(Error::store)?;
     Ok(())
@@ -177,6 +210,29 @@ async fn update_shadows(tx: &mut Transaction<'static, Any>, events: &[DeviceEven
         query.execute(&mut **tx).await.map_err(Error::store)?;
     }
     Ok(())
+}
+
+/// `query` with the values of `e`'s row (COLUMNS' order).
+fn bind_event<'q>(
+    query: Query<'q, Any, AnyArguments<'q>>,
+    e: &'q DeviceEvent,
+) -> Result<Query<'q, Any, AnyArguments<'q>>> {
+    Ok(query
+        .bind(e.id.as_str())
+        .bind(e.tenant_id.as_str())
+        .bind(e.project_id.as_str())
+        .bind(e.model_id.as_str())
+        .bind(e.device_id.as_str())
+        .bind(e.attribute_code.as_str())
+        .bind(e.attribute_type.as_str())
+        .bind(to_json(&e.attribute_data)?)
+        .bind(e.channel.as_str())
+        .bind(e.ingress_time_stamp)
+        .bind(e.device_timestamp)
+        .bind(e.correlation_id.as_deref())
+        .bind(e.context.as_ref().map(to_json).transpose()?)
+        .bind(e.created_by.as_str())
+        .bind(e.created_time))
 }
 
 /// Where an ingest batch is written: alone on the stager's connection when it is one statement
@@ -234,67 +290,55 @@ impl EventStore for SqlStore {
                 Writing::Transaction(tx) => tx,
                 Writing::Alone(conn) => conn,
             };
+            if !staging {
+                let text = format!(
+                    "INSERT INTO device_events ({COLUMNS}) VALUES {}",
+                    values_clause(chunk.len(), EVENT_FIELDS, false)
+                );
+                let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
+                query.execute(&mut *conn).await.map_err(Error::store)?;
+                continue;
+            }
             // The rows of one INSERT take consecutive numbers in VALUES order (AUTOINCREMENT,
             // one writer), ending at the last inserted: cheaper than RETURNING a row for each.
             // (sqlx's Any driver does not pass SQLite's last rowid on.)
             let text = format!(
-                "INSERT INTO {} ({COLUMNS}) VALUES {}{}",
-                self.events_table(),
-                values_clause(chunk.len(), EVENT_FIELDS, self.is_sqlite()),
-                if staging { "; SELECT last_insert_rowid()" } else { "" },
+                "INSERT INTO {STAGING} ({COLUMNS}) VALUES {}; SELECT last_insert_rowid()",
+                values_clause(chunk.len(), EVENT_FIELDS, true),
             );
-            let mut query = sqlx::query(&text);
-            for e in chunk {
-                query = query
-                    .bind(e.id.as_str())
-                    .bind(e.tenant_id.as_str())
-                    .bind(e.project_id.as_str())
-                    .bind(e.model_id.as_str())
-                    .bind(e.device_id.as_str())
-                    .bind(e.attribute_code.as_str())
-                    .bind(e.attribute_type.as_str())
-                    .bind(to_json(&e.attribute_data)?)
-                    .bind(e.channel.as_str())
-                    .bind(e.ingress_time_stamp)
-                    .bind(e.device_timestamp)
-                    .bind(e.correlation_id.as_deref())
-                    .bind(e.context.as_ref().map(to_json).transpose()?)
-                    .bind(e.created_by.as_str())
-                    .bind(e.created_time);
-            }
-            if !staging {
-                query.execute(&mut *conn).await.map_err(Error::store)?;
-            } else {
-                // The INSERT returns no row, the SELECT after it one (`fetch_one` ends with the
-                // first statement on sqlx 0.8: RowNotFound).
-                let rows = query.fetch_all(&mut *conn).await.map_err(Error::store)?;
-                let last: i64 = rows
-                    .first()
-                    .ok_or(sqlx::Error::RowNotFound)
-                    .and_then(|row| sqlx::Row::try_get(row, 0))
-                    .map_err(Error::store)?;
-                let first = last - chunk.len() as i64 + 1;
-                staged.extend(
-                    chunk
-                        .iter()
-                        .zip(first..)
-                        .map(|(e, seq)| (seq, e.device_id.as_str().to_owned(), e.id.as_str().to_owned())),
-                );
-            }
+            let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
+            // The INSERT returns no row, the SELECT after it one (`fetch_one` ends with the
+            // first statement on sqlx 0.8: RowNotFound).
+            let rows = query.fetch_all(&mut *conn).await.map_err(Error::store)?;
+            let last: i64 = rows
+                .first()
+                .ok_or(sqlx::Error::RowNotFound)
+                .and_then(|row| sqlx::Row::try_get(row, 0))
+                .map_err(Error::store)?;
+            let first = last - chunk.len() as i64 + 1;
+            staged.extend(
+                chunk
+                    .iter()
+                    .zip(first..)
+                    .map(|(e, seq)| (seq, e.device_id.as_str().to_owned(), e.id.as_str().to_owned())),
+            );
         }
         if let Writing::Transaction(tx) = &mut writing
             && !staging
         {
             // Staged events reach the shadows and the counts when they are moved (merge.rs).
             update_shadows(tx, events, rows).await?;
-            let mut counts: HashMap<(&str, &str), i64> = HashMap::new();
+            let mut tally = Tally::default();
             for e in events {
-                *counts.entry((e.device_id.as_str(), "")).or_default() += 1;
-                *counts
-                    .entry((e.device_id.as_str(), e.attribute_code.as_str()))
-                    .or_default() += 1;
+                tally.add(
+                    e.device_id.as_str(),
+                    &e.attribute_code,
+                    e.device_timestamp,
+                    e.ingress_time_stamp,
+                    1,
+                );
             }
-            adjust_counts(tx, counts.into_iter().collect(), rows, false).await?;
+            tally.apply(tx, rows).await?;
         }
         if let Writing::Transaction(tx) = writing {
             tx.commit().await.map_err(Error::store)?;
@@ -370,7 +414,7 @@ impl EventStore for SqlStore {
         let total = if query.start.is_none() && query.end.is_none() {
             self.kept_count(query, staged.as_deref()).await?
         } else {
-            self.count_events(&filter, staged.as_deref()).await?
+            self.range_count(query, &filter, staged.as_deref()).await?
         };
         let items = if let Some(staged) = &staged {
             self.page_of_both_tables(&query.device, &filter, staged, time, page)
@@ -474,10 +518,6 @@ impl SqlStore {
         self.is_sqlite()
     }
 
-    fn events_table(&self) -> &'static str {
-        if self.stages_events() { STAGING } else { "device_events" }
-    }
-
     /// SQLite bound wide statements slowly while they had numbered placeholders (batches of 256
     /// events: 4,300 events/s at 500 rows per statement, 6,800 at 16), because each bound value
     /// looked its placeholder's name up in a list of all of them. With anonymous placeholders
@@ -508,7 +548,7 @@ impl SqlStore {
             .bind(query.device.as_str())
             .push(" AND attribute_code = ")
             .bind(query.attribute_code.as_deref().unwrap_or(""))
-            .push("), 0)");
+            .push(" AND clock = '' AND epoch_hour = 0), 0)");
         if let Some(staged) = staged {
             let seqs = total.placeholder(staged);
             total.push(&format!(
@@ -519,6 +559,65 @@ impl SqlStore {
                 total.push(" AND attribute_code = $2");
             }
             total.push(")");
+        }
+        let total: i64 = total
+            .push(" AS total")
+            .query()
+            .fetch_one(&self.pool)
+            .await
+            .and_then(|row| sqlx::Row::try_get(&row, "total"))
+            .map_err(Error::store)?;
+        Ok(total.max(0) as u64)
+    }
+
+    /// A listing with a date range: its total from the kept counts of the range's whole hours,
+    /// and by the index for the events of its first and last part hour (up to two hours' worth of
+    /// the device's events, however long the range), in one statement: one snapshot. The device's
+    /// staged events (`staged`, on SQLite) are not in the hours yet: they are counted in the range.
+    /// A range within two hours, or a key the hours do not keep, is counted by the index
+    /// (`count_events`, with `filter` the listing's).
+    async fn range_count(&self, query: &EventQuery, filter: &Sql, staged: Option<&str>) -> Result<u64> {
+        let start = query.start.unwrap_or(i64::MIN);
+        let end = query.end.unwrap_or(i64::MAX);
+        let kept = query.attribute_code.is_none() || query.time_field == TimeField::Device;
+        let Some(((first, last), (first_ms, after_ms))) = whole_hours(start, end).filter(|_| kept) else {
+            return self.count_events(filter, staged).await;
+        };
+        let (clock, column) = clock_of(query.time_field);
+        let mut total =
+            Sql::new("SELECT COALESCE((SELECT CAST(SUM(events) AS BIGINT) FROM device_event_counts WHERE device_id = ");
+        total
+            .bind(query.device.as_str())
+            .push(" AND attribute_code = ")
+            .bind(query.attribute_code.as_deref().unwrap_or(""))
+            .push(" AND clock = ")
+            .bind(clock)
+            .push(" AND epoch_hour >= ")
+            .bind(first)
+            .push(" AND epoch_hour <= ")
+            .bind(last)
+            .push("), 0)");
+        // The events of `query`'s device (and attribute) in `rows` (`table WHERE [condition AND ]`)
+        // with `column` in `from..=to`.
+        let count = |total: &mut Sql, rows: &str, from: i64, to: i64| {
+            total.push(&format!(" + (SELECT COUNT(*) FROM {rows}device_id = "));
+            total.bind(query.device.as_str());
+            if let Some(code) = &query.attribute_code {
+                total.push(" AND attribute_code = ").bind(code.as_str());
+            }
+            total.push(&format!(" AND {column} >= ")).bind(from);
+            total.push(&format!(" AND {column} <= ")).bind(to).push(")");
+        };
+        count(&mut total, "device_events WHERE ", start, first_ms.saturating_sub(1));
+        count(&mut total, "device_events WHERE ", after_ms, end);
+        if let Some(staged) = staged {
+            let seqs = total.placeholder(staged);
+            count(
+                &mut total,
+                &format!("{STAGING} WHERE {} AND ", in_staged(&seqs)),
+                start,
+                end,
+            );
         }
         let total: i64 = total
             .push(" AS total")
@@ -573,7 +672,7 @@ impl SqlStore {
             return Ok(deleted.len() as u64);
         }
         let rows = delete
-            .push(" RETURNING device_id, attribute_code")
+            .push(" RETURNING device_id, attribute_code, device_ts, ingress_ts")
             .query()
             .fetch_all(&mut **tx)
             .await
@@ -695,47 +794,133 @@ fn device_filter(query: &EventQuery) -> Sql {
     filter
 }
 
-/// Adds `delta` to the kept counts of each (device, attribute) key ('' = the device's total),
-/// in key order, the one lock order of every writer.
-async fn adjust_counts(
-    tx: &mut Transaction<'static, Any>,
-    mut deltas: Vec<((&str, &str), i64)>,
-    rows: usize,
-    anonymous: bool,
-) -> Result<()> {
-    deltas.sort_unstable();
-    for chunk in deltas.chunks(rows) {
-        let text = format!(
-            "INSERT INTO device_event_counts (device_id, attribute_code, events) VALUES {} {COUNT_UPSERT}",
-            values_clause(chunk.len(), 3, anonymous)
-        );
-        let mut query = sqlx::query(&text);
-        for ((device, code), delta) in chunk {
-            query = query.bind(*device).bind(*code).bind(*delta);
-        }
-        query.execute(&mut **tx).await.map_err(Error::store)?;
+/// The first and the last hour (`hour_of`) wholly in `start..=end`, if any, and the
+/// milliseconds between them and the range's ends: `start..first hour's start` and
+/// `last hour's end..=end`.
+fn whole_hours(start: i64, end: i64) -> Option<((i64, i64), (i64, i64))> {
+    let hour = i128::from(HOUR_MS);
+    let first = i128::from(start).div_euclid(hour) + i128::from(start.rem_euclid(HOUR_MS) != 0);
+    // The hour that holds end + 1 is the first one not wholly in the range.
+    let last = (i128::from(end) + 1).div_euclid(hour) - 1;
+    if first > last {
+        return None;
     }
-    Ok(())
+    let edge = |ms: i128| i64::try_from(ms).ok();
+    Some((
+        (i64::try_from(first).ok()?, i64::try_from(last).ok()?),
+        (edge(first * hour)?, edge((last + 1) * hour)?),
+    ))
 }
 
-/// Takes deleted events (rows of device_id, attribute_code) off the kept counts.
-async fn uncount(tx: &mut Transaction<'static, Any>, deleted: &[AnyRow]) -> Result<()> {
-    let mut counts: HashMap<(String, String), i64> = HashMap::new();
-    for row in deleted {
-        let (device, code): (String, String) = (get(row, "device_id")?, get(row, "attribute_code")?);
-        *counts.entry((device.clone(), String::new())).or_default() -= 1;
-        *counts.entry((device, code)).or_default() -= 1;
+/// Changes to the kept counts of one transaction, by key (device, attribute ('' = every one),
+/// clock ('' = all time), hour): see migration 0012.
+#[derive(Default)]
+struct Tally<'a> {
+    counts: HashMap<(&'a str, &'a str, &'static str, i64), i64>,
+}
+
+impl<'a> Tally<'a> {
+    /// Adds `n` events (-1: one deleted) of `device` and `code` at these times.
+    fn add(&mut self, device: &'a str, code: &'a str, device_ts: i64, ingress_ts: i64, n: i64) {
+        let device_hour = hour_of(device_ts);
+        for key in [
+            (device, "", "", 0),
+            (device, code, "", 0),
+            (device, "", "device", device_hour),
+            (device, "", "ingress", hour_of(ingress_ts)),
+            (device, code, "device", device_hour),
+        ] {
+            *self.counts.entry(key).or_default() += n;
+        }
     }
-    let deltas = counts
+
+    /// Writes the changes, `rows` keys per statement, in key order (the one lock order of every
+    /// writer). Keys that a delete left without events are removed.
+    async fn apply(self, tx: &mut Transaction<'static, Any>, rows: usize) -> Result<()> {
+        let mut counts: Vec<_> = self.counts.into_iter().filter(|(_, n)| *n != 0).collect();
+        counts.sort_unstable();
+        for chunk in counts.chunks(rows) {
+            let text = format!(
+                "INSERT INTO device_event_counts (device_id, attribute_code, clock, epoch_hour, events) VALUES {} \
+                 {COUNT_UPSERT}",
+                values_clause(chunk.len(), 5, false)
+            );
+            let mut query = sqlx::query(&text);
+            for ((device, code, clock, hour), n) in chunk {
+                query = query.bind(*device).bind(*code).bind(*clock).bind(*hour).bind(*n);
+            }
+            query.execute(&mut **tx).await.map_err(Error::store)?;
+            if chunk.iter().any(|(_, n)| *n < 0) {
+                let mut emptied = Sql::new("DELETE FROM device_event_counts WHERE events <= 0 AND (");
+                for (i, ((device, code, clock, hour), _)) in chunk.iter().filter(|(_, n)| *n < 0).enumerate() {
+                    emptied
+                        .push(if i == 0 { "(device_id = " } else { " OR (device_id = " })
+                        .bind(*device)
+                        .push(" AND attribute_code = ")
+                        .bind(*code)
+                        .push(" AND clock = ")
+                        .bind(*clock)
+                        .push(" AND epoch_hour = ")
+                        .bind(*hour)
+                        .push(")");
+                }
+                emptied
+                    .push(")")
+                    .query()
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(Error::store)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Takes deleted events (rows of device_id, attribute_code, device_ts, ingress_ts) off the kept
+/// counts.
+async fn uncount(tx: &mut Transaction<'static, Any>, deleted: &[AnyRow]) -> Result<()> {
+    let deleted = deleted
         .iter()
-        .map(|((d, c), n)| ((d.as_str(), c.as_str()), *n))
-        .collect();
-    adjust_counts(tx, deltas, 1, false).await
+        .map(|row| {
+            Ok((
+                get::<String>(row, "device_id")?,
+                get::<String>(row, "attribute_code")?,
+                get::<i64>(row, "device_ts")?,
+                get::<i64>(row, "ingress_ts")?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut tally = Tally::default();
+    for (device, code, device_ts, ingress_ts) in &deleted {
+        tally.add(device, code, *device_ts, *ingress_ts, -1);
+    }
+    tally.apply(tx, ROWS_PER_STATEMENT / 5).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_hours_lie_inside_the_range() {
+        let h = HOUR_MS;
+        // exactly one hour, and the range's edges around it
+        assert_eq!(whole_hours(0, h - 1), Some(((0, 0), (0, h))));
+        assert_eq!(whole_hours(1, 2 * h), Some(((1, 1), (h, 2 * h))));
+        assert_eq!(whole_hours(1, 2 * h - 2), None, "no hour whole");
+        // before 1970 an hour rounds down
+        assert_eq!(hour_of(-1), -1);
+        assert_eq!(whole_hours(-h, -1), Some(((-1, -1), (-h, 0))));
+        assert_eq!(whole_hours(-h - 1, h), Some(((-1, 0), (-h, h))));
+        // open ends: every hour representable, the edges in range
+        let ((first, last), (first_ms, after_ms)) = whole_hours(i64::MIN, i64::MAX).unwrap();
+        assert_eq!((first, last), (i64::MIN / h, i64::MAX / h - 1));
+        assert!(
+            first_ms < i64::MIN + h && after_ms > i64::MAX - h,
+            "the part hours at the ends"
+        );
+        assert_eq!(whole_hours(5, 4), None);
+    }
 
     #[test]
     fn values_clause_numbers_rows_in_order() {

@@ -68,7 +68,8 @@ store_suite!(
     ingest_keeps_each_devices_order,
     moved_events_read_as_before,
     shadows_and_totals_hold_across_moves_and_deletes,
-    deletes_and_listings_during_moves;
+    deletes_and_listings_during_moves,
+    range_totals_match_the_events_in_range;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
     device_inserts_and_parent_deletes_serialize,
@@ -1973,6 +1974,192 @@ async fn deletes_and_listings_during_moves(store: SqlStore) {
     assert_eq!(staged_events(&store).await, (0, 0));
 }
 
+/// A listing with a date range counts its total from per-hour counts and the events of its part
+/// hours at each end: for ranges of every shape (within an hour, on hour boundaries, open at one
+/// end, before 1970, by arrival time, one attribute) the total is the number of events in the
+/// range, with events staged and moved (SQLite), after deletes by id and by retention, and the
+/// page holds the range's newest events.
+async fn range_totals_match_the_events_in_range(store: SqlStore) {
+    let tenant = new_tenant(&store, "ranges").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let other = new_device(&store, &tenant, "e", &project, &model).await;
+    let hour = 3_600_000_i64;
+    let now = chrono_now();
+    // A small linear congruential generator: the same events and ranges on every run.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |below: i64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((seed >> 33) % below as u64) as i64
+    };
+    // Events over ten hours from -2 h (before 1970), some right on hour boundaries; arrival times
+    // over three hours of their own, unrelated to the device's; old ids for some (retention).
+    let mut events = Vec::new();
+    for i in 0..600 {
+        let device_ts = match i % 5 {
+            0 => (next(10) - 2) * hour,
+            1 => (next(10) - 2) * hour - 1,
+            _ => next(10 * hour) - 2 * hour,
+        };
+        let code = ["temp", "load", "wind"][next(3) as usize];
+        let old = i % 7 == 0;
+        let id = if old {
+            EventId::lower_bound_at(now - 10 * 86_400_000 + i)
+                .as_str()
+                .replace("-8000-000000000000", &format!("-8000-{i:012}"))
+        } else {
+            EventId::generate().as_str().to_owned()
+        };
+        let mut event = event_at(&device, EventId::from_string(id), code, json!(i), device_ts);
+        event.ingress_time_stamp = 1_000 * hour + next(3 * hour);
+        events.push(event);
+    }
+    for batch in events.chunks(50) {
+        store.append_events(batch).await.unwrap();
+        // another device's events in the same hours count for it alone
+        let theirs: Vec<DeviceEvent> = batch
+            .iter()
+            .map(|e| event_at(&other, EventId::generate(), "temp", json!(0), e.device_timestamp))
+            .collect();
+        store.append_events(&theirs).await.unwrap();
+    }
+
+    let mut ranges: Vec<(Option<i64>, Option<i64>)> = vec![
+        (Some(0), Some(hour - 1)),
+        (Some(-2 * hour), Some(8 * hour)),
+        (Some(-hour), Some(3 * hour)),
+        (Some(-hour + 1), Some(3 * hour - 1)),
+        (Some(hour / 2), None),
+        (None, Some(5 * hour + 17)),
+        (Some(7 * hour), Some(6 * hour)),
+        (Some(i64::MIN), Some(i64::MAX)),
+    ];
+    for _ in 0..40 {
+        let a = next(12 * hour) - 3 * hour;
+        let b = a + next(6 * hour);
+        ranges.push((Some(a), Some(b)));
+    }
+    let check = |events: Vec<DeviceEvent>, when: &'static str| {
+        let ranges = ranges.clone();
+        let (store, device) = (store.clone(), device.clone());
+        async move {
+            for (start, end) in ranges {
+                for (field, code) in [
+                    (TimeField::Device, None),
+                    (TimeField::Ingress, None),
+                    (TimeField::Device, Some("load")),
+                ] {
+                    // arrival-time ranges where the arrival times are
+                    let shift = if field == TimeField::Ingress { 1_000 * hour } else { 0 };
+                    let (start, end) = (
+                        start.map(|t| t.saturating_add(shift)),
+                        end.map(|t| t.saturating_add(shift)),
+                    );
+                    let mut expected: Vec<&DeviceEvent> = events
+                        .iter()
+                        .filter(|e| {
+                            let t = match field {
+                                TimeField::Device => e.device_timestamp,
+                                TimeField::Ingress => e.ingress_time_stamp,
+                            };
+                            code.is_none_or(|c| e.attribute_code == c)
+                                && start.is_none_or(|s| t >= s)
+                                && end.is_none_or(|e| t <= e)
+                        })
+                        .collect();
+                    let query = EventQuery {
+                        device: device.id.clone(),
+                        attribute_code: code.map(str::to_owned),
+                        time_field: field,
+                        start,
+                        end,
+                    };
+                    let listed = store.list_events(&query, page(1, 5)).await.unwrap();
+                    let what = format!("{when}: {field:?} {code:?} {start:?}..={end:?}");
+                    assert_eq!(listed.total, expected.len() as u64, "{what}");
+                    let time = |e: &DeviceEvent| match field {
+                        TimeField::Device => e.device_timestamp,
+                        TimeField::Ingress => e.ingress_time_stamp,
+                    };
+                    expected.sort_by(|a, b| (time(b), b.id.as_str()).cmp(&(time(a), a.id.as_str())));
+                    let newest: Vec<&str> = expected.iter().take(5).map(|e| e.id.as_str()).collect();
+                    let listed: Vec<&str> = listed.items.iter().map(|e| e.id.as_str()).collect();
+                    assert_eq!(listed, newest, "{what}");
+                }
+            }
+        }
+    };
+    check(events.clone(), "as committed").await;
+    store.merge_recent().await.unwrap();
+    assert_eq!(staged_events(&store).await.0, 0);
+    check(events.clone(), "moved").await;
+
+    // deletes by id (one moved, one staged) and by retention take events off their hours
+    let staged = event_at(&device, EventId::generate(), "load", json!(-1), 30 * 60_000);
+    store.append_events(std::slice::from_ref(&staged)).await.unwrap();
+    events.push(staged.clone());
+    for gone in [events[3].id.clone(), staged.id.clone()] {
+        assert!(store.delete_event(&tenant, &gone).await.unwrap());
+        events.retain(|e| e.id != gone);
+    }
+    let old = events
+        .iter()
+        .filter(|e| e.id.as_str() < EventId::lower_bound_at(now - 86_400_000).as_str())
+        .count();
+    assert_eq!(
+        store.delete_events_before(now - 86_400_000, 1_000).await.unwrap(),
+        old as u64
+    );
+    events.retain(|e| e.id.as_str() >= EventId::lower_bound_at(now - 86_400_000).as_str());
+    check(events.clone(), "after deletes").await;
+    store.merge_recent().await.unwrap();
+    check(events.clone(), "after deletes, moved").await;
+    let emptied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM device_event_counts WHERE events <= 0")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(emptied, 0, "hours left without events are removed");
+
+    // Migration 0012 counts a store's events into the hours as ingest and the moves do.
+    let hours = || async {
+        sqlx::query(
+            "SELECT device_id, attribute_code, clock, epoch_hour, events FROM device_event_counts \
+             WHERE clock <> '' ORDER BY device_id, attribute_code, clock, epoch_hour",
+        )
+        .fetch_all(store.pool())
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let text = |i: usize| row.try_get::<String, _>(i).unwrap();
+            let int = |i: usize| row.try_get::<i64, _>(i).unwrap();
+            (text(0), text(1), text(2), int(3), int(4))
+        })
+        .collect::<Vec<_>>()
+    };
+    let kept = hours().await;
+    assert!(kept.len() > 30, "{} hours", kept.len());
+    sqlx::query("DELETE FROM device_event_counts WHERE clock <> ''")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let migration = include_str!("../migrations/0012_event_hours.sql");
+    for statement in migration.split(';').map(str::trim).filter(|s| s.contains("3600000")) {
+        let statement = statement
+            .lines()
+            .filter(|l| !l.starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace("device_event_counts_by_hour", "device_event_counts");
+        sqlx::query(&statement).execute(store.pool()).await.unwrap();
+    }
+    assert_eq!(hours().await, kept, "the migration's backfill");
+    check(events, "backfilled").await;
+}
+
 /// On SQLite a task copies committed WAL pages into the database file in the background: the
 /// file grows with the events written, though the writer's own checkpoint (past 10,000 WAL
 /// pages) never ran and nothing here asked for one.
@@ -2071,7 +2258,7 @@ async fn sqlite_upgrade_keeps_staged_events() {
     .execute(&mut conn)
     .await
     .unwrap();
-    sqlx::query("INSERT INTO device_event_counts VALUES ($1, '', 1), ($1, 'temp', 1)")
+    sqlx::query("INSERT INTO device_event_counts VALUES ($1, '', '', 0, 1), ($1, 'temp', '', 0, 1)")
         .bind(device.id.as_str())
         .execute(&mut conn)
         .await
@@ -2192,7 +2379,7 @@ async fn sqlite_upgrade_moves_staging_into_its_own_file() {
         insert_event_row(&mut conn, &statement, event).await;
     }
     for statement in [
-        "INSERT INTO device_event_counts VALUES ($1, '', 1), ($1, 'temp', 1)",
+        "INSERT INTO device_event_counts VALUES ($1, '', '', 0, 1), ($1, 'temp', '', 0, 1)",
         "INSERT INTO device_shadows (device_id, attribute_code, tenant_id, value, device_ts, ingress_ts) \
          VALUES ($1, 'temp', $2, '21.5', 1000, 5)",
         "INSERT INTO device_events_recent_moved VALUES ($1, $1, 1)",
