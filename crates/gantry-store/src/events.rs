@@ -570,14 +570,7 @@ impl SqlStore {
             }
             total.push(")");
         }
-        let total: i64 = total
-            .push(" AS total")
-            .query()
-            .fetch_one(&self.pool)
-            .await
-            .and_then(|row| sqlx::Row::try_get(&row, "total"))
-            .map_err(Error::store)?;
-        Ok(total.max(0) as u64)
+        self.fetch_total(total.push(" AS total")).await
     }
 
     /// A listing with a date range: its total from the kept counts of the range's whole hours,
@@ -629,14 +622,7 @@ impl SqlStore {
                 end,
             );
         }
-        let total: i64 = total
-            .push(" AS total")
-            .query()
-            .fetch_one(&self.pool)
-            .await
-            .and_then(|row| sqlx::Row::try_get(&row, "total"))
-            .map_err(Error::store)?;
-        Ok(total.max(0) as u64)
+        self.fetch_total(total.push(" AS total")).await
     }
 
     /// The tables events are kept in.
@@ -705,6 +691,11 @@ impl SqlStore {
         } else {
             filter.prefixed("SELECT COUNT(*) AS total FROM device_events WHERE ")
         };
+        self.fetch_total(&count).await
+    }
+
+    /// The `total` column of the one row `count` returns (a count: never below 0).
+    async fn fetch_total(&self, count: &Sql) -> Result<u64> {
         let total: i64 = count
             .query()
             .fetch_one(&self.pool)
