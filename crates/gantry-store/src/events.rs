@@ -127,7 +127,8 @@ fn hour_sql(column: &str) -> String {
     format!("({column} / {HOUR_MS} - CASE WHEN {column} % {HOUR_MS} < 0 THEN 1 ELSE 0 END)")
 }
 
-/// The clock a listing's date range applies to, as the kept counts name it, and its column.
+/// The clock a listing's date range applies to, as the kept counts name it, and its column (the
+/// listing's order too).
 fn clock_of(field: TimeField) -> (&'static str, &'static str) {
     match field {
         TimeField::Device => ("device", "device_ts"),
@@ -397,10 +398,7 @@ impl EventStore for SqlStore {
     }
 
     async fn list_events(&self, query: &EventQuery, page: PageRequest) -> Result<Page<DeviceEvent>> {
-        let time = match query.time_field {
-            TimeField::Device => "device_ts",
-            TimeField::Ingress => "ingress_ts",
-        };
+        let (_, time) = clock_of(query.time_field);
         let mut filter = device_filter(query);
         if let Some(start) = query.start {
             filter.push(&format!(" AND {time} >= ")).bind(start);
@@ -831,16 +829,16 @@ impl<'a> Tally<'a> {
 
     /// Adds `n` events (-1: one deleted) of `device` and `code` at these times.
     fn add(&mut self, device: &'a str, code: &'a str, device_ts: i64, ingress_ts: i64, n: i64) {
-        let mut keys = vec![(device, "", "", 0), (device, code, "", 0)];
-        if self.hours {
+        let all_time = [(device, "", "", 0), (device, code, "", 0)];
+        let hours = self.hours.then(|| {
             let device_hour = hour_of(device_ts);
-            keys.extend([
+            [
                 (device, "", "device", device_hour),
                 (device, "", "ingress", hour_of(ingress_ts)),
                 (device, code, "device", device_hour),
-            ]);
-        }
-        for key in keys {
+            ]
+        });
+        for key in all_time.into_iter().chain(hours.into_iter().flatten()) {
             *self.counts.entry(key).or_default() += n;
         }
     }
