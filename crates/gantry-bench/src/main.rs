@@ -281,7 +281,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     Ok(report.runs.iter().all(|r| {
         r.error.is_none()
             && r.ingest_check.as_ref().is_none_or(|c| c.matches)
-            && r.mqtt_ingest.as_ref().is_none_or(|c| c.every_ack_stored)
+            && r.mqtt_ingest.iter().chain(&r.mqtt_floor).all(|c| c.every_ack_stored)
             && r.control_check.as_ref().is_none_or(|c| c.matches)
     }))
 }
@@ -308,7 +308,17 @@ fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<()> {
     let mqtt_series: Vec<(String, Vec<load::WindowPoint>)> = report
         .runs
         .iter()
-        .filter_map(|r| Some((r.backend.clone(), r.mqtt_ingest.as_ref()?)))
+        .flat_map(|r| {
+            let floor = r.mqtt_floor.as_ref().map(|c| {
+                let rate = report::thousands(c.gantry.offered_rate);
+                (format!("{} at {rate}/s", r.backend), c)
+            });
+            r.mqtt_ingest
+                .as_ref()
+                .map(|c| (r.backend.clone(), c))
+                .into_iter()
+                .chain(floor)
+        })
         .map(|(backend, c)| {
             let points = c
                 .gantry
@@ -707,6 +717,19 @@ async fn measure_all(
             }
             run.measurements.extend(outcome.measurements);
             run.mqtt_ingest = Some(outcome.check);
+            if run.backend == "postgres" && settings.mqtt_rate > ingest_mqtt::POSTGRES_FLOOR {
+                // The rate for PostgreSQL, where its MQTT targets are checked; the run
+                // above is its ceiling beside Mosquitto's.
+                server::wait_until_idle(ctx.pid, Duration::from_secs(120)).await;
+                let at_floor = MqttTarget {
+                    mosquitto: None,
+                    ..mqtt.clone()
+                };
+                let floor = ingest_mqtt::POSTGRES_FLOOR;
+                let outcome = ingest_mqtt::run(ctx, &at_floor, &fleet.ingest, floor, &tag).await?;
+                run.measurements.extend(outcome.measurements);
+                run.mqtt_floor = Some(outcome.check);
+            }
         }
         if settings.wants(control::SCENARIO) {
             // Its first measurement is of an idle server.
