@@ -69,7 +69,8 @@ store_suite!(
     moved_events_read_as_before,
     shadows_and_totals_hold_across_moves_and_deletes,
     deletes_and_listings_during_moves,
-    range_totals_match_the_events_in_range;
+    range_totals_match_the_events_in_range,
+    deep_pages_list_in_order;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
     device_inserts_and_parent_deletes_serialize,
@@ -2472,4 +2473,84 @@ async fn sqlite_ingest_commits_while_the_main_file_is_locked() {
     holder.execute("ROLLBACK").await.unwrap();
     store.merge_recent().await.unwrap();
     assert_eq!(staged_events(&store).await, (0, 1));
+}
+
+/// Pages beyond 10,000 events (read by their ids first, `DEEP_OFFSET`) continue the pages before
+/// them, ties in time ordered by id, with and without a date range and an attribute, staged and
+/// moved.
+async fn deep_pages_list_in_order(store: SqlStore) {
+    let tenant = new_tenant(&store, "t").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let other = new_device(&store, &tenant, "e", &project, &model).await;
+    // 10,400 events, three to a millisecond of device time (ties), two attributes; another
+    // device's events in the same times.
+    let events: Vec<DeviceEvent> = (0..10_400_i64)
+        .map(|i| {
+            let code = if i % 4 == 0 { "load" } else { "temp" };
+            event_at(&device, EventId::generate(), code, json!(i), 1_000_000 + i / 3)
+        })
+        .collect();
+    for batch in events.chunks(2_000) {
+        store.append_events(batch).await.unwrap();
+        let theirs: Vec<DeviceEvent> = batch
+            .iter()
+            .map(|e| event_at(&other, EventId::generate(), "temp", json!(0), e.device_timestamp))
+            .collect();
+        store.append_events(&theirs).await.unwrap();
+    }
+    let check = |when: &'static str| {
+        let (store, device, events) = (store.clone(), device.clone(), events.clone());
+        async move {
+            for (code, start, end) in [
+                (None, None, None),
+                (None, Some(1_000_010), Some(1_003_460)),
+                (Some("temp"), None, None),
+            ] {
+                let mut expected: Vec<&DeviceEvent> = events
+                    .iter()
+                    .filter(|e| {
+                        code.is_none_or(|c| e.attribute_code == c)
+                            && start.is_none_or(|s| e.device_timestamp >= s)
+                            && end.is_none_or(|t| e.device_timestamp <= t)
+                    })
+                    .collect();
+                expected.sort_by(|a, b| (b.device_timestamp, b.id.as_str()).cmp(&(a.device_timestamp, a.id.as_str())));
+                let query = EventQuery {
+                    device: device.id.clone(),
+                    attribute_code: code.map(str::to_owned),
+                    time_field: TimeField::Device,
+                    start,
+                    end,
+                };
+                // Offsets 9,800 to 10,400 by pages of 100, then 1,000 from 9,000: across the
+                // change of query, up to past the end.
+                for (page_no, size) in (99..=105).map(|n| (n, 100)).chain([(10, 1_000), (11, 1_000)]) {
+                    let listed = store.list_events(&query, page(page_no, size)).await.unwrap();
+                    let what = format!("{when}: {code:?} {start:?}..={end:?} page {page_no} of {size}");
+                    assert_eq!(listed.total, expected.len() as u64, "{what}");
+                    let from = ((page_no - 1) * size) as usize;
+                    let want: Vec<&str> = expected
+                        .iter()
+                        .skip(from)
+                        .take(size as usize)
+                        .map(|e| e.id.as_str())
+                        .collect();
+                    let got: Vec<&str> = listed.items.iter().map(|e| e.id.as_str()).collect();
+                    assert_eq!(got, want, "{what}");
+                    if let Some(first) = listed.items.first() {
+                        let held = events.iter().find(|e| e.id == first.id).unwrap();
+                        assert_eq!(first, held, "{what}: the row itself");
+                    }
+                }
+            }
+        }
+    };
+    check("as committed").await;
+    store.merge_recent().await.unwrap();
+    check("moved").await;
+    // The next walk deletes the moved rows from staging: the listing reads device_events alone.
+    store.merge_recent().await.unwrap();
+    check("moved and deleted from staging").await;
 }
