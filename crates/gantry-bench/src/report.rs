@@ -293,7 +293,7 @@ fn mqtt_targets(run: &BackendRun, settings: &Settings) -> Vec<TargetResult> {
         let floor = if b == "postgres" {
             ingest_mqtt::POSTGRES_FLOOR
         } else {
-            25_000.0
+            ingest_mqtt::EMBEDDED_FLOOR
         };
         let offered = run.mqtt_ingest.as_ref();
         // The store's own rate when it was measured there too, else the run's.
@@ -310,7 +310,7 @@ fn mqtt_targets(run: &BackendRun, settings: &Settings) -> Vec<TargetResult> {
                     run,
                     settings,
                     Some(ceiling),
-                    25_000.0,
+                    ingest_mqtt::EMBEDDED_FLOOR,
                     &format!(" at {rate} msg/s offered"),
                 )
                 .into_iter()

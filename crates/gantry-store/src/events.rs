@@ -429,20 +429,22 @@ impl EventStore for SqlStore {
                 .await?
         } else {
             let order = format!(" ORDER BY {time} DESC, id DESC");
-            let mut select = if page.offset() < DEEP_OFFSET {
-                filter.prefixed(&format!("SELECT {COLUMNS} FROM device_events WHERE "))
-            } else {
-                // The page's ids from the listing's index alone, then its rows by id.
-                filter.prefixed(&format!(
-                    "SELECT {COLUMNS} FROM device_events WHERE id IN (SELECT id FROM device_events WHERE "
-                ))
-            };
+            // Deep: the page's ids from the listing's index alone, then its rows by id.
+            let deep = page.offset() >= DEEP_OFFSET;
+            let mut select = filter.prefixed(&format!(
+                "SELECT {COLUMNS} FROM device_events WHERE {}",
+                if deep {
+                    "id IN (SELECT id FROM device_events WHERE "
+                } else {
+                    ""
+                }
+            ));
             select
                 .push(&format!("{order} LIMIT "))
                 .bind(page.limit())
                 .push(" OFFSET ")
                 .bind(page.offset());
-            if page.offset() >= DEEP_OFFSET {
+            if deep {
                 select.push(&format!("){order}"));
             }
             let rows = select.query().fetch_all(&self.pool).await.map_err(Error::store)?;

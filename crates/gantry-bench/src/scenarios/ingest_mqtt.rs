@@ -26,6 +26,8 @@ use crate::server::{UsageMeter, pid_of};
 pub const SCENARIO: &str = "ingest-mqtt";
 pub const VARIANT: &str = "QoS 1 publish → PUBACK (after commit)";
 pub const MOSQUITTO_VARIANT: &str = "plain Mosquitto → bare subscriber";
+/// The rate the issue asks of the embedded default (SQLite), and of a store it does not name.
+pub const EMBEDDED_FLOOR: f64 = 25_000.0;
 /// The rate the issue asks of PostgreSQL (10,000 events/s; the embedded default's is 25,000, the
 /// full run's rate offered). A run on PostgreSQL offered more is also measured at this rate, and
 /// PostgreSQL's MQTT targets are checked there.
