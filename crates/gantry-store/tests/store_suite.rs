@@ -1468,6 +1468,19 @@ fn event_at(device: &Device, id: EventId, code: &str, value: serde_json::Value, 
     }
 }
 
+/// Appends `events` in batches of `batch`, each followed by a batch of `other`'s events at the
+/// same device times.
+async fn append_beside(store: &SqlStore, events: &[DeviceEvent], other: &Device, batch: usize) {
+    for batch in events.chunks(batch) {
+        store.append_events(batch).await.unwrap();
+        let theirs: Vec<DeviceEvent> = batch
+            .iter()
+            .map(|e| event_at(other, EventId::generate(), "temp", json!(0), e.device_timestamp))
+            .collect();
+        store.append_events(&theirs).await.unwrap();
+    }
+}
+
 /// Ingest commits its next batches before the last are on disk (`commit_events`, ingest.rs):
 /// every batch is read, with its events in the listing and the shadow, once its durable future
 /// resolves, whatever the batches after it are doing.
@@ -2018,15 +2031,8 @@ async fn range_totals_match_the_events_in_range(store: SqlStore) {
         event.ingress_time_stamp = 1_000 * hour + next(3 * hour);
         events.push(event);
     }
-    for batch in events.chunks(50) {
-        store.append_events(batch).await.unwrap();
-        // another device's events in the same hours count for it alone
-        let theirs: Vec<DeviceEvent> = batch
-            .iter()
-            .map(|e| event_at(&other, EventId::generate(), "temp", json!(0), e.device_timestamp))
-            .collect();
-        store.append_events(&theirs).await.unwrap();
-    }
+    // another device's events in the same hours count for it alone
+    append_beside(&store, &events, &other, 50).await;
 
     let mut ranges: Vec<(Option<i64>, Option<i64>)> = vec![
         (Some(0), Some(hour - 1)),
@@ -2492,14 +2498,7 @@ async fn deep_pages_list_in_order(store: SqlStore) {
             event_at(&device, EventId::generate(), code, json!(i), 1_000_000 + i / 3)
         })
         .collect();
-    for batch in events.chunks(2_000) {
-        store.append_events(batch).await.unwrap();
-        let theirs: Vec<DeviceEvent> = batch
-            .iter()
-            .map(|e| event_at(&other, EventId::generate(), "temp", json!(0), e.device_timestamp))
-            .collect();
-        store.append_events(&theirs).await.unwrap();
-    }
+    append_beside(&store, &events, &other, 2_000).await;
     let check = |when: &'static str| {
         let (store, device, events) = (store.clone(), device.clone(), events.clone());
         async move {
