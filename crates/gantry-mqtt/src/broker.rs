@@ -131,10 +131,13 @@ impl EmbeddedBroker {
         let scx = ServerContext::new().build().await;
         let listener = |name: &str, addr: SocketAddr| {
             // Without TCP_NODELAY a control round trip costs 40-90 ms of Nagle delay.
+            // SO_REUSEADDR (as tokio's own bind sets it): a restart right after a crash must bind
+            // again while the last run's connections sit in TIME_WAIT on the port.
             Builder::new()
                 .name(name)
                 .laddr(addr)
                 .nodelay(true)
+                .reuseaddr(Some(true))
                 .allow_anonymous(false)
                 .bind()
         };

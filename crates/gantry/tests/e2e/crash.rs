@@ -1,9 +1,11 @@
 //! The real binary as a process: acknowledged events survive SIGKILL, and SIGTERM drains the
 //! ingest queue and exits 0.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -15,16 +17,26 @@ use crate::helpers::{TestApp, spawn_app};
 struct Server {
     child: Child,
     base: String,
+    /// The MQTT/TCP address, from the start-up line.
+    mqtt: SocketAddr,
 }
 
+/// Ports a server should bind: HTTP, MQTT/TCP, MQTT/WebSocket (0: any free one).
+type Ports = [u16; 3];
+
 async fn start(data_dir: &Path, database_url: Option<&str>, admin: &str) -> Server {
+    start_on(data_dir, database_url, admin, [0; 3]).await
+}
+
+async fn start_on(data_dir: &Path, database_url: Option<&str>, admin: &str, ports: Ports) -> Server {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gantry"));
+    let [http, mqtt, ws] = ports;
     command
         .arg("serve")
         .env("GANTRY_DATA_DIR", data_dir)
-        .env("GANTRY_HTTP_ADDR", "127.0.0.1:0")
-        .env("GANTRY_MQTT_ADDR", "127.0.0.1:0")
-        .env("GANTRY_MQTT_WS_ADDR", "127.0.0.1:0")
+        .env("GANTRY_HTTP_ADDR", format!("127.0.0.1:{http}"))
+        .env("GANTRY_MQTT_ADDR", format!("127.0.0.1:{mqtt}"))
+        .env("GANTRY_MQTT_WS_ADDR", format!("127.0.0.1:{ws}"))
         .env("GANTRY_ADMIN_TOKEN", admin)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -35,19 +47,28 @@ async fn start(data_dir: &Path, database_url: Option<&str>, admin: &str) -> Serv
     };
     let mut child = command.spawn().expect("gantry starts");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let base = loop {
+    let mut base = None;
+    let mqtt = loop {
         let line = lines
             .next_line()
             .await
             .unwrap()
-            .expect("gantry printed its address before exiting");
+            .expect("gantry printed its addresses before exiting");
         if let Some(addr) = line.strip_prefix("gantry listening on ") {
-            break addr.trim().to_owned();
+            base = Some(addr.trim().to_owned());
+        }
+        if let Some(addrs) = line.strip_prefix("gantry mqtt on mqtt://") {
+            let tcp = addrs.split_whitespace().next().unwrap_or_default();
+            break tcp.parse::<SocketAddr>().expect("the MQTT address");
         }
     };
     // keep draining stdout so the child never blocks on a full pipe
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Server { child, base }
+    Server {
+        child,
+        base: base.expect("the HTTP address is printed first"),
+        mqtt,
+    }
 }
 
 /// Posts `count` events with increasing device times, 16 at a time, recording the ids of the
@@ -165,4 +186,47 @@ async fn acknowledged_events_survive_sigkill() {
 #[tokio::test]
 async fn sigterm_drains_and_exits_cleanly() {
     with_process("TERM").await;
+}
+
+/// A service manager restarts a crashed Gantry at once on the same ports: the connections the
+/// killed process held (now in TIME_WAIT on its listeners' ports) must not stop the bind.
+#[tokio::test]
+async fn a_killed_server_restarts_at_once_on_its_ports() {
+    let seed = spawn_app().await;
+    let world = seed.world().await;
+    let admin = seed.admin.clone();
+    let db = seed.database_url();
+    let _seed_dir = seed.stop_keep_data().await;
+    let data_dir = tempfile::tempdir().unwrap();
+    let (id, token) = (
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    );
+
+    let server = start(data_dir.path(), Some(&db), &admin).await;
+    let http_port: u16 = server.base.rsplit(':').next().unwrap().parse().unwrap();
+    let mut device = gantry::device::DeviceClient::connect(server.mqtt, "gantry", id, token)
+        .await
+        .expect("the device logs in");
+    device.subscribe_inbox().await.unwrap();
+    let mut child = server.child;
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    assert!(
+        device.closed_within(Duration::from_secs(10)).await,
+        "the device saw the server go"
+    );
+
+    // the WebSocket port is not reused: nothing was connected there.
+    let again = start_on(data_dir.path(), Some(&db), &admin, [http_port, server.mqtt.port(), 0]).await;
+    assert_eq!(again.mqtt, server.mqtt);
+    gantry::device::DeviceClient::connect(again.mqtt, "gantry", id, token)
+        .await
+        .expect("the device logs in again at once")
+        .disconnect()
+        .await;
+    TestApp::remote(&again.base, &admin)
+        .get(format!("/api/v1/devices/{id}"), &admin)
+        .await
+        .result();
 }
