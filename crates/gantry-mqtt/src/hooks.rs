@@ -11,7 +11,7 @@ use gantry_core::ids::{DeviceId, TenantId};
 use gantry_core::routes::RouteGrant;
 use rmqtt::codec::v5::SubscribeAckReason;
 use rmqtt::hook::{Handler, HookResult, Parameter, ReturnType};
-use rmqtt::types::{AuthResult, ConnectInfo, Publish, PublishAclResult, SubscribeAclResult};
+use rmqtt::types::{AuthResult, ConnectInfo, LastWill, Publish, PublishAclResult, SubscribeAclResult};
 
 use crate::broker::MqttStats;
 use crate::policy::{Identity, Policy, Publishing, Refusal};
@@ -42,7 +42,11 @@ impl GantryHooks {
             .password()
             .and_then(|p| std::str::from_utf8(p).ok())
             .unwrap_or_default();
-        match self.policy.login(&client_id, &username, password).await {
+        let login = match self.policy.login(&client_id, &username, password).await {
+            Ok(identity) => self.check_will(info, &client_id, identity).await,
+            refused => refused,
+        };
+        match login {
             Ok(identity) => {
                 self.identities
                     .write()
@@ -59,6 +63,25 @@ impl GantryHooks {
                 }
             }
         }
+    }
+
+    /// A Last Will is a publish made on the client's behalf when it drops, so its topic must
+    /// pass the publish ACL now (else the CONNECT is refused) and again when it is sent (the
+    /// broker runs the ACL hook then). Nothing is retained here, so a will asking for it is refused.
+    async fn check_will(&self, info: &ConnectInfo, client_id: &str, identity: Identity) -> Result<Identity, Refusal> {
+        let Some(will) = info.last_will() else {
+            return Ok(identity);
+        };
+        let topic = match will {
+            LastWill::V3(w) => &w.topic,
+            LastWill::V5(w) => &w.topic,
+        };
+        if will.retain() || self.policy.may_publish(&identity, client_id, topic).await.is_none() {
+            self.stats.acls_denied.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(client_id, topic = %topic, retain = will.retain(), "Last Will refused by the ACL");
+            return Err(Refusal::NotAuthorized);
+        }
+        Ok(identity)
     }
 
     async fn check_publish(&self, client_id: &str, publish: &Publish) -> PublishAclResult {

@@ -76,7 +76,13 @@ impl DeviceClient {
         Self::connect_with(options, prefix, username, token).await
     }
 
-    async fn connect_with(mut options: MqttOptions, prefix: &str, username: &str, token: &str) -> anyhow::Result<Self> {
+    /// Connects with options of the caller's (a Last Will, say).
+    pub async fn connect_with(
+        mut options: MqttOptions,
+        prefix: &str,
+        username: &str,
+        token: &str,
+    ) -> anyhow::Result<Self> {
         let client_id = options.client_id();
         options.set_credentials(username, token);
         options.set_keep_alive(Duration::from_secs(30));

@@ -914,6 +914,13 @@ impl SessionState {
                 let p = self.hook.message_publish(from.clone(), &p).await.unwrap_or(p);
                 log::debug!("process_last_will, publish: {p:?}");
 
+                //Gantry: a will passes the same publish ACL as a publish from the session,
+                //checked when it is sent; a refused will is dropped.
+                if !self.hook.message_publish_check_acl(&p).await.is_allow() {
+                    log::debug!("{:?} last will refused by the publish ACL", self.id);
+                    return Ok(());
+                }
+
                 let message_storage_available = {
                     #[cfg(feature = "msgstore")]
                     {

@@ -737,3 +737,165 @@ async fn large_packets_cross_the_broker_both_ways() {
         .unwrap();
     assert_eq!(events_of(&app, &world.device).await["totalResults"], 3);
 }
+
+/// A Last Will is a publish made on the device's behalf when it drops. One aimed at another
+/// device's inbox (of its tenant or another) or asking to be retained refuses the CONNECT, over
+/// MQTT 3.1.1 and 5; one on the device's own upstream topic is ingested when the device drops.
+#[tokio::test]
+async fn last_wills_pass_the_publish_acl() {
+    use rumqttc::{LastWill, MqttOptions, QoS};
+
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let neighbour = app.world().await;
+    let tenant = app
+        .post(
+            "/api/v1/tenants",
+            &app.admin,
+            json!({"name": crate::helpers::unique("tenant")}),
+        )
+        .await
+        .result();
+    let foreign_admin = tenant["adminToken"].as_str().unwrap();
+    let foreign_project = app.create_project(foreign_admin).await;
+    let foreign_model = app.create_model(foreign_admin).await;
+    let foreign = World {
+        device: app.create_device(foreign_admin, &foreign_project, &foreign_model).await,
+        project: foreign_project,
+        model: foreign_model,
+    };
+    let mut victims = [device_of(&app, &neighbour).await, device_of(&app, &foreign).await];
+    let (id, token) = (
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    );
+    let forged = json!({"meta": {"id": "forged", "type": "c"}, "payload": {"actions": [{"code": "reboot", "params": {"delay": 0}}]}});
+    let with_will = |topic: String, retain: bool| {
+        let mut options = MqttOptions::new(id, app.mqtt.ip().to_string(), app.mqtt.port());
+        options.set_last_will(LastWill::new(topic, forged.to_string(), QoS::AtLeastOnce, retain));
+        DeviceClient::connect_with(options, PREFIX, id, token)
+    };
+    for victim in [&neighbour, &foreign] {
+        let inbox = format!("{PREFIX}/out/json/{}", victim.device["id"].as_str().unwrap());
+        let refused = with_will(inbox, false)
+            .await
+            .err()
+            .expect("a will to another inbox is refused");
+        assert!(refused.to_string().contains("NotAuthorized"), "{refused}");
+    }
+    let retained = with_will(format!("{PREFIX}/in/json/{id}"), true).await;
+    assert!(retained.is_err(), "a will to be retained is refused");
+
+    // MQTT 5: the CONNACK says 0x87 (not authorized).
+    {
+        use rumqttc::v5::mqttbytes::v5::{ConnectReturnCode, LastWill};
+        use rumqttc::v5::{AsyncClient, ConnectionError, MqttOptions};
+        let mut options = MqttOptions::new(id, app.mqtt.ip().to_string(), app.mqtt.port());
+        options.set_credentials(id, token);
+        let inbox = format!("{PREFIX}/out/json/{}", foreign.device["id"].as_str().unwrap());
+        options.set_last_will(LastWill::new(
+            inbox,
+            forged.to_string(),
+            rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
+            false,
+            None,
+        ));
+        let (_client, mut events) = AsyncClient::new(options, 10);
+        let answer = tokio::time::timeout(Duration::from_secs(10), events.poll())
+            .await
+            .expect("the broker answers the CONNECT");
+        assert!(
+            matches!(
+                answer,
+                Err(ConnectionError::ConnectionRefused(ConnectReturnCode::NotAuthorized))
+            ),
+            "{answer:?}"
+        );
+    }
+
+    // A will on the device's own upstream topic is a message like any other.
+    let mut options = MqttOptions::new(id, app.mqtt.ip().to_string(), app.mqtt.port());
+    let will =
+        json!({"meta": {"id": "will-1", "type": "log"}, "payload": {"attrs": [{"code": "label", "value": "offline"}]}});
+    options.set_last_will(LastWill::new(
+        format!("{PREFIX}/in/json/{id}"),
+        will.to_string(),
+        QoS::AtLeastOnce,
+        false,
+    ));
+    options.set_credentials(id, token);
+    let (client, mut connection) = rumqttc::AsyncClient::new(options, 10);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), connection.poll()).await {
+            Ok(Ok(rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(_)))) => break,
+            Ok(Ok(_)) => {}
+            other => panic!("a will on its own upstream topic is allowed: {other:?}"),
+        }
+    }
+    // The socket closes without a DISCONNECT, as when a device loses power.
+    drop((client, connection));
+    assert!(
+        wait_for(Duration::from_secs(10), async || {
+            let events = events_of(&app, &world.device).await;
+            events["totalResults"] == 1 && events["results"][0]["correlationId"] == "will-1"
+        })
+        .await,
+        "the will is ingested: {}",
+        events_of(&app, &world.device).await
+    );
+    for victim in &mut victims {
+        assert!(victim.next_message(Duration::from_millis(300)).await.unwrap().is_none());
+    }
+}
+
+/// The broker keeps no retained messages: a retained publish along a route reaches the device
+/// connected then, and nobody who subscribes later.
+#[tokio::test]
+async fn nothing_is_retained() {
+    use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let did = world.device["id"].as_str().unwrap();
+    let route = app
+        .post(
+            format!("/api/v1/devices/{did}/routes"),
+            &app.admin,
+            json!({"sourceType": "APP"}),
+        )
+        .await
+        .result();
+    let role = &route["temporaryRole"];
+    let mut options = MqttOptions::new(
+        role["clientId"].as_str().unwrap(),
+        app.mqtt.ip().to_string(),
+        app.mqtt.port(),
+    );
+    options.set_credentials(role["username"].as_str().unwrap(), role["password"].as_str().unwrap());
+    let (client, mut events) = AsyncClient::new(options, 10);
+    let message = json!({"meta": {"id": "kept?", "type": "c"}, "payload": {"actions": [{"code": "reboot", "params": {"delay": 1}}]}});
+    client
+        .publish(
+            format!("{PREFIX}/out/json/{did}"),
+            QoS::AtLeastOnce,
+            true,
+            message.to_string(),
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Event::Incoming(Packet::PubAck(_)) = events.poll().await.expect("the route identity stays connected")
+            {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the routed message is acknowledged");
+    let mut device = device_of(&app, &world).await;
+    assert!(
+        device.next_message(Duration::from_millis(500)).await.unwrap().is_none(),
+        "nothing retained reaches a later subscriber"
+    );
+}
