@@ -31,8 +31,10 @@ pub enum ReturnCode {
     Conflict = 40901,
     TooLarge = 41300,
     Busy = 42900,
+    UnsupportedMediaType = 41500,
     Internal = 50000,
     Unavailable = 50300,
+    StoreUnavailable = 50301,
 }
 
 /// An error on its way to the client.
@@ -42,6 +44,8 @@ pub enum ApiError {
     /// The body is not JSON of the expected shape.
     MalformedBody(String),
     TooLarge,
+    /// A body that does not say it is JSON.
+    NotJson,
     NoRoute,
     MethodNotAllowed,
 }
@@ -64,6 +68,14 @@ impl ApiError {
                 Error::Conflict(_) => (StatusCode::CONFLICT, ReturnCode::Conflict, e.to_string()),
                 Error::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::Busy, e.to_string()),
                 Error::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, ReturnCode::Unavailable, e.to_string()),
+                Error::StoreUnavailable(source) => {
+                    tracing::warn!(error = %source, "store unavailable");
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        ReturnCode::StoreUnavailable,
+                        "store unavailable; nothing was changed, retry later".to_owned(),
+                    )
+                }
                 Error::Store(source) => {
                     tracing::error!(error = %source, cause = ?source, "store failure");
                     (
@@ -78,6 +90,11 @@ impl ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 ReturnCode::TooLarge,
                 "the request body exceeds the size limit".to_owned(),
+            ),
+            ApiError::NotJson => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ReturnCode::UnsupportedMediaType,
+                "Content-Type: the body must be sent as application/json".to_owned(),
             ),
             ApiError::NoRoute => (
                 StatusCode::NOT_FOUND,

@@ -4,7 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
-use axum::http::header::AUTHORIZATION;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
 use gantry_core::Error;
 use gantry_core::auth::Principal;
@@ -46,6 +46,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for AppJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let declared_json = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(is_json_media_type);
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::TooLarge
@@ -53,12 +58,24 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for AppJson<T> {
                 ApiError::MalformedBody(rejection.body_text())
             }
         })?;
+        if !declared_json && !bytes.is_empty() {
+            return Err(ApiError::NotJson);
+        }
         parse_json(&bytes).map(AppJson)
     }
 }
 
+/// `application/json`, or a `+json` type, with or without parameters such as a charset.
+fn is_json_media_type(value: &str) -> bool {
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
 /// Parses a JSON document, naming the path of a field whose type or value is wrong.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if gantry_core::text::json_has_nul(bytes) {
+        return Err(ApiError::Core(gantry_core::text::nul_error(bytes)));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -91,6 +108,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for AppQuery<T> {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or_default();
+        if let Some((name, _)) =
+            form_urlencoded::parse(query.as_bytes()).find(|(k, v)| k.contains('\0') || v.contains('\0'))
+        {
+            return Err(Error::invalid(
+                name.replace('\0', "\\u0000"),
+                "holds a NUL character, which no name or value contains",
+            )
+            .into());
+        }
         let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(de).map(AppQuery).map_err(|e| {
             let path = e.path().to_string();
@@ -103,4 +129,74 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for AppQuery<T> {
 /// shared struct: serde's flatten would hand numbers to serde_urlencoded as strings.)
 pub fn page(page_no: Option<i64>, page_size: Option<i64>, default_size: u32) -> Result<PageRequest, ApiError> {
     Ok(PageRequest::parse(page_no, page_size, default_size)?)
+}
+
+/// Refuses a request whose path holds a NUL character (`%00`) or is not UTF-8 once decoded, in
+/// the API's error shape, before any handler parses it.
+pub async fn checked_path(req: Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let path = req.uri().path();
+    if path.contains('%') {
+        let decoded: Vec<u8> = percent_decode(path.as_bytes());
+        if decoded.contains(&0) {
+            return ApiError::Core(Error::invalid("path", "holds a NUL character (%00)")).into_response();
+        }
+        if std::str::from_utf8(&decoded).is_err() {
+            return ApiError::Core(Error::invalid("path", "is not UTF-8 once percent-decoded")).into_response();
+        }
+    }
+    next.run(req).await
+}
+
+fn percent_decode(bytes: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(high), Some(low)) => {
+                out.push(high << 4 | low);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_media_types() {
+        for yes in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            "application/merge-patch+json",
+        ] {
+            assert!(is_json_media_type(yes), "{yes}");
+        }
+        for no in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "",
+            "application/jsonx",
+        ] {
+            assert!(!is_json_media_type(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn paths_decode() {
+        assert_eq!(percent_decode(b"/a%20b%00%zz%f"), b"/a b\0%zz%f".to_vec());
+    }
 }

@@ -68,6 +68,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", openapi::ApiDoc::openapi()))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::middleware::from_fn(extract::checked_path))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(TraceLayer::new_for_http())
         .with_state(state)

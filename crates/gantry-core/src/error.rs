@@ -22,6 +22,10 @@ pub enum Error {
     Unavailable,
     #[error("store failure")]
     Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The store cannot be reached or cannot write now (connection lost, server restarting,
+    /// disk full): a client may retry, and nothing was changed.
+    #[error("store unavailable")]
+    StoreUnavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl Error {
@@ -45,5 +49,15 @@ impl Error {
 
     pub fn store(source: impl std::error::Error + Send + Sync + 'static) -> Self {
         Error::Store(Box::new(source))
+    }
+
+    /// The same error for a second waiter (the ingest writer answers each submission of a
+    /// failed batch): the kind is kept, the source becomes its text.
+    pub fn duplicate_for_waiter(&self) -> Self {
+        let text = |e: &dyn std::fmt::Display| Box::new(std::io::Error::other(e.to_string()));
+        match self {
+            Error::StoreUnavailable(source) => Error::StoreUnavailable(text(source)),
+            _ => Error::Store(text(self)),
+        }
     }
 }

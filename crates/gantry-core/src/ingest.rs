@@ -251,7 +251,7 @@ async fn commit(
                 for (_, done) in spans {
                     let _ = done.send(match &result {
                         Ok(()) => Ok(()),
-                        Err(e) => Err(Error::store(std::io::Error::other(e.to_string()))),
+                        Err(e) => Err(e.duplicate_for_waiter()),
                     });
                 }
             });

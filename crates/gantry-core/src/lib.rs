@@ -15,6 +15,7 @@ pub mod records;
 pub mod routes;
 pub mod store;
 pub mod telemetry;
+pub mod text;
 pub mod time;
 
 pub use error::{Error, Result};

@@ -323,8 +323,7 @@ impl RouteService {
     /// A message sent along a route to its target: it must be a Message, the target must not
     /// be Locked; it is recorded as an event log whose ack goes back to the caller.
     pub async fn relay(&self, grant: &RouteGrant, caller: &str, bytes: &[u8]) -> Result<()> {
-        let message: Message =
-            serde_json::from_slice(bytes).map_err(|e| Error::invalid("payload", format!("not a Message: {e}")))?;
+        let message = Message::from_device(bytes)?;
         let device = self.catalog.load_device(&grant.tenant, &grant.target).await?;
         if device.status == DeviceStatus::Locked {
             return Err(Error::Conflict(format!("device {} is Locked", device.id)));

@@ -88,6 +88,8 @@ pub struct EventInput {
 /// `meta` of a Message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct MessageMeta {
+    /// A device may leave it out; the service then assigns one (see `Message::from_device`).
+    #[serde(default)]
     pub id: String,
     #[serde(rename = "type", default = "default_type")]
     pub message_type: MessageType,
@@ -279,6 +281,36 @@ pub struct Upstream {
     pub refused: Vec<Refusal>,
     /// The ack to publish to the device's inbox, when the message asked for one.
     pub reply: Option<Message>,
+    /// Set when nothing of the message was taken (an MQTT 5 PUBACK says why).
+    pub rejected: Option<Rejection>,
+}
+
+/// Why a whole upstream message was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// Not a Message, or holding text the store cannot keep.
+    Malformed,
+    /// The device may not send it now: it is Locked, or the type is one devices never send.
+    NotAuthorized,
+    /// A Message whose every entry the model refused.
+    Refused,
+}
+
+impl Message {
+    /// A message a device or a route caller sent: it must be a Message without NUL characters
+    /// (which no store keeps); a missing `meta.id` is assigned, so its events and log records
+    /// can be told apart and acked.
+    pub fn from_device(bytes: &[u8]) -> Result<Message> {
+        if crate::text::json_has_nul(bytes) {
+            return Err(crate::text::nul_error(bytes));
+        }
+        let mut message: Message =
+            serde_json::from_slice(bytes).map_err(|e| Error::invalid("payload", format!("not a Message: {e}")))?;
+        if message.meta.id.is_empty() {
+            message.meta.id = EventId::generate().to_string();
+        }
+        Ok(message)
+    }
 }
 
 impl TelemetryService {
@@ -303,11 +335,12 @@ impl TelemetryService {
     /// break the model are refused, not stored; a payload that is not a Message is refused whole.
     pub async fn handle_upstream(&self, tenant: &TenantId, device_id: &DeviceId, bytes: &[u8]) -> Result<Upstream> {
         let arrival = now_ms();
-        let message: Message = match serde_json::from_slice(bytes) {
+        let message = match Message::from_device(bytes) {
             Ok(message) => message,
             Err(e) => {
                 return Ok(Upstream {
-                    refused: vec![refusal("", format!("not a Message: {e}"))],
+                    refused: vec![refusal("", e.to_string())],
+                    rejected: Some(Rejection::Malformed),
                     ..Upstream::default()
                 });
             }
@@ -315,11 +348,17 @@ impl TelemetryService {
         let device = self.catalog.load_device(tenant, device_id).await?;
         let mut outcome = Upstream::default();
         match message.meta.message_type {
-            _ if device.status == DeviceStatus::Locked => outcome.refused.push(refusal("", "the device is Locked")),
+            _ if device.status == DeviceStatus::Locked => {
+                outcome.refused.push(refusal("", "the device is Locked"));
+                outcome.rejected = Some(Rejection::NotAuthorized);
+            }
             MessageType::Ack => self.control.handle_ack(&device, &message).await?,
-            MessageType::C => outcome
-                .refused
-                .push(refusal("", "type c is sent to devices, not by them")),
+            MessageType::C => {
+                outcome
+                    .refused
+                    .push(refusal("", "type c is sent to devices, not by them"));
+                outcome.rejected = Some(Rejection::NotAuthorized);
+            }
             MessageType::M | MessageType::Log => {
                 let model = self.catalog.load_model(tenant, &device.model_id).await?;
                 let device_time = message.meta.ts.map(|s| s.saturating_mul(1000)).unwrap_or(arrival);
@@ -349,6 +388,9 @@ impl TelemetryService {
                     }
                 }
                 outcome.stored = events.len();
+                if events.is_empty() && !outcome.refused.is_empty() {
+                    outcome.rejected = Some(Rejection::Refused);
+                }
                 self.ingest.submit(events).await?;
                 self.shadow_changed(&device.id);
             }

@@ -9,9 +9,10 @@ use async_trait::async_trait;
 use gantry_core::control::Downlink;
 use gantry_core::ids::{DeviceId, TenantId};
 use gantry_core::routes::RouteGrant;
-use rmqtt::codec::v5::SubscribeAckReason;
+use gantry_core::telemetry::Rejection;
+use rmqtt::codec::v5::{PublishAckReason, SubscribeAckReason};
 use rmqtt::hook::{Handler, HookResult, Parameter, ReturnType};
-use rmqtt::types::{AuthResult, ConnectInfo, LastWill, Publish, PublishAclResult, SubscribeAclResult};
+use rmqtt::types::{AuthResult, ConnectInfo, LastWill, Publish, PublishAclResult, PublishResult, SubscribeAclResult};
 
 use crate::broker::MqttStats;
 use crate::policy::{Identity, Policy, Publishing, Refusal};
@@ -95,7 +96,16 @@ impl GantryHooks {
             None => {
                 self.stats.acls_denied.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(client_id, topic = %publish.topic, "publish refused by the ACL");
-                PublishAclResult::rejected(false, None)
+                // A topic outside Gantry's tree is not a name it knows; one inside it that the
+                // client may not use is not authorized.
+                if self.policy.is_gantry_topic(&publish.topic) {
+                    refused(
+                        PublishAckReason::NotAuthorized,
+                        "this client may not publish to that topic",
+                    )
+                } else {
+                    refused(PublishAckReason::TopicNameInvalid, "not a Gantry topic")
+                }
             }
         }
     }
@@ -110,7 +120,12 @@ impl GantryHooks {
             Err(e) => {
                 self.stats.entries_refused.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(client_id, error = %e, "routed message refused");
-                PublishAclResult::rejected(false, None)
+                match e {
+                    gantry_core::Error::Invalid { .. } => {
+                        refused(PublishAckReason::PayloadFormatInvalid, "not a Message")
+                    }
+                    _ => refused(PublishAckReason::NotAuthorized, "the route does not carry it now"),
+                }
             }
         }
     }
@@ -129,8 +144,21 @@ impl GantryHooks {
             .await
         {
             Ok(outcome) => {
+                let rejected = outcome.rejected;
                 self.stats.settle(self.downlink.as_ref(), client_id, outcome).await;
-                PublishAclResult::allow()
+                // MQTT 3.1.1 has no reason codes: its PUBACK is sent whatever the result.
+                match rejected {
+                    None => PublishAclResult::allow(),
+                    Some(Rejection::Malformed) => refused(PublishAckReason::PayloadFormatInvalid, "not a Message"),
+                    Some(Rejection::NotAuthorized) => refused(
+                        PublishAckReason::NotAuthorized,
+                        "the device may not send this message now",
+                    ),
+                    Some(Rejection::Refused) => refused(
+                        PublishAckReason::ImplementationSpecificError,
+                        "every entry was refused by the device's model",
+                    ),
+                }
             }
             Err(e) => {
                 // Not acknowledged: disconnecting makes the device send its QoS 1 message again.
@@ -151,6 +179,11 @@ impl GantryHooks {
             SubscribeAclResult::new_failure(SubscribeAckReason::NotAuthorized)
         }
     }
+}
+
+/// A publish not taken, with the reason an MQTT 5 PUBACK carries; the client stays connected.
+fn refused(reason: PublishAckReason, why: &'static str) -> PublishAclResult {
+    PublishAclResult(PublishResult::reason_code(reason, Some(why.into()), false))
 }
 
 #[async_trait]

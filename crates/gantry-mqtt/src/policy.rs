@@ -132,6 +132,11 @@ impl Policy {
         }
     }
 
+    /// Whether `topic` is one of Gantry's (an upstream topic or an inbox), whoever owns it.
+    pub fn is_gantry_topic(&self, topic: &str) -> bool {
+        self.topics.upstream_owner(topic).is_some() || self.topics.inbox_owner(topic).is_some()
+    }
+
     /// A client subscribes only to its own inbox (a route's ack topic is its identity's inbox).
     pub fn may_subscribe(&self, client_id: &str, filter: &str) -> bool {
         self.topics.is_inbox_of(filter, client_id)

@@ -93,7 +93,7 @@ impl DeviceStore for SqlStore {
             record.created_time,
         )
         .await?;
-        tx.commit().await.map_err(Error::store)
+        tx.commit().await.map_err(crate::db_error)
     }
 
     async fn update_device(&self, device: &Device) -> Result<()> {
@@ -129,7 +129,7 @@ impl DeviceStore for SqlStore {
         if done.rows_affected() == 0 {
             return Err(Error::not_found("device", &device.id));
         }
-        tx.commit().await.map_err(Error::store)
+        tx.commit().await.map_err(crate::db_error)
     }
 
     async fn get_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Option<Device>> {
@@ -138,7 +138,7 @@ impl DeviceStore for SqlStore {
             .bind(id.as_str())
             .fetch_optional(&self.pool)
             .await
-            .map_err(Error::store)?;
+            .map_err(crate::db_error)?;
         row.as_ref().map(device_from_row).transpose()
     }
 
@@ -147,7 +147,7 @@ impl DeviceStore for SqlStore {
             .bind(id.as_str())
             .fetch_optional(&self.pool)
             .await
-            .map_err(Error::store)?;
+            .map_err(crate::db_error)?;
         Ok(tenant.map(TenantId::from_string))
     }
 
@@ -182,7 +182,7 @@ impl DeviceStore for SqlStore {
     async fn delete_device(&self, tenant: &TenantId, id: &DeviceId, by: &str, at: i64) -> Result<()> {
         let mut tx = self.begin_write().await?;
         soft_delete(&mut tx, &DEVICES, tenant, id.as_str(), by, at).await?;
-        tx.commit().await.map_err(Error::store)
+        tx.commit().await.map_err(crate::db_error)
     }
 }
 

@@ -13,12 +13,12 @@ use std::fmt::Write;
 use std::time::Instant;
 
 use async_trait::async_trait;
+use gantry_core::Result;
 use gantry_core::enums::{Channel, DataType};
 use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::store::{Durable, EventStore};
 use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute, TimeField};
-use gantry_core::{Error, Result};
 use sqlx::any::AnyArguments;
 use sqlx::any::AnyRow;
 use sqlx::pool::PoolConnection;
@@ -168,7 +168,7 @@ pub(crate) async fn settle_shadows(conn: &mut AnyConnection, staged: &Sql) -> Re
         LATEST_STAGED.0
     ));
     shadows.push(LATEST_STAGED.1).push(" ").push(SHADOW_UPSERT);
-    shadows.query().execute(&mut *conn).await.map_err(Error::store)?;
+    shadows.query().execute(&mut *conn).await.map_err(crate::db_error)?;
     Ok(())
 }
 
@@ -195,7 +195,7 @@ pub(crate) async fn count_staged(conn: &mut AnyConnection, staged: &Sql) -> Resu
          GROUP BY device_id, attribute_code, device_hour\
          ) AS counted WHERE true {COUNT_UPSERT}"
     ));
-    counts.query().execute(&mut *conn).await.map_err(Error::store)?;
+    counts.query().execute(&mut *conn).await.map_err(crate::db_error)?;
     Ok(())
 }
 
@@ -218,7 +218,7 @@ async fn update_shadows(tx: &mut Transaction<'static, Any>, events: &[DeviceEven
                 .bind(e.device_timestamp)
                 .bind(e.ingress_time_stamp);
         }
-        query.execute(&mut **tx).await.map_err(Error::store)?;
+        query.execute(&mut **tx).await.map_err(crate::db_error)?;
     }
     Ok(())
 }
@@ -292,7 +292,7 @@ impl EventStore for SqlStore {
         // thread with the number query below (four with a transaction around them); more take a
         // transaction, so that a batch commits whole.
         let mut writing = if staging && events.len() <= rows {
-            Writing::Alone(self.stager.acquire().await.map_err(Error::store)?)
+            Writing::Alone(self.stager.acquire().await.map_err(crate::db_error)?)
         } else {
             Writing::Transaction(self.begin_ingest().await?)
         };
@@ -307,7 +307,7 @@ impl EventStore for SqlStore {
                     values_clause(chunk.len(), EVENT_FIELDS, false)
                 );
                 let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
-                query.execute(&mut *conn).await.map_err(Error::store)?;
+                query.execute(&mut *conn).await.map_err(crate::db_error)?;
                 continue;
             }
             // The rows of one INSERT take consecutive numbers in VALUES order (AUTOINCREMENT,
@@ -320,12 +320,12 @@ impl EventStore for SqlStore {
             let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
             // The INSERT returns no row, the SELECT after it one (`fetch_one` ends with the
             // first statement on sqlx 0.8: RowNotFound).
-            let rows = query.fetch_all(&mut *conn).await.map_err(Error::store)?;
+            let rows = query.fetch_all(&mut *conn).await.map_err(crate::db_error)?;
             let last: i64 = rows
                 .first()
                 .ok_or(sqlx::Error::RowNotFound)
                 .and_then(|row| sqlx::Row::try_get(row, 0))
-                .map_err(Error::store)?;
+                .map_err(crate::db_error)?;
             let first = last - chunk.len() as i64 + 1;
             staged.extend(
                 chunk
@@ -352,7 +352,7 @@ impl EventStore for SqlStore {
             tally.apply(tx, rows).await?;
         }
         if let Writing::Transaction(tx) = writing {
-            tx.commit().await.map_err(Error::store)?;
+            tx.commit().await.map_err(crate::db_error)?;
         }
         match &self.stage {
             // Staged (the store has a stage on SQLite alone). Told in commit order (`committing`
@@ -361,7 +361,7 @@ impl EventStore for SqlStore {
             Some(stage) => {
                 stage.flusher.stats().committed(began.elapsed());
                 let flushed = stage.flusher.after_commit(staged);
-                Ok(Box::pin(async move { flushed.await.map_err(Error::store) }))
+                Ok(Box::pin(async move { flushed.await.map_err(crate::io_unavailable) }))
             }
             None => Ok(Box::pin(std::future::ready(Ok(())))),
         }
@@ -403,7 +403,7 @@ impl EventStore for SqlStore {
                 .bind(id.as_str());
             deleted = self.delete_from(&mut tx, STAGING, &staged).await?;
         }
-        tx.commit().await.map_err(Error::store)?;
+        tx.commit().await.map_err(crate::db_error)?;
         Ok(deleted > 0)
     }
 
@@ -447,7 +447,7 @@ impl EventStore for SqlStore {
             if deep {
                 select.push(&format!("){order}"));
             }
-            let rows = select.query().fetch_all(&self.pool).await.map_err(Error::store)?;
+            let rows = select.query().fetch_all(&self.pool).await.map_err(crate::db_error)?;
             rows.iter().map(event_from_row).collect::<Result<Vec<_>>>()?
         };
         Ok(Page {
@@ -479,7 +479,7 @@ impl EventStore for SqlStore {
                 .push(")");
             deleted += self.delete_from(&mut tx, table, &selected).await?;
         }
-        tx.commit().await.map_err(Error::store)?;
+        tx.commit().await.map_err(crate::db_error)?;
         Ok(deleted)
     }
 
@@ -505,7 +505,7 @@ impl EventStore for SqlStore {
             ),
             None => selected.prefixed(head),
         };
-        let rows = statement.query().fetch_all(&self.pool).await.map_err(Error::store)?;
+        let rows = statement.query().fetch_all(&self.pool).await.map_err(crate::db_error)?;
         let mut shadow: BTreeMap<String, (ShadowAttribute, i64)> = BTreeMap::new();
         for row in &rows {
             let attribute = ShadowAttribute {
@@ -668,7 +668,11 @@ impl SqlStore {
         if let Some(seq) = seq {
             select.push(" AND seq = ").bind(seq);
         }
-        let row = select.query().fetch_optional(&self.pool).await.map_err(Error::store)?;
+        let row = select
+            .query()
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(crate::db_error)?;
         row.as_ref().map(event_from_row).transpose()
     }
 
@@ -683,7 +687,7 @@ impl SqlStore {
                 .query()
                 .fetch_all(&mut **tx)
                 .await
-                .map_err(Error::store)?;
+                .map_err(crate::db_error)?;
             let deleted = rows.iter().map(event_from_row).collect::<Result<Vec<_>>>()?;
             update_shadows(tx, &deleted, self.rows_per_statement()).await?;
             return Ok(deleted.len() as u64);
@@ -693,7 +697,7 @@ impl SqlStore {
             .query()
             .fetch_all(&mut **tx)
             .await
-            .map_err(Error::store)?;
+            .map_err(crate::db_error)?;
         uncount(tx, &rows, self.keeps_hours()).await?;
         Ok(rows.len() as u64)
     }
@@ -722,7 +726,7 @@ impl SqlStore {
             .fetch_one(&self.pool)
             .await
             .and_then(|row| sqlx::Row::try_get(&row, "total"))
-            .map_err(Error::store)?;
+            .map_err(crate::db_error)?;
         Ok(total.max(0) as u64)
     }
 
@@ -751,7 +755,7 @@ impl SqlStore {
             .bind(page.offset());
         let mut ids = Vec::new();
         let mut listed_staged = Vec::new();
-        for row in keys.query().fetch_all(&self.pool).await.map_err(Error::store)? {
+        for row in keys.query().fetch_all(&self.pool).await.map_err(crate::db_error)? {
             ids.push(get::<String>(&row, "id")?);
             if let Some(seq) = get::<Option<i64>>(&row, "seq")? {
                 listed_staged.push(seq);
@@ -779,7 +783,7 @@ impl SqlStore {
                 in_staged(&seqs)
             ));
         }
-        let rows = listed.query().fetch_all(&self.pool).await.map_err(Error::store)?;
+        let rows = listed.query().fetch_all(&self.pool).await.map_err(crate::db_error)?;
         let mut found: HashMap<String, DeviceEvent> = HashMap::with_capacity(rows.len());
         for row in &rows {
             let event = event_from_row(row)?;
@@ -881,7 +885,7 @@ impl<'a> Tally<'a> {
             for ((device, code, clock, hour), n) in chunk {
                 query = query.bind(*device).bind(*code).bind(*clock).bind(*hour).bind(*n);
             }
-            query.execute(&mut **tx).await.map_err(Error::store)?;
+            query.execute(&mut **tx).await.map_err(crate::db_error)?;
             if chunk.iter().any(|(_, n)| *n < 0) {
                 let mut emptied = Sql::new("DELETE FROM device_event_counts WHERE events <= 0 AND (");
                 for (i, ((device, code, clock, hour), _)) in chunk.iter().filter(|(_, n)| *n < 0).enumerate() {
@@ -901,7 +905,7 @@ impl<'a> Tally<'a> {
                     .query()
                     .execute(&mut **tx)
                     .await
-                    .map_err(Error::store)?;
+                    .map_err(crate::db_error)?;
             }
         }
         Ok(())

@@ -255,12 +255,12 @@ impl SqlStore {
     /// before they read it, so no upgrade from a read can fail with SQLITE_BUSY_SNAPSHOT. (Another
     /// process writing the main file meanwhile, the sqlite3 shell say, could make one fail.)
     async fn begin_write(&self) -> gantry_core::Result<Transaction<'static, Any>> {
-        self.writer.begin().await.map_err(Error::store)
+        self.writer.begin().await.map_err(crate::db_error)
     }
 
     /// Ingest's transaction: on SQLite on the stager, which writes the staging file alone.
     async fn begin_ingest(&self) -> gantry_core::Result<Transaction<'static, Any>> {
-        self.stager.begin().await.map_err(Error::store)
+        self.stager.begin().await.map_err(crate::db_error)
     }
 
     /// Text comparison by code point on both engines (PostgreSQL would otherwise follow the
@@ -304,9 +304,14 @@ where
 /// a file and a thread of this process, which no server restart or network drops, and the ping
 /// was a round trip to that thread before every transaction (in each ingest commit's sequence of
 /// statements, which the commits of a store make one after another).
+///
+/// A request waits at most `ACQUIRE_TIMEOUT` for a connection: while PostgreSQL is unreachable it
+/// then answers 503 (store unavailable) instead of holding the client for sqlx's default 30 s.
 fn pool_options(size: u32, extra: &'static [&'static str], staging: Option<Arc<str>>) -> AnyPoolOptions {
+    const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
     AnyPoolOptions::new()
         .max_connections(size)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
         .test_before_acquire(staging.is_none())
         .after_connect(move |conn, _| {
             let staging = staging.clone();
@@ -459,6 +464,41 @@ fn create_sqlite_file(url: &str) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
+/// A failed statement as the domain's error: a store that cannot be reached or cannot write now
+/// (connection lost, the server restarting or refusing connections, a full disk, an I/O error)
+/// is `StoreUnavailable`, which clients may retry; anything else is a store failure.
+pub(crate) fn db_error(error: sqlx::Error) -> Error {
+    if is_unavailable(&error) {
+        Error::StoreUnavailable(Box::new(error))
+    } else {
+        Error::store(error)
+    }
+}
+
+/// A failed flush of SQLite's WAL to disk: the commit is not durable, and the disk may be full.
+pub(crate) fn io_unavailable(error: std::io::Error) -> Error {
+    Error::StoreUnavailable(Box::new(error))
+}
+
+fn is_unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            if db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>().is_some() {
+                // Class 08: connection exception; 57P0x: shutting down or starting; 53: resources
+                // (disk full, out of memory, too many connections).
+                code.starts_with("08") || code.starts_with("57P0") || code.starts_with("53")
+            } else {
+                // SQLite's primary result codes BUSY, LOCKED, IOERR, FULL and CANTOPEN.
+                code.parse::<i32>()
+                    .is_ok_and(|c| matches!(c & 0xff, 5 | 6 | 10 | 13 | 14))
+            }
+        }
+        _ => false,
+    }
+}
+
 /// The failure of a write that creates or renames a record: a unique violation means a record of
 /// that kind and name already exists; anything else is a store failure.
 fn write_error<'a>(kind: &'static str, name: &'a str) -> impl FnOnce(sqlx::Error) -> Error + 'a {
@@ -466,7 +506,7 @@ fn write_error<'a>(kind: &'static str, name: &'a str) -> impl FnOnce(sqlx::Error
         sqlx::Error::Database(db) if db.is_unique_violation() => {
             Error::Duplicate(format!("a {kind} named `{name}` already exists"))
         }
-        _ => Error::store(error),
+        _ => db_error(error),
     }
 }
 

@@ -45,7 +45,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gantry_core::{Error, Result};
+use gantry_core::Result;
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Transaction};
 
@@ -243,12 +243,12 @@ async fn delete_walked(writer: &AnyPool, stage: &Stage, through: i64, ended: Ins
     // their records go, or a delete lost to a power cut would bring back rows that no record
     // marks as moved, to be moved twice.
     let since = stage.flusher.stats().taken();
-    stage.flusher.flush().await.map_err(Error::store)?;
+    stage.flusher.flush().await.map_err(crate::io_unavailable)?;
     sqlx::query("DELETE FROM main.device_events_recent_moved WHERE through <= $1")
         .bind(through)
         .execute(writer)
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
     tracing::debug!(
         through,
         deletes = stretches.len(),
@@ -278,7 +278,7 @@ async fn sync_main(writer: &AnyPool) -> Result<()> {
     )
     .execute(writer)
     .await
-    .map_err(Error::store)?;
+    .map_err(crate::db_error)?;
     Ok(())
 }
 
@@ -299,7 +299,7 @@ async fn move_staged(
         sqlx::query_as("SELECT device_lo, device_hi, through FROM main.device_events_recent_moved")
             .fetch_all(reader)
             .await
-            .map_err(Error::store)?;
+            .map_err(crate::db_error)?;
     // The staged events from the index in memory, not from the staging table (reading every
     // staged row through sqlx cost about a tenth of the server's CPU under MQTT load). Rows moved
     // but not yet deleted count for `through`: they are deleted with this walk's.
@@ -379,7 +379,7 @@ async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> Result<()> 
         .bind(through)
         .execute(stager)
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
     Ok(())
 }
 
@@ -396,7 +396,7 @@ async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> Result<()> 
 async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, through: i64) -> Result<u64> {
     let mut conn = Unsynced::acquire(writer).await?;
     conn.unsync().await?;
-    let mut tx = conn.begin().await.map_err(Error::store)?;
+    let mut tx = conn.begin().await.map_err(crate::db_error)?;
     let mut selected = Sql::new("seq IN (SELECT value FROM json_each(");
     selected.bind(json_array(seqs)).push("))");
     // By device: each device's events go into its part of each index side by side.
@@ -408,7 +408,7 @@ async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, throug
         .query()
         .execute(&mut *tx)
         .await
-        .map_err(Error::store)?
+        .map_err(crate::db_error)?
         .rows_affected();
     settle_shadows(&mut tx, &selected).await?;
     count_staged(&mut tx, &selected).await?;
@@ -418,8 +418,8 @@ async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, throug
         .bind(through)
         .execute(&mut *tx)
         .await
-        .map_err(Error::store)?;
-    tx.commit().await.map_err(Error::store)?;
+        .map_err(crate::db_error)?;
+    tx.commit().await.map_err(crate::db_error)?;
     conn.synced().await?;
     Ok(rows)
 }
@@ -437,7 +437,7 @@ impl Unsynced {
     /// A connection of `pool`, guarded from here on.
     async fn acquire(pool: &AnyPool) -> Result<Self> {
         Ok(Unsynced {
-            conn: pool.acquire().await.map_err(Error::store)?,
+            conn: pool.acquire().await.map_err(crate::db_error)?,
             synced: false,
         })
     }
@@ -446,7 +446,7 @@ impl Unsynced {
         sqlx::query("PRAGMA main.synchronous=NORMAL")
             .execute(&mut *self.conn)
             .await
-            .map_err(Error::store)?;
+            .map_err(crate::db_error)?;
         Ok(())
     }
 
@@ -459,7 +459,7 @@ impl Unsynced {
         sqlx::query("PRAGMA main.synchronous=FULL")
             .execute(&mut *self.conn)
             .await
-            .map_err(Error::store)?;
+            .map_err(crate::db_error)?;
         self.synced = true;
         Ok(())
     }

@@ -100,7 +100,7 @@ impl ModelStore for SqlStore {
         .bind(id.as_str())
         .fetch_optional(&self.pool)
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
         row.as_ref().map(model_from_row).transpose()
     }
 
@@ -130,7 +130,7 @@ impl ModelStore for SqlStore {
         .bind(project.as_str())
         .fetch_all(&self.pool)
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
         rows.iter().map(model_from_row).collect()
     }
 
@@ -145,7 +145,7 @@ impl ModelStore for SqlStore {
                 .bind(id.as_str())
                 .fetch_one(&mut *tx)
                 .await
-                .map_err(Error::store)?;
+                .map_err(crate::db_error)?;
         if users > 0 {
             return Err(Error::Conflict(format!(
                 "the device model is used by {}",
@@ -153,6 +153,6 @@ impl ModelStore for SqlStore {
             )));
         }
         soft_delete(&mut tx, &MODELS, tenant, id.as_str(), by, at).await?;
-        tx.commit().await.map_err(Error::store)
+        tx.commit().await.map_err(crate::db_error)
     }
 }

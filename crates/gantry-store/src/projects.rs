@@ -78,7 +78,7 @@ impl ProjectStore for SqlStore {
             record.created_time,
         )
         .await?;
-        tx.commit().await.map_err(Error::store)
+        tx.commit().await.map_err(crate::db_error)
     }
 
     async fn update_project(&self, project: &Project) -> Result<()> {
@@ -117,7 +117,7 @@ impl ProjectStore for SqlStore {
         .bind(id.as_str())
         .fetch_optional(&self.pool)
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
         row.as_ref().map(project_from_row).transpose()
     }
 
@@ -152,11 +152,11 @@ impl ProjectStore for SqlStore {
                 .bind(id.as_str())
                 .fetch_one(&mut *tx)
                 .await
-                .map_err(Error::store)?;
+                .map_err(crate::db_error)?;
         if members > 0 {
             return Err(Error::Conflict(format!("the project has {}", device_count(members))));
         }
         soft_delete(&mut tx, &PROJECTS, tenant, id.as_str(), by, at).await?;
-        tx.commit().await.map_err(Error::store)
+        tx.commit().await.map_err(crate::db_error)
     }
 }

@@ -57,7 +57,7 @@ impl RouteStore for SqlStore {
         .bind(r.updated_time)
         .execute(self.writes())
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
         Ok(())
     }
 
@@ -72,7 +72,7 @@ impl RouteStore for SqlStore {
         .bind(r.id.as_str())
         .execute(self.writes())
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
         if done.rows_affected() == 0 {
             return Err(Error::not_found("route", &r.id));
         }
@@ -87,7 +87,7 @@ impl RouteStore for SqlStore {
         .bind(id)
         .fetch_optional(&self.pool)
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
         row.as_ref().map(route_from_row).transpose()
     }
 
@@ -96,7 +96,7 @@ impl RouteStore for SqlStore {
             .bind(client_id)
             .fetch_optional(&self.pool)
             .await
-            .map_err(Error::store)?;
+            .map_err(crate::db_error)?;
         row.as_ref().map(route_from_row).transpose()
     }
 
@@ -117,7 +117,7 @@ impl RouteStore for SqlStore {
         .bind(now)
         .fetch_optional(&self.pool)
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
         row.as_ref().map(route_from_row).transpose()
     }
 }

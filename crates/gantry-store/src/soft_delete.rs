@@ -63,7 +63,7 @@ pub(crate) async fn soft_delete(
     .bind(at)
     .execute(&mut **tx)
     .await
-    .map_err(Error::store)?;
+    .map_err(crate::db_error)?;
     if done.rows_affected() == 0 {
         return Err(Error::not_found(table.kind, id));
     }
@@ -72,7 +72,7 @@ pub(crate) async fn soft_delete(
             .bind(id)
             .execute(&mut **tx)
             .await
-            .map_err(Error::store)?;
+            .map_err(crate::db_error)?;
     }
     Ok(())
 }
@@ -104,7 +104,7 @@ impl SqlStore {
         .bind(id)
         .fetch_optional(&mut **tx)
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
         match live {
             Some(_) => Ok(()),
             None => Err(Error::not_found(table.kind, id)),

@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
+use gantry_core::Result;
 use gantry_core::paging::{Page, PageRequest};
-use gantry_core::{Error, Result};
 use sqlx::AnyPool;
 use sqlx::any::{Any, AnyArguments, AnyRow};
 use sqlx::query::Query;
@@ -110,7 +110,7 @@ pub(crate) async fn fetch_page<T>(
         .fetch_one(pool)
         .await
         .and_then(|row| sqlx::Row::try_get(&row, "total"))
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
     let mut select = from_where.prefixed(&format!("SELECT {columns}"));
     select
         .push(" ORDER BY ")
@@ -119,7 +119,7 @@ pub(crate) async fn fetch_page<T>(
         .bind(page.limit())
         .push(" OFFSET ")
         .bind(page.offset());
-    let rows = select.query().fetch_all(pool).await.map_err(Error::store)?;
+    let rows = select.query().fetch_all(pool).await.map_err(crate::db_error)?;
     let items = rows.iter().map(read).collect::<Result<Vec<T>>>()?;
     Ok(Page {
         request: page,

@@ -1,12 +1,12 @@
 //! Tenants and bearer tokens: the rows that turn a token hash into a principal.
 
 use async_trait::async_trait;
+use gantry_core::Result;
 use gantry_core::auth::Principal;
 use gantry_core::enums::DeviceStatus;
 use gantry_core::ids::{self, DeviceId, ProjectId, TenantId};
 use gantry_core::records::Tenant;
 use gantry_core::store::TenantStore;
-use gantry_core::{Error, Result};
 
 use crate::row::{bad_value, get};
 use crate::{SqlStore, write_error};
@@ -22,7 +22,7 @@ impl TenantStore for SqlStore {
         .bind(now)
         .execute(self.writes())
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
         Ok(())
     }
 
@@ -52,7 +52,7 @@ impl TenantStore for SqlStore {
             record.created_time,
         )
         .await?;
-        tx.commit().await.map_err(Error::store)
+        tx.commit().await.map_err(crate::db_error)
     }
 
     async fn set_system_token(&self, tenant: &TenantId, token_hash: &str) -> Result<()> {
@@ -60,7 +60,7 @@ impl TenantStore for SqlStore {
         sqlx::query("DELETE FROM tokens WHERE kind = 'system'")
             .execute(&mut *tx)
             .await
-            .map_err(Error::store)?;
+            .map_err(crate::db_error)?;
         insert_token(
             &mut tx,
             token_hash,
@@ -71,14 +71,14 @@ impl TenantStore for SqlStore {
             gantry_core::time::now_ms(),
         )
         .await?;
-        tx.commit().await.map_err(Error::store)
+        tx.commit().await.map_err(crate::db_error)
     }
 
     async fn has_system_token(&self) -> Result<bool> {
         let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tokens WHERE kind = 'system'")
             .fetch_one(&self.pool)
             .await
-            .map_err(Error::store)?;
+            .map_err(crate::db_error)?;
         Ok(count > 0)
     }
 
@@ -95,7 +95,7 @@ impl TenantStore for SqlStore {
         .bind(token_hash)
         .fetch_optional(&self.pool)
         .await
-        .map_err(Error::store)?;
+        .map_err(crate::db_error)?;
         let Some(row) = row else { return Ok(None) };
         let tenant = TenantId::from_string(get::<String>(&row, "tenant_id")?);
         let kind: String = get(&row, "kind")?;
@@ -149,6 +149,6 @@ pub(crate) async fn insert_token(
     .bind(now)
     .execute(&mut **tx)
     .await
-    .map_err(Error::store)?;
+    .map_err(crate::db_error)?;
     Ok(())
 }

@@ -110,3 +110,86 @@ async fn a_token_over_its_rate_limit_gets_429() {
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     app.get("/api/v1/projects", &app.admin).await.result();
 }
+
+/// PostgreSQL's text refuses the NUL character, so text holding one is refused on both engines
+/// as bad input, naming where it was: never a store failure, never stored.
+#[tokio::test]
+async fn nul_characters_are_refused_as_bad_input() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let device = world.device["id"].as_str().unwrap();
+    for (path, body, field) in [
+        (
+            "/api/v1/deviceEvents",
+            json!({"deviceId": device, "attributeCode": "label", "attributeData": "a\u{0}b"}),
+            "attributeData",
+        ),
+        (
+            "/api/v1/deviceEvents",
+            json!({"deviceId": device, "attributeCode": "label", "attributeData": "x", "correlationId": "\u{0}"}),
+            "correlationId",
+        ),
+        ("/api/v1/projects", json!({"name": "p\u{0}"}), "name"),
+        (
+            "/api/v1/devices",
+            json!({"deviceName": "d", "projectId": world.project["id"], "modelId": world.model["id"], "metadata": {"k": "\u{0}"}}),
+            "metadata.k",
+        ),
+    ] {
+        let message = app.post(path, &app.admin, body).await.error(400);
+        assert!(message.starts_with(field), "{path}: {message}");
+        assert!(message.contains("NUL"), "{message}");
+    }
+    let events = app
+        .get(format!("/api/v1/devices/{device}/events"), &app.admin)
+        .await
+        .result();
+    assert_eq!(events["totalResults"], 0);
+
+    // In a query string and in a path.
+    let project = world.project["id"].as_str().unwrap();
+    let message = app
+        .get(format!("/api/v1/projects/{project}/devices?deviceName=%00"), &app.admin)
+        .await
+        .error(400);
+    assert!(message.starts_with("deviceName"), "{message}");
+    let message = app.get("/api/v1/devices/a%00b", &app.admin).await.error(400);
+    assert!(message.starts_with("path"), "{message}");
+    // A path that is not UTF-8 once decoded gets the same JSON error shape.
+    let reply = app.get("/api/v1/devices/%FF", &app.admin).await;
+    assert_eq!(reply.body["returnCode"], 40000, "{:?}", reply);
+    reply.error(400);
+}
+
+/// A body must say it is JSON: without `Content-Type: application/json` it is 415 and changes
+/// nothing.
+#[tokio::test]
+async fn a_body_that_is_not_declared_json_is_415() {
+    let app = spawn_app().await;
+    let name = crate::helpers::unique("p");
+    for content_type in [None, Some("text/plain"), Some("application/x-www-form-urlencoded")] {
+        let mut request = app
+            .client
+            .post(format!("{}/api/v1/projects", app.base))
+            .bearer_auth(&app.admin)
+            .body(json!({"name": name}).to_string());
+        if let Some(content_type) = content_type {
+            request = request.header(CONTENT_TYPE, content_type);
+        }
+        let reply = request.send().await.unwrap();
+        assert_eq!(reply.status(), 415, "{content_type:?}");
+        let body: serde_json::Value = reply.json().await.unwrap();
+        assert_eq!(body["returnCode"], 41500, "{body}");
+        assert!(body["message"].as_str().unwrap().contains("application/json"), "{body}");
+    }
+    let reply = app
+        .client
+        .post(format!("{}/api/v1/projects", app.base))
+        .bearer_auth(&app.admin)
+        .header(CONTENT_TYPE, "application/json; charset=utf-8")
+        .body(json!({"name": name}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200, "one project named {name}, made once");
+}

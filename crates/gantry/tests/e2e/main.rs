@@ -8,6 +8,7 @@ mod crash;
 mod errors;
 mod events;
 mod external;
+mod faults;
 mod helpers;
 mod mqtt;
 mod operations;

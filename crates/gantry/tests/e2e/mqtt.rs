@@ -899,3 +899,141 @@ async fn nothing_is_retained() {
         "nothing retained reaches a later subscriber"
     );
 }
+
+/// The README's own examples send no `meta.id`: the message is stored with one the service
+/// assigns, and an ack needs only its type and correlationId.
+#[tokio::test]
+async fn messages_without_a_meta_id_are_taken() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let mut device = device_of(&app, &world).await;
+    let topic = device.upstream_topic();
+    device
+        .publish_raw(
+            &topic,
+            br#"{"meta": {"type": "m"}, "payload": {"attrs": [{"code": "temp", "value": 2.5}]}}"#.to_vec(),
+        )
+        .await
+        .unwrap();
+    let events = events_of(&app, &world.device).await;
+    assert_eq!(events["totalResults"], 1, "{events}");
+    let assigned = events["results"][0]["correlationId"].as_str().unwrap_or_default();
+    assert!(!assigned.is_empty(), "an id is assigned: {events}");
+
+    let sent = control(
+        &app,
+        &world,
+        json!({"needack": true, "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+    )
+    .await
+    .result();
+    let control_id = device
+        .next_message(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the control")
+        .json()["meta"]["id"]
+        .clone();
+    device
+        .publish_raw(
+            &topic,
+            json!({"meta": {"type": "ack", "correlationId": control_id}})
+                .to_string()
+                .into_bytes(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        wait_for(Duration::from_secs(5), async || {
+            logs_of(&app, &world, &format!("?eventId={}", control_id.as_str().unwrap())).await["results"][0]["status"]
+                == "completed"
+        })
+        .await,
+        "the ack completes the control: {sent}"
+    );
+}
+
+/// Text holding a NUL (which PostgreSQL cannot store) is refused as a bad message on both
+/// engines: acknowledged, not stored, and the connection stays up (no endless redelivery).
+#[tokio::test]
+async fn a_message_holding_a_nul_is_refused_not_retried() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let mut device = device_of(&app, &world).await;
+    let topic = device.upstream_topic();
+    for message in [
+        json!({"meta": {"id": "a\u{0}", "type": "m", "needack": true}, "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+        json!({"meta": {"id": "b", "type": "m", "needack": true}, "payload": {"attrs": [{"code": "label", "value": "\u{0}"}]}}),
+    ] {
+        device
+            .publish_raw(&topic, message.to_string().into_bytes())
+            .await
+            .unwrap();
+        let ack = device.next_message(Duration::from_secs(5)).await.unwrap();
+        assert!(
+            ack.is_none(),
+            "a message that is not a storable Message gets no ack of its own: {ack:?}"
+        );
+    }
+    device
+        .publish_attrs(&[("count", json!(3))], None, false)
+        .await
+        .expect("the session is still up");
+    let events = events_of(&app, &world.device).await;
+    assert_eq!(events["totalResults"], 1, "{events}");
+    assert_eq!(events["results"][0]["attributeCode"], "count");
+}
+
+/// MQTT 5 PUBACKs say what became of a publish: 0x87 for a topic of another client, 0x90 for
+/// a topic outside Gantry's tree, 0x99 for a payload that is not a Message, 0x83 when the model
+/// refused every entry, 0x00 when something was stored. The device stays connected throughout.
+#[tokio::test]
+async fn mqtt5_pubacks_carry_reason_codes() {
+    use rumqttc::v5::mqttbytes::QoS;
+    use rumqttc::v5::mqttbytes::v5::{Packet, PubAckReason};
+    use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let other = app.world().await;
+    let id = world.device["id"].as_str().unwrap();
+    let mut options = MqttOptions::new(id, app.mqtt.ip().to_string(), app.mqtt.port());
+    options.set_credentials(id, world.device["accessToken"].as_str().unwrap());
+    let (client, mut events) = AsyncClient::new(options, 10);
+    let own = format!("{PREFIX}/in/json/{id}");
+    let good = json!({"meta": {"type": "m"}, "payload": {"attrs": [{"code": "count", "value": 1}]}}).to_string();
+    let all_refused =
+        json!({"meta": {"type": "m"}, "payload": {"attrs": [{"code": "nosuch", "value": 1}]}}).to_string();
+    let cases = [
+        (
+            format!("{PREFIX}/in/json/{}", other.device["id"].as_str().unwrap()),
+            good.clone(),
+            PubAckReason::NotAuthorized,
+        ),
+        (
+            "elsewhere/topic".to_owned(),
+            good.clone(),
+            PubAckReason::TopicNameInvalid,
+        ),
+        (own.clone(), "not json".to_owned(), PubAckReason::PayloadFormatInvalid),
+        (own.clone(), all_refused, PubAckReason::ImplementationSpecificError),
+        (own.clone(), good, PubAckReason::Success),
+    ];
+    for (topic, payload, expected) in cases {
+        client
+            .publish(topic.clone(), QoS::AtLeastOnce, false, payload)
+            .await
+            .unwrap();
+        let reason = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                if let Event::Incoming(Packet::PubAck(ack)) = events.poll().await.expect("the session stays up") {
+                    return ack.reason;
+                }
+            }
+        })
+        .await
+        .expect("a PUBACK");
+        assert_eq!(reason, expected, "{topic}");
+    }
+    assert_eq!(events_of(&app, &world.device).await["totalResults"], 1);
+}
