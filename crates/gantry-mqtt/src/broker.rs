@@ -29,6 +29,19 @@ pub struct BrokerConfig {
     pub tcp_addr: SocketAddr,
     pub ws_addr: SocketAddr,
     pub topics: Topics,
+    pub limits: BrokerLimits,
+}
+
+/// What one client may cost the broker.
+#[derive(Debug, Clone)]
+pub struct BrokerLimits {
+    /// Largest packet taken, in bytes.
+    pub max_packet_size: u32,
+    /// How long a new connection has to send its CONNECT (and finish its TLS or WebSocket
+    /// handshake), so that silent sockets are not held.
+    pub connect_timeout: std::time::Duration,
+    /// Connections held at once, per listener.
+    pub max_connections: usize,
 }
 
 /// Counters of the MQTT side, exported at `/metrics`.
@@ -138,6 +151,9 @@ impl EmbeddedBroker {
                 .laddr(addr)
                 .nodelay(true)
                 .reuseaddr(Some(true))
+                .max_packet_size(config.limits.max_packet_size)
+                .handshake_timeout(config.limits.connect_timeout)
+                .max_connections(config.limits.max_connections)
                 .allow_anonymous(false)
                 .bind()
         };

@@ -145,7 +145,11 @@ impl SqlStore {
             Backend::Postgres => None,
         };
         let staging = match backend {
-            Backend::Sqlite => Some(staging_file(database_url)?),
+            Backend::Sqlite => {
+                let staging = staging_file(database_url)?;
+                create_private_file(&staging.path)?;
+                Some(staging)
+            }
             Backend::Postgres => None,
         };
         let options = |size, extra| pool_options(size, extra, staging.as_ref().map(|file| file.attach.clone()));
@@ -345,6 +349,8 @@ const STAGING_PAGE_SIZE: u32 = 2048;
 
 /// SQLite's staging file (`staging_file`).
 struct StagingFile {
+    /// The file.
+    path: PathBuf,
     /// The statements that attach it.
     attach: Arc<str>,
     /// Its WAL file, which the flusher flushes.
@@ -384,6 +390,7 @@ fn staging_file(url: &str) -> Result<StagingFile, sqlx::Error> {
         )
         .into(),
         wal: wal.into(),
+        path,
     })
 }
 
@@ -460,7 +467,19 @@ fn create_sqlite_file(url: &str) -> Result<(), sqlx::Error> {
     if let Some(dir) = file.parent().filter(|dir| !dir.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::OpenOptions::new().create(true).append(true).open(file)?;
+    create_private_file(file)?;
+    Ok(())
+}
+
+/// Creates a database file readable by its owner alone (it holds every device's and
+/// application's token), whatever the umask; SQLite gives its WAL and SHM files the same mode.
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
     Ok(())
 }
 

@@ -86,6 +86,17 @@ pub struct ServeConfig {
     /// Requests per second allowed per bearer token (bursts of twice that); 0 turns the limit off.
     #[arg(long, env = "GANTRY_RATE_LIMIT", default_value_t = 5000)]
     pub rate_limit: u32,
+    /// Largest MQTT packet the broker takes, in bytes; a larger CONNECT is refused, a larger
+    /// publish closes the connection.
+    #[arg(long, env = "GANTRY_MQTT_MAX_PACKET_SIZE", default_value_t = 256 * 1024)]
+    pub mqtt_max_packet_size: u32,
+    /// Seconds a new MQTT connection has to send its CONNECT before it is closed.
+    #[arg(long, env = "GANTRY_MQTT_CONNECT_TIMEOUT", default_value_t = 10)]
+    pub mqtt_connect_timeout: u64,
+    /// Most MQTT connections held at once, per listener; default: the open-file limit less a
+    /// reserve for the store and HTTP.
+    #[arg(long, env = "GANTRY_MQTT_MAX_CONNECTIONS")]
+    pub mqtt_max_connections: Option<usize>,
     /// Bootstrap token of the system administrator (environment only); generated when unset.
     #[arg(skip = std::env::var("GANTRY_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))]
     pub admin_token: Option<String>,
@@ -109,6 +120,9 @@ impl ServeConfig {
             route_ttl: 3600,
             rate_limit: 5000,
             event_retention_days: None,
+            mqtt_max_packet_size: 256 * 1024,
+            mqtt_connect_timeout: 10,
+            mqtt_max_connections: None,
             admin_token: None,
         }
     }

@@ -4,6 +4,7 @@
 mod broker_auth;
 pub mod config;
 pub mod device;
+mod limits;
 mod mqtt;
 pub mod simulate;
 
@@ -40,13 +41,14 @@ pub struct Application {
 
 impl Application {
     pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(&config.data_dir)
-            .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
+        limits::raise_open_files();
+        secure_data_dir(&config.data_dir)?;
         let database_url = config
             .database_url
             .clone()
             .unwrap_or_else(|| gantry_store::sqlite_url(&config.data_dir));
         let store = SqlStore::connect(&database_url).await.context("opening the store")?;
+        tighten_files(&config.data_dir)?;
         tracing::info!(backend = store.backend(), "store ready");
 
         let http = TcpListener::bind(config.http_addr)
@@ -224,6 +226,40 @@ fn ingest_metrics(ingest: &Ingest) -> gantry_api::metrics::Collector {
             ingest.backlog()
         );
     })
+}
+
+/// The data directory holds the database (every token in it) and generated secrets: it is
+/// created 0700 whatever the umask, and an existing one with looser modes is tightened.
+fn secure_data_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating data dir {}", dir.display()))?;
+    let mode = std::fs::metadata(dir)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("restricting {} to its owner", dir.display()))?;
+        tracing::info!(dir = %dir.display(), from = format!("{mode:o}"), "data dir tightened to 0700");
+    }
+    tighten_files(dir)
+}
+
+/// Every file directly in the data dir (database, WAL, staging, tokens) readable by its owner alone.
+fn tighten_files(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        let mode = meta.permissions().mode() & 0o777;
+        if meta.is_file() && mode & 0o077 != 0 {
+            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(mode & 0o700))
+                .with_context(|| format!("restricting {} to its owner", entry.path().display()))?;
+            tracing::info!(file = %entry.path().display(), from = format!("{mode:o}"), "file tightened to owner-only");
+        }
+    }
+    Ok(())
 }
 
 fn write_admin_token(data_dir: &Path, token: &str) -> anyhow::Result<()> {

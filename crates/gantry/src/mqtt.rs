@@ -30,6 +30,13 @@ impl MqttFront {
                     tcp_addr: config.mqtt_addr,
                     ws_addr: config.mqtt_ws_addr,
                     topics,
+                    limits: gantry_mqtt::BrokerLimits {
+                        max_packet_size: config.mqtt_max_packet_size,
+                        connect_timeout: std::time::Duration::from_secs(config.mqtt_connect_timeout),
+                        max_connections: config
+                            .mqtt_max_connections
+                            .unwrap_or_else(crate::limits::default_max_connections),
+                    },
                 };
                 Ok(MqttFront::Embedded(EmbeddedBroker::bind(&broker_config).await?))
             }

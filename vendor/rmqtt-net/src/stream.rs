@@ -75,7 +75,12 @@ where
     /// Detects protocol version from initial handshake
     #[inline]
     async fn probe_version(&mut self) -> Result<ProtocolVersion> {
-        let Some(Ok((MqttPacket::Version(ver), _))) = self.io.next().await else {
+        // Gantry: the first packet must come within the handshake timeout, so that sockets that
+        // never send one are not held for ever.
+        let first = tokio::time::timeout(self.cfg.handshake_timeout, self.io.next())
+            .await
+            .map_err(|_| anyhow!(MqttError::ReadTimeout))?;
+        let Some(Ok((MqttPacket::Version(ver), _))) = first else {
             return Err(anyhow!(DecodeError::InvalidProtocol));
         };
 

@@ -1037,3 +1037,32 @@ async fn mqtt5_pubacks_carry_reason_codes() {
     }
     assert_eq!(events_of(&app, &world.device).await["totalResults"], 1);
 }
+
+/// Sockets that connect and send nothing, or only part of a CONNECT, are closed at the CONNECT
+/// deadline (`--mqtt-connect-timeout`); devices go on logging in while they are held.
+#[tokio::test]
+async fn silent_sockets_are_closed_at_the_connect_deadline() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let app = spawn_app_with(|c| c.mqtt_connect_timeout = 1).await;
+    let world = app.world().await;
+    let mut silent = Vec::new();
+    for i in 0..200 {
+        let mut socket = tokio::net::TcpStream::connect(app.mqtt).await.unwrap();
+        if i % 2 == 1 {
+            // A CONNECT's fixed header announcing 32 bytes, and one of them.
+            socket.write_all(&[0x10, 0x20, 0x00]).await.unwrap();
+        }
+        silent.push(socket);
+    }
+    device_of(&app, &world).await.disconnect().await;
+    let started = tokio::time::Instant::now();
+    for socket in &mut silent {
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buf))
+            .await
+            .expect("the server closes a silent socket");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

@@ -100,3 +100,36 @@ async fn fixed_admin_token_replaces_the_generated_one() {
     app.get("/api/v1/projects", &app.admin).await.result();
     app.get("/api/v1/projects", &generated).await.error(401);
 }
+
+/// The data dir holds every token in clear (the database) and the generated secrets: it is
+/// 0700 and its files owner-only whatever the umask, and a looser existing one is tightened.
+#[tokio::test]
+async fn the_data_dir_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+
+    let dir = tempfile::tempdir().unwrap();
+    // A fresh data dir inside, and an existing loose one.
+    let fresh = dir.path().join("fresh");
+    let loose = dir.path().join("loose");
+    std::fs::create_dir(&loose).unwrap();
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(loose.join("notes"), "x").unwrap();
+    std::fs::set_permissions(loose.join("notes"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    for data_dir in [fresh, loose] {
+        let app = gantry::Application::build(ServeConfig::local(data_dir.clone()))
+            .await
+            .unwrap();
+        assert_eq!(mode(&data_dir), 0o700, "{}", data_dir.display());
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&data_dir).unwrap() {
+            let path = entry.unwrap().path();
+            assert_eq!(mode(&path) & 0o077, 0, "{} is {:o}", path.display(), mode(&path));
+            files.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+        for expected in ["gantry.db", "gantry.db-wal", "gantry-staging.db", "admin-token"] {
+            assert!(files.iter().any(|f| f == expected), "{expected} in {files:?}");
+        }
+        drop(app);
+    }
+}
