@@ -42,7 +42,9 @@ impl GantryHooks {
             .password()
             .and_then(|p| std::str::from_utf8(p).ok())
             .unwrap_or_default();
-        match self.policy.login(&client_id, &username, password).await {
+        // Present only for a certificate the MQTT/TLS listener verified against --mqtt-client-ca.
+        let cert_cn = info.cert().and_then(|cert| cert.common_name.as_deref());
+        match self.policy.login(&client_id, &username, password, cert_cn).await {
             Ok(identity) => {
                 self.identities
                     .write()

@@ -12,3 +12,4 @@ mod helpers;
 mod mqtt;
 mod operations;
 mod routes;
+mod tls;
