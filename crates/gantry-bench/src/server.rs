@@ -94,6 +94,9 @@ impl Server {
             .env("GANTRY_HTTP_ADDR", "127.0.0.1:0")
             .env("GANTRY_MQTT_ADDR", "127.0.0.1:0")
             .env("GANTRY_MQTT_WS_ADDR", "127.0.0.1:0")
+            .env("GANTRY_MQTTS_ADDR", "127.0.0.1:0")
+            .env("GANTRY_MQTT_WSS_ADDR", "127.0.0.1:0")
+            .env("GANTRY_HTTPS_ADDR", "127.0.0.1:0")
             .env("GANTRY_ADMIN_TOKEN", options.admin_token)
             // The benchmark is one client sending as fast as it can; a per-token limit would
             // measure the limiter.

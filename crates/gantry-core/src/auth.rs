@@ -146,6 +146,24 @@ impl AuthService {
         Ok(principal)
     }
 
+    /// The principal of a live device known by its id alone: for a device whose verified client
+    /// certificate names it, which presents no token.
+    pub async fn device(&self, id: &DeviceId) -> Result<Option<Principal>> {
+        let Some(tenant) = self.store.device_tenant(id).await? else {
+            return Ok(None);
+        };
+        Ok(self
+            .store
+            .get_device(&tenant, id)
+            .await?
+            .map(|device| Principal::Device {
+                locked: device.status == crate::enums::DeviceStatus::Locked,
+                project: device.project_id,
+                device: device.id,
+                tenant,
+            }))
+    }
+
     /// Makes sure the default tenant exists and sets the system administrator's token: `fixed`
     /// when given (replacing any earlier one), else a generated one when none exists yet.
     /// Returns the token when it was generated now.

@@ -137,8 +137,12 @@ impl StoredRoute {
 #[derive(Debug, Clone)]
 pub struct RouteConfig {
     pub host: String,
+    /// The MQTT port of APP and DEVICE callers, and the WebSocket port of WEB callers: the TLS
+    /// ones when `ssl_enable`.
     pub tcp_port: u16,
     pub ws_port: u16,
+    /// What temporary identities show as `sslEnable`.
+    pub ssl_enable: bool,
     pub topic_prefix: String,
     pub ttl: Duration,
 }
@@ -259,7 +263,7 @@ impl RouteService {
             } else {
                 self.config.tcp_port
             },
-            ssl_enable: false,
+            ssl_enable: self.config.ssl_enable,
             client_id: client_id.clone(),
             username: stored.username.clone().unwrap_or_default(),
             password,

@@ -18,6 +18,7 @@ use rmqtt::net::{Builder, Listener};
 use rmqtt::server::MqttServer;
 use rmqtt::session::SessionState;
 use rmqtt::types::{ClientId, From, Id, Publish};
+use rustls::ServerConfig;
 use tokio::task::JoinHandle;
 
 use crate::hooks::GantryHooks;
@@ -28,6 +29,7 @@ use crate::topics::Topics;
 pub struct BrokerConfig {
     pub tcp_addr: SocketAddr,
     pub ws_addr: SocketAddr,
+    pub tls: Option<BrokerTls>,
     pub topics: Topics,
     pub limits: BrokerLimits,
 }
@@ -42,6 +44,19 @@ pub struct BrokerLimits {
     pub connect_timeout: std::time::Duration,
     /// Connections held at once, per listener.
     pub max_connections: usize,
+}
+
+/// The broker's TLS listeners; `None` addresses are turned off.
+#[derive(Debug, Clone)]
+pub struct BrokerTls {
+    pub mqtts_addr: Option<SocketAddr>,
+    pub wss_addr: Option<SocketAddr>,
+    /// MQTT over TLS; asks for client certificates when `client_certs`.
+    pub mqtts: Arc<ServerConfig>,
+    pub wss: Arc<ServerConfig>,
+    /// Whether a device may log in with a certificate whose CN is its id (the configuration's
+    /// verifier has checked the certificate against the device CA before the hooks see it).
+    pub client_certs: bool,
 }
 
 /// Counters of the MQTT side, exported at `/metrics`.
@@ -133,13 +148,16 @@ pub struct EmbeddedBroker {
     listeners: Vec<Listener>,
     tcp_addr: SocketAddr,
     ws_addr: SocketAddr,
+    mqtts_addr: Option<SocketAddr>,
+    wss_addr: Option<SocketAddr>,
     topics: Topics,
     stats: Arc<MqttStats>,
     task: Option<JoinHandle<()>>,
 }
 
 impl EmbeddedBroker {
-    /// Builds the broker and binds its TCP and WebSocket listeners; nothing is accepted until `start`.
+    /// Builds the broker and binds its listeners (TCP, WebSocket, and those of TLS that are on);
+    /// nothing is accepted until `start`.
     pub async fn bind(config: &BrokerConfig) -> anyhow::Result<Self> {
         let scx = ServerContext::new().build().await;
         let listener = |name: &str, addr: SocketAddr| {
@@ -155,20 +173,48 @@ impl EmbeddedBroker {
                 .handshake_timeout(config.limits.connect_timeout)
                 .max_connections(config.limits.max_connections)
                 .allow_anonymous(false)
-                .bind()
         };
         let tcp = listener("tcp", config.tcp_addr)
+            .bind()
             .with_context(|| format!("binding MQTT on {}", config.tcp_addr))?
             .tcp()?;
         let ws = listener("ws", config.ws_addr)
+            .bind()
             .with_context(|| format!("binding MQTT/WebSocket on {}", config.ws_addr))?
             .ws()?;
         let (tcp_addr, ws_addr) = (tcp.local_addr()?, ws.local_addr()?);
+        let mut listeners = vec![tcp, ws];
+        let (mut mqtts_addr, mut wss_addr) = (None, None);
+        if let Some(tls) = &config.tls {
+            if let Some(addr) = tls.mqtts_addr {
+                // The certificate's CN reaches the login hook only when it was verified: without
+                // a device CA no client certificate is asked for.
+                let mqtts = listener("tls", addr)
+                    .tls_server_config(tls.mqtts.clone())
+                    .collect_cert_info(tls.client_certs)
+                    .bind()
+                    .with_context(|| format!("binding MQTT/TLS on {addr} (--mqtts-addr)"))?
+                    .tls()?;
+                mqtts_addr = Some(mqtts.local_addr()?);
+                listeners.push(mqtts);
+            }
+            if let Some(addr) = tls.wss_addr {
+                let wss = listener("wss", addr)
+                    .tls_server_config(tls.wss.clone())
+                    .bind()
+                    .with_context(|| format!("binding MQTT/WSS on {addr} (--mqtt-wss-addr)"))?
+                    .wss()?;
+                wss_addr = Some(wss.local_addr()?);
+                listeners.push(wss);
+            }
+        }
         Ok(Self {
             scx,
-            listeners: vec![tcp, ws],
+            listeners,
             tcp_addr,
             ws_addr,
+            mqtts_addr,
+            wss_addr,
             topics: config.topics.clone(),
             stats: Arc::new(MqttStats::default()),
             task: None,
@@ -181,6 +227,16 @@ impl EmbeddedBroker {
 
     pub fn ws_addr(&self) -> SocketAddr {
         self.ws_addr
+    }
+
+    /// MQTT over TLS, when on.
+    pub fn mqtts_addr(&self) -> Option<SocketAddr> {
+        self.mqtts_addr
+    }
+
+    /// MQTT over secure WebSocket, when on.
+    pub fn wss_addr(&self) -> Option<SocketAddr> {
+        self.wss_addr
     }
 
     pub fn stats(&self) -> Arc<MqttStats> {

@@ -43,7 +43,9 @@ impl GantryHooks {
             .password()
             .and_then(|p| std::str::from_utf8(p).ok())
             .unwrap_or_default();
-        let login = match self.policy.login(&client_id, &username, password).await {
+        // Present only for a certificate the MQTT/TLS listener verified against --mqtt-client-ca.
+        let cert_cn = info.cert().and_then(|cert| cert.common_name.as_deref());
+        let login = match self.policy.login(&client_id, &username, password, cert_cn).await {
             Ok(identity) => self.check_will(info, &client_id, identity).await,
             refused => refused,
         };

@@ -8,7 +8,7 @@ mod hooks;
 pub mod policy;
 pub mod topics;
 
-pub use broker::{BrokerConfig, BrokerLimits, EmbeddedBroker, MqttStats};
+pub use broker::{BrokerConfig, BrokerLimits, BrokerTls, EmbeddedBroker, MqttStats};
 pub use external::ExternalBroker;
 pub use policy::Policy;
 pub use topics::Topics;

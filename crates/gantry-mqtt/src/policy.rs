@@ -57,8 +57,27 @@ impl Policy {
 
     /// A device: client id = username = device id, password = its access token, not Locked.
     /// A route's identity: its client id, username and password, before expiry.
-    pub async fn login(&self, client_id: &str, username: &str, password: &str) -> Result<Identity, Refusal> {
+    /// A device with a verified client certificate whose CN (`cert_cn`) is its client id needs
+    /// no password; a certificate naming another client grants nothing.
+    pub async fn login(
+        &self,
+        client_id: &str,
+        username: &str,
+        password: &str,
+        cert_cn: Option<&str>,
+    ) -> Result<Identity, Refusal> {
         let services = self.services().ok_or(Refusal::NotAuthorized)?;
+        if cert_cn == Some(client_id) {
+            match services.auth.device(&DeviceId::from_string(client_id)).await {
+                Ok(Some(Principal::Device { locked: true, .. })) => return Err(Refusal::NotAuthorized),
+                Ok(Some(Principal::Device { tenant, .. })) => return Ok(Identity::Device(tenant)),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "certificate login failed on the store");
+                    return Err(Refusal::NotAuthorized);
+                }
+            }
+        }
         match services.auth.authenticate(password).await {
             Ok(Principal::Device {
                 tenant, device, locked, ..

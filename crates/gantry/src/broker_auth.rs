@@ -72,7 +72,7 @@ async fn auth(
     caller_is_system(&policy, &headers).await?;
     Ok(verdict(
         policy
-            .login(&request.clientid, &request.username, &request.password)
+            .login(&request.clientid, &request.username, &request.password, None)
             .await
             .is_ok(),
     ))

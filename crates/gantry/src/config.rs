@@ -15,7 +15,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP API, the MQTT broker and the background work in one process.
-    Serve(ServeConfig),
+    Serve(Box<ServeConfig>),
     /// Simulate a device: connect over MQTT, publish attribute values, answer controls with acks.
     Device(DeviceConfig),
 }
@@ -62,6 +62,31 @@ pub struct ServeConfig {
     /// Embedded MQTT broker, MQTT over WebSocket (for WEB routes).
     #[arg(long, env = "GANTRY_MQTT_WS_ADDR", default_value = "0.0.0.0:8083")]
     pub mqtt_ws_addr: SocketAddr,
+    /// Embedded MQTT broker, MQTT over TLS; `off` turns it off.
+    #[arg(long, env = "GANTRY_MQTTS_ADDR", default_value = "0.0.0.0:8883")]
+    pub mqtts_addr: Listen,
+    /// Embedded MQTT broker, MQTT over secure WebSocket; `off` turns it off.
+    #[arg(long, env = "GANTRY_MQTT_WSS_ADDR", default_value = "0.0.0.0:8084")]
+    pub mqtt_wss_addr: Listen,
+    /// REST API over HTTPS; `off` turns it off.
+    #[arg(long, env = "GANTRY_HTTPS_ADDR", default_value = "0.0.0.0:8443")]
+    pub https_addr: Listen,
+    /// The server certificate (PEM, chain allowed) of every TLS listener; default: one signed by
+    /// a private CA generated into `<data-dir>/tls/`.
+    #[arg(long, env = "GANTRY_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, env = "GANTRY_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// CA (PEM) of device certificates: a device presenting a certificate it signed, with the
+    /// device id as subject CN, logs in over MQTT/TLS without a password.
+    #[arg(long, env = "GANTRY_MQTT_CLIENT_CA")]
+    pub mqtt_client_ca: Option<PathBuf>,
+    /// Routes hand out the TLS ports with `sslEnable` true; default: on with --tls-cert, off
+    /// with the generated certificate (browsers do not trust a private CA).
+    #[arg(long, env = "GANTRY_ROUTE_TLS", num_args = 0..=1, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub route_tls: Option<bool>,
     /// Use this external broker instead of the embedded one (scale-out).
     #[arg(long, env = "GANTRY_MQTT_BROKER_URL")]
     pub mqtt_broker_url: Option<String>,
@@ -112,6 +137,13 @@ impl ServeConfig {
             http_addr: any,
             mqtt_addr: any,
             mqtt_ws_addr: any,
+            mqtts_addr: Listen(Some(any)),
+            mqtt_wss_addr: Listen(Some(any)),
+            https_addr: Listen(Some(any)),
+            tls_cert: None,
+            tls_key: None,
+            mqtt_client_ca: None,
+            route_tls: None,
             mqtt_broker_url: None,
             public_url: None,
             public_mqtt_host: None,
@@ -140,10 +172,58 @@ impl ServeConfig {
         self.public_mqtt_host.clone().unwrap_or_else(|| host_of(bound))
     }
 
+    /// Whether routes hand out the TLS ports (see --route-tls).
+    pub fn route_tls(&self) -> bool {
+        self.route_tls.unwrap_or(self.tls_cert.is_some())
+    }
+
+    /// The names a generated server certificate is for: `localhost`, `127.0.0.1`, and the hosts
+    /// of --public-mqtt-host and --public-url.
+    pub fn tls_names(&self) -> Vec<String> {
+        let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+        let url_host = self.public_url.as_deref().and_then(url_host);
+        for host in [self.public_mqtt_host.as_deref(), url_host] {
+            if let Some(host) = host.map(|h| h.trim_matches(['[', ']'])).filter(|h| !h.is_empty())
+                && !names.iter().any(|n| n.eq_ignore_ascii_case(host))
+            {
+                names.push(host.to_owned());
+            }
+        }
+        names
+    }
+
     /// `mqApiAddr`: `mqtt://<public mqtt host>:<port of the bound MQTT listener>`.
     pub fn mq_api_addr(&self, bound: SocketAddr) -> String {
         format!("mqtt://{}:{}", self.mqtt_host(bound), bound.port())
     }
+}
+
+/// A listener's address, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listen(pub Option<SocketAddr>);
+
+impl std::str::FromStr for Listen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.eq_ignore_ascii_case("off") {
+            return Ok(Listen(None));
+        }
+        s.parse()
+            .map(|addr| Listen(Some(addr)))
+            .map_err(|_| format!("`{s}` is neither host:port (say 0.0.0.0:8883) nor `off`"))
+    }
+}
+
+/// The host of a URL such as `https://gantry.example.com:8443/api`.
+fn url_host(url: &str) -> Option<&str> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split_once(']').map(|(host, _)| host);
+    }
+    Some(authority.split_once(':').map_or(authority, |(host, _)| host))
 }
 
 fn host_of(addr: SocketAddr) -> String {
@@ -151,5 +231,45 @@ fn host_of(addr: SocketAddr) -> String {
         "localhost".to_owned()
     } else {
         addr.ip().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_is_an_address_or_off() {
+        assert_eq!("off".parse::<Listen>().unwrap(), Listen(None));
+        assert_eq!(
+            "127.0.0.1:8883".parse::<Listen>().unwrap(),
+            Listen(Some("127.0.0.1:8883".parse().unwrap()))
+        );
+        assert!("8883".parse::<Listen>().unwrap_err().contains("`8883`"));
+    }
+
+    #[test]
+    fn the_certificate_names_the_public_hosts() {
+        let mut config = ServeConfig::local(PathBuf::from("/nonexistent"));
+        assert_eq!(config.tls_names(), ["localhost", "127.0.0.1"]);
+        config.public_mqtt_host = Some("mqtt.example.com".to_owned());
+        config.public_url = Some("https://api.example.com:8443/base".to_owned());
+        assert_eq!(
+            config.tls_names(),
+            ["localhost", "127.0.0.1", "mqtt.example.com", "api.example.com"]
+        );
+        config.public_url = Some("http://[2001:db8::1]:8080".to_owned());
+        config.public_mqtt_host = Some("localhost".to_owned());
+        assert_eq!(config.tls_names(), ["localhost", "127.0.0.1", "2001:db8::1"]);
+    }
+
+    #[test]
+    fn routes_use_tls_by_default_only_with_an_operator_certificate() {
+        let mut config = ServeConfig::local(PathBuf::from("/nonexistent"));
+        assert!(!config.route_tls());
+        config.tls_cert = Some(PathBuf::from("cert.pem"));
+        assert!(config.route_tls());
+        config.route_tls = Some(false);
+        assert!(!config.route_tls());
     }
 }

@@ -83,8 +83,14 @@ impl DeviceClient {
         username: &str,
         token: &str,
     ) -> anyhow::Result<Self> {
-        let client_id = options.client_id();
         options.set_credentials(username, token);
+        Self::connect_options(options, prefix).await
+    }
+
+    /// Connects with options made by the caller: a TLS transport, or no password for a device
+    /// that presents a client certificate.
+    pub async fn connect_options(mut options: MqttOptions, prefix: &str) -> anyhow::Result<Self> {
+        let client_id = options.client_id();
         options.set_keep_alive(Duration::from_secs(30));
         let (client, mut eventloop) = AsyncClient::new(options, 256);
         let mut network = NetworkOptions::new();

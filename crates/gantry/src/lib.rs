@@ -7,6 +7,7 @@ pub mod device;
 mod limits;
 mod mqtt;
 pub mod simulate;
+pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,8 +29,11 @@ use crate::config::ServeConfig;
 /// A built service: listeners bound, store migrated, administrator bootstrapped.
 pub struct Application {
     http: TcpListener,
+    https: Option<tls::HttpsListener>,
     router: axum::Router,
     http_addr: SocketAddr,
+    https_addr: Option<SocketAddr>,
+    tls: Option<tls::Tls>,
     broker: MqttFront,
     services: Arc<Services>,
     ingest: Ingest,
@@ -55,7 +59,34 @@ impl Application {
             .await
             .with_context(|| format!("binding HTTP on {}", config.http_addr))?;
         let http_addr = http.local_addr()?;
-        let mut broker = MqttFront::open(&config).await?;
+        let embedded = config.mqtt_broker_url.is_none();
+        let tls_wanted = config.https_addr.0.is_some()
+            || (embedded && (config.mqtts_addr.0.is_some() || config.mqtt_wss_addr.0.is_some()));
+        let tls = match tls_wanted {
+            true => Some(tls::Tls::prepare(&config, &config.tls_names()).context("preparing TLS")?),
+            false => None,
+        };
+        let https = match (config.https_addr.0, &tls) {
+            (Some(addr), Some(tls)) => {
+                let listener = TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding HTTPS on {addr} (--https-addr; `off` turns it off)"))?;
+                Some(tls::HttpsListener::new(listener, tls.server_config(&[b"http/1.1"])?)?)
+            }
+            _ => None,
+        };
+        let https_addr = https.as_ref().map(axum::serve::Listener::local_addr).transpose()?;
+        let broker_tls = match &tls {
+            Some(tls) if embedded => Some(gantry_mqtt::BrokerTls {
+                mqtts_addr: config.mqtts_addr.0,
+                wss_addr: config.mqtt_wss_addr.0,
+                mqtts: tls.mqtts_config()?,
+                wss: tls.server_config(&[])?,
+                client_certs: tls.client_certs(),
+            }),
+            _ => None,
+        };
+        let mut broker = MqttFront::open(&config, broker_tls).await?;
         let addrs = PublicAddrs {
             rest: config.public_url(http_addr),
             mq: config.mq_api_addr(broker.tcp_addr()),
@@ -64,10 +95,19 @@ impl Application {
         let store: Arc<dyn gantry_core::store::Store> = Arc::new(store);
         let (ingest, ingest_writer) = Ingest::start(store.clone(), IngestConfig::default());
         let ack_timeout = Duration::from_secs(config.ack_timeout);
+        let (tcp_port, ws_port) = if config.route_tls() {
+            match (broker.mqtts_addr(), broker.wss_addr()) {
+                (Some(mqtts), Some(wss)) => (mqtts.port(), wss.port()),
+                _ => anyhow::bail!("--route-tls needs --mqtts-addr and --mqtt-wss-addr (they are `off`)"),
+            }
+        } else {
+            (broker.tcp_addr().port(), broker.ws_addr().port())
+        };
         let routes = RouteConfig {
             host: config.mqtt_host(broker.tcp_addr()),
-            tcp_port: broker.tcp_addr().port(),
-            ws_port: broker.ws_addr().port(),
+            tcp_port,
+            ws_port,
+            ssl_enable: config.route_tls(),
             topic_prefix: config.topic_prefix.clone(),
             ttl: Duration::from_secs(config.route_ttl),
         };
@@ -103,8 +143,11 @@ impl Application {
         let router = gantry_api::router(state, &ApiConfig::default()).merge(broker_auth::routes(policy));
         Ok(Self {
             http,
+            https,
             router,
             http_addr,
+            https_addr,
+            tls,
             broker,
             services,
             ingest,
@@ -128,20 +171,80 @@ impl Application {
         self.broker.ws_addr()
     }
 
+    /// The REST API over HTTPS, when on.
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.https_addr
+    }
+
+    /// Where devices connect over MQTT/TLS, when on.
+    pub fn mqtts_addr(&self) -> Option<SocketAddr> {
+        self.broker.mqtts_addr()
+    }
+
+    /// Where web pages connect over MQTT/WSS, when on.
+    pub fn mqtt_wss_addr(&self) -> Option<SocketAddr> {
+        self.broker.wss_addr()
+    }
+
+    /// The generated CA's certificate (`<data-dir>/tls/ca.pem`), which clients are to trust;
+    /// None with --tls-cert or with every TLS listener off.
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.tls.as_ref().and_then(|t| t.generated_ca.as_deref())
+    }
+
     /// Serves until `shutdown` completes, then stops taking requests, finishes those in flight
     /// and returns.
     pub async fn run_until(mut self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         // Tests and scripts read the bound addresses from these lines (a port may have been 0).
         println!("gantry listening on http://{}", self.http_addr);
         println!("gantry mqtt on {}", self.broker.describe());
+        if let Some(addr) = self.https_addr {
+            println!("gantry https on https://{addr}");
+        }
+        if let Some(tls) = self.broker.describe_tls() {
+            println!("gantry mqtt tls on {tls}");
+        }
+        let reload = match &self.tls {
+            Some(tls) => {
+                match &tls.generated_ca {
+                    Some(ca) => println!(
+                        "gantry tls: the certificate is signed by a private CA; devices and browsers trust {}",
+                        ca.display()
+                    ),
+                    None => println!("gantry tls: certificate {}", tls.cert_path().display()),
+                }
+                Some(tls.reload_on_sighup()?)
+            }
+            None => None,
+        };
+        // Both HTTP servers stop on the one shutdown signal.
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        });
+        let stopped = move || {
+            let mut rx = stop_rx.clone();
+            async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            }
+        };
+        let https = self.https.take().map(|listener| {
+            let serve = axum::serve(listener, self.router.clone()).with_graceful_shutdown(stopped());
+            tokio::spawn(async move { serve.await })
+        });
         let sweeper = tokio::spawn(sweep_overdue_acks(self.services.clone()));
         let retention = self
             .retention_days
             .map(|days| tokio::spawn(apply_retention(self.services.clone(), days)));
         let served = axum::serve(self.http, self.router)
-            .with_graceful_shutdown(shutdown)
+            .with_graceful_shutdown(stopped())
             .await
             .context("serving HTTP");
+        let served_https = match https {
+            Some(task) => task.await.context("the HTTPS server")?.context("serving HTTPS"),
+            None => Ok(()),
+        };
         // Requests in flight have had their answers; stop taking MQTT connections, then commit
         // whatever is still queued.
         self.broker.stop();
@@ -149,10 +252,13 @@ impl Application {
         if let Some(retention) = retention {
             retention.abort();
         }
+        if let Some(reload) = reload {
+            reload.abort();
+        }
         self.ingest.close();
         self.ingest_writer.join().await;
         tracing::info!("gantry stopped");
-        served
+        served.and(served_https)
     }
 }
 

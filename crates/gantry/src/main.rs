@@ -18,7 +18,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match cli.command {
         Command::Serve(config) => {
-            let app = gantry::Application::build(config).await?;
+            let app = gantry::Application::build(*config).await?;
             app.run_until(gantry::shutdown_signal()).await
         }
         Command::Device(config) => gantry::simulate::run(config).await,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use gantry_core::Services;
 use gantry_core::control::Downlink;
-use gantry_mqtt::{BrokerConfig, EmbeddedBroker, ExternalBroker, MqttStats, Topics};
+use gantry_mqtt::{BrokerConfig, BrokerTls, EmbeddedBroker, ExternalBroker, MqttStats, Topics};
 
 use crate::config::ServeConfig;
 
@@ -17,18 +17,22 @@ pub enum MqttFront {
         broker: Box<ExternalBroker>,
         addr: SocketAddr,
         ws_port: u16,
+        mqtts_port: Option<u16>,
+        wss_port: Option<u16>,
     },
 }
 
 impl MqttFront {
-    /// Binds the embedded broker's listeners, or prepares the client of `--mqtt-broker-url`.
-    pub async fn open(config: &ServeConfig) -> anyhow::Result<Self> {
+    /// Binds the embedded broker's listeners (the TLS ones with `tls`), or prepares the client
+    /// of `--mqtt-broker-url`.
+    pub async fn open(config: &ServeConfig, tls: Option<BrokerTls>) -> anyhow::Result<Self> {
         let topics = Topics::new(&config.topic_prefix);
         match &config.mqtt_broker_url {
             None => {
                 let broker_config = BrokerConfig {
                     tcp_addr: config.mqtt_addr,
                     ws_addr: config.mqtt_ws_addr,
+                    tls,
                     topics,
                     limits: gantry_mqtt::BrokerLimits {
                         max_packet_size: config.mqtt_max_packet_size,
@@ -52,6 +56,8 @@ impl MqttFront {
                     broker,
                     addr,
                     ws_port: config.mqtt_ws_addr.port(),
+                    mqtts_port: config.mqtts_addr.0.map(|a| a.port()),
+                    wss_port: config.mqtt_wss_addr.0.map(|a| a.port()),
                 })
             }
         }
@@ -71,6 +77,24 @@ impl MqttFront {
         match self {
             MqttFront::Embedded(broker) => broker.ws_addr(),
             MqttFront::External { addr, ws_port, .. } => SocketAddr::new(addr.ip(), *ws_port),
+        }
+    }
+
+    /// Where devices connect over MQTT/TLS, when on (for an external broker, the port of
+    /// --mqtts-addr is taken as its TLS port).
+    pub fn mqtts_addr(&self) -> Option<SocketAddr> {
+        match self {
+            MqttFront::Embedded(broker) => broker.mqtts_addr(),
+            MqttFront::External { addr, mqtts_port, .. } => mqtts_port.map(|p| SocketAddr::new(addr.ip(), p)),
+        }
+    }
+
+    /// Where web pages connect over MQTT/WSS, when on (for an external broker, the port of
+    /// --mqtt-wss-addr).
+    pub fn wss_addr(&self) -> Option<SocketAddr> {
+        match self {
+            MqttFront::Embedded(broker) => broker.wss_addr(),
+            MqttFront::External { addr, wss_port, .. } => wss_port.map(|p| SocketAddr::new(addr.ip(), p)),
         }
     }
 
@@ -110,6 +134,18 @@ impl MqttFront {
             MqttFront::Embedded(broker) => format!("mqtt://{} and ws://{}", broker.tcp_addr(), broker.ws_addr()),
             MqttFront::External { addr, .. } => format!("the external broker mqtt://{addr}"),
         }
+    }
+
+    /// The embedded broker's TLS listeners that are on, as `mqtts://A and wss://B`.
+    pub fn describe_tls(&self) -> Option<String> {
+        let MqttFront::Embedded(broker) = self else {
+            return None;
+        };
+        let parts: Vec<String> = [("mqtts", broker.mqtts_addr()), ("wss", broker.wss_addr())]
+            .into_iter()
+            .filter_map(|(scheme, addr)| addr.map(|a| format!("{scheme}://{a}")))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(" and "))
     }
 }
 

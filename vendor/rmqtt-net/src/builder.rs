@@ -53,11 +53,7 @@ use quinn::{crypto::rustls::QuicServerConfig, IdleTimeout};
 #[cfg(feature = "tls")]
 use rmqtt_codec::cert::CertInfo;
 use rmqtt_codec::types::QoS;
-#[cfg(not(target_os = "windows"))]
 #[cfg(feature = "tls")]
-use rustls::crypto::aws_lc_rs as provider;
-#[cfg(feature = "tls")]
-#[cfg(target_os = "windows")]
 use rustls::crypto::ring as provider;
 #[cfg(feature = "tls")]
 use rustls::pki_types::CertificateDer;
@@ -151,6 +147,10 @@ pub struct Builder {
     pub tls_key: Option<String>,
     /// Path to TLS client ca certs
     pub tls_client_ca_certs: Option<String>,
+    /// A TLS configuration built by the embedding application; when set, `tls()` uses it
+    /// instead of reading `tls_cert`/`tls_key` (Gantry: a certificate resolver that reloads).
+    #[cfg(feature = "tls")]
+    pub tls_server_config: Option<Arc<ServerConfig>>,
     /// Enable Proxy Protocol
     pub proxy_protocol: bool,
     /// Proxy Protocol timeout
@@ -234,6 +234,8 @@ impl Builder {
             tls_cert: None,
             tls_key: None,
             tls_client_ca_certs: None,
+            #[cfg(feature = "tls")]
+            tls_server_config: None,
             proxy_protocol: false,
             proxy_protocol_timeout: Duration::from_secs(5),
 
@@ -449,6 +451,13 @@ impl Builder {
     /// Sets path to TLS private key
     pub fn tls_client_ca_certs<N: Into<String>>(mut self, tls_key: Option<N>) -> Self {
         self.tls_client_ca_certs = tls_key.map(|c| c.into());
+        self
+    }
+
+    /// Sets a ready TLS configuration, used by `tls()`/`wss()` instead of the certificate paths
+    #[cfg(feature = "tls")]
+    pub fn tls_server_config(mut self, config: Arc<ServerConfig>) -> Self {
+        self.tls_server_config = Some(config);
         self
     }
 
@@ -699,8 +708,11 @@ impl Listener {
             ListenerType::TCP => {}
         }
 
-        let tls_config = self.cfg.build_tls_config()?;
-        let acceptor = TlsAcceptor::from(Arc::new(tls_config));
+        let tls_config = match &self.cfg.tls_server_config {
+            Some(config) => config.clone(),
+            None => Arc::new(self.cfg.build_tls_config()?),
+        };
+        let acceptor = TlsAcceptor::from(tls_config);
         self.tls_acceptor = Some(acceptor);
         self.typ = ListenerType::TLS;
         Ok(self)

@@ -53,13 +53,7 @@ pub use error::MqttError;
 #[cfg(feature = "tls")]
 pub use rustls;
 
-/// AWS-LC based TLS provider (non-Windows platforms)
-#[cfg(not(target_os = "windows"))]
-#[cfg(feature = "tls")]
-pub use rustls::crypto::aws_lc_rs as tls_provider;
-
-/// Ring-based TLS provider (Windows platforms)
-#[cfg(target_os = "windows")]
+/// The TLS provider: ring on every platform (Gantry's build has one crypto stack, see PATCHED.md)
 #[cfg(feature = "tls")]
 pub use rustls::crypto::ring as tls_provider;
 

@@ -15,6 +15,12 @@ pub struct TestApp {
     pub mqtt: std::net::SocketAddr,
     /// The embedded broker's MQTT/WebSocket address.
     pub mqtt_ws: std::net::SocketAddr,
+    /// The TLS listeners, when on: MQTT over TLS, MQTT over WSS, HTTPS.
+    pub mqtts: Option<std::net::SocketAddr>,
+    pub mqtt_wss: Option<std::net::SocketAddr>,
+    pub https: Option<std::net::SocketAddr>,
+    /// The generated CA's certificate, when the server made its own.
+    pub tls_ca: Option<PathBuf>,
     pub admin: String,
     pub client: reqwest::Client,
     pub data_dir: PathBuf,
@@ -82,6 +88,8 @@ pub async fn spawn_with(config: ServeConfig, dir: tempfile::TempDir, admin: Stri
     let base = format!("http://{}", app.http_addr());
     let mqtt = app.mqtt_addr();
     let mqtt_ws = app.mqtt_ws_addr();
+    let (mqtts, mqtt_wss, https) = (app.mqtts_addr(), app.mqtt_wss_addr(), app.https_addr());
+    let tls_ca = app.tls_ca().map(|p| p.to_path_buf());
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(app.run_until(async {
         let _ = stopped.await;
@@ -90,6 +98,10 @@ pub async fn spawn_with(config: ServeConfig, dir: tempfile::TempDir, admin: Stri
         base,
         mqtt,
         mqtt_ws,
+        mqtts,
+        mqtt_wss,
+        https,
+        tls_ca,
         admin,
         client: reqwest::Client::new(),
         data_dir,
@@ -187,6 +199,10 @@ impl TestApp {
             base: base.to_owned(),
             mqtt: "127.0.0.1:0".parse().expect("literal address"),
             mqtt_ws: "127.0.0.1:0".parse().expect("literal address"),
+            mqtts: None,
+            mqtt_wss: None,
+            https: None,
+            tls_ca: None,
             admin: admin.to_owned(),
             client: reqwest::Client::new(),
             data_dir: PathBuf::new(),

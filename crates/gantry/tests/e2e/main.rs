@@ -13,3 +13,4 @@ mod helpers;
 mod mqtt;
 mod operations;
 mod routes;
+mod tls;
