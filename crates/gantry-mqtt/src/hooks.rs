@@ -1,9 +1,8 @@
 //! The embedded broker's hooks: logins and the topic ACL by the policy, upstream ingest and
 //! routed messages on their way through.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use gantry_core::control::Downlink;
@@ -14,24 +13,29 @@ use rmqtt::hook::{Handler, HookResult, Parameter, ReturnType};
 use rmqtt::types::{AuthResult, ConnectInfo, Publish, PublishAclResult, SubscribeAclResult};
 
 use crate::broker::MqttStats;
-use crate::policy::{Identity, Policy, Publishing, Refusal};
+use crate::policy::{Policy, Publishing, Refusal};
+use crate::sessions::Sessions;
 
 #[derive(Clone)]
 pub(crate) struct GantryHooks {
     policy: Policy,
     downlink: Arc<dyn Downlink>,
     stats: Arc<MqttStats>,
-    /// Who each client that logged in is: the ACL hooks see only the client id.
-    identities: Arc<RwLock<HashMap<String, Identity>>>,
+    sessions: Arc<Sessions>,
 }
 
 impl GantryHooks {
-    pub(crate) fn new(policy: Policy, downlink: Arc<dyn Downlink>, stats: Arc<MqttStats>) -> Self {
+    pub(crate) fn new(
+        policy: Policy,
+        downlink: Arc<dyn Downlink>,
+        stats: Arc<MqttStats>,
+        sessions: Arc<Sessions>,
+    ) -> Self {
         Self {
             policy,
             downlink,
             stats,
-            identities: Default::default(),
+            sessions,
         }
     }
 
@@ -43,11 +47,8 @@ impl GantryHooks {
             .and_then(|p| std::str::from_utf8(p).ok())
             .unwrap_or_default();
         match self.policy.login(&client_id, &username, password).await {
-            Ok(identity) => {
-                self.identities
-                    .write()
-                    .expect("identities lock")
-                    .insert(client_id, identity);
+            Ok(login) => {
+                self.sessions.logged_in(client_id, login);
                 AuthResult::Allow(false, None)
             }
             Err(refusal) => {
@@ -62,8 +63,7 @@ impl GantryHooks {
     }
 
     async fn check_publish(&self, client_id: &str, publish: &Publish) -> PublishAclResult {
-        let identity = self.identities.read().expect("identities lock").get(client_id).cloned();
-        let Some(identity) = identity else {
+        let Some(identity) = self.sessions.identity(client_id) else {
             return PublishAclResult::rejected(true, None);
         };
         match self.policy.may_publish(&identity, client_id, &publish.topic).await {
@@ -119,7 +119,7 @@ impl GantryHooks {
     }
 
     fn check_subscribe(&self, client_id: &str, filter: &str, qos: rmqtt::codec::types::QoS) -> SubscribeAclResult {
-        let known = self.identities.read().expect("identities lock").contains_key(client_id);
+        let known = self.sessions.is_known(client_id);
         if known && self.policy.may_subscribe(client_id, filter) {
             SubscribeAclResult::new_success(qos, None)
         } else {

@@ -11,4 +11,5 @@ mod external;
 mod helpers;
 mod mqtt;
 mod operations;
+mod rotation;
 mod routes;
