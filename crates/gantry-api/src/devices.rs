@@ -3,6 +3,7 @@
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use gantry_core::auth::RotateInput;
 use gantry_core::catalog::DeviceInput;
 use gantry_core::ids::DeviceId;
 use gantry_core::records::Device;
@@ -10,12 +11,13 @@ use gantry_core::records::Device;
 use crate::AppState;
 use crate::envelope::{Done, Envelope, done, ok};
 use crate::error::{ApiResult, ErrorBody};
-use crate::extract::{AppJson, Auth};
+use crate::extract::{AppJson, Auth, OptionalJson};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/devices", post(create))
         .route("/devices/{deviceId}", get(read).put(update).delete(delete))
+        .route("/devices/{deviceId}/accessToken/rotate", post(rotate))
 }
 
 /// Creates a device with a generated `accessToken`. `deviceName` must be unique; `status` defaults to Active, `virtual` to false.
@@ -69,4 +71,27 @@ pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<S
         .delete_device(&who, &DeviceId::from_string(id))
         .await?;
     Ok(done())
+}
+
+/// Replaces the device's `accessToken` and returns the device with the new one (shown in device
+/// reads as before). The old token stops working at once, over HTTP and MQTT (the device's MQTT
+/// session is closed), or after `graceSeconds` (0 to 86400; its session is then closed when the
+/// grace period ends, unless the device has logged in again with its new token). The body is
+/// optional. Administrators and the project's application token; a device token gets 403.
+#[utoipa::path(post, path = "/api/v1/devices/{deviceId}/accessToken/rotate", tag = "Devices",
+    request_body(content = Option<RotateInput>, description = "optional; `graceSeconds` defaults to 0"),
+    params(("deviceId" = String, Path)),
+    responses((status = 200, body = Envelope<Device>), (status = 400, description = "graceSeconds out of range", body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn rotate(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    OptionalJson(input): OptionalJson<RotateInput>,
+) -> ApiResult<Json<Envelope<Device>>> {
+    Ok(ok(s
+        .services
+        .catalog
+        .rotate_device_token(&who, &DeviceId::from_string(id), input)
+        .await?))
 }

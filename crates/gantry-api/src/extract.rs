@@ -71,6 +71,35 @@ fn is_json_media_type(value: &str) -> bool {
     essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
+/// A JSON body that may be left out: an empty body is `T::default()`; otherwise as `AppJson`.
+pub struct OptionalJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let declared_json = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(is_json_media_type);
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::TooLarge
+            } else {
+                ApiError::MalformedBody(rejection.body_text())
+            }
+        })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(T::default()));
+        }
+        if !declared_json {
+            return Err(ApiError::NotJson);
+        }
+        parse_json(&bytes).map(OptionalJson)
+    }
+}
+
 /// Parses a JSON document, naming the path of a field whose type or value is wrong.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if gantry_core::text::json_has_nul(bytes) {

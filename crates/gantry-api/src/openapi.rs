@@ -21,13 +21,13 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
 `applicationAccessToken` or a device's `accessToken`."
     ),
     paths(
-        tenants::create,
+        tenants::create, tenants::rotate,
         models::create, models::update, models::read, models::list, models::devices, models::delete,
-        projects::create, projects::update, projects::read, projects::list, projects::models, projects::devices, projects::delete,
-        devices::create, devices::update, devices::read, devices::delete,
+        projects::create, projects::update, projects::read, projects::list, projects::models, projects::devices, projects::delete, projects::rotate,
+        devices::create, devices::update, devices::read, devices::delete, devices::rotate,
         events::create, events::read, events::delete, events::list, events::list_attribute, events::shadow,
         control::send, control::logs,
-        routes::create, routes::refresh,
+        routes::create, routes::list, routes::refresh, routes::revoke,
         health::healthz, health::metrics,
     ),
     components(schemas(crate::error::ErrorBody)),

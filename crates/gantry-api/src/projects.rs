@@ -1,8 +1,9 @@
 //! Projects: `/api/v1/projects`, with the project's models and devices.
 
 use axum::extract::{Path, State};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
+use gantry_core::auth::RotateInput;
 use gantry_core::catalog::ProjectInput;
 use gantry_core::enums::{DeviceStatus, DeviceType, ProjectStatus, SortOrder};
 use gantry_core::ids::{ModelId, ProjectId};
@@ -13,7 +14,7 @@ use serde::Deserialize;
 use crate::AppState;
 use crate::envelope::{Done, Envelope, Paged, done, ok, paged};
 use crate::error::{ApiResult, ErrorBody};
-use crate::extract::{AppJson, AppQuery, Auth, page};
+use crate::extract::{AppJson, AppQuery, Auth, OptionalJson, page};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -21,6 +22,7 @@ pub fn routes() -> Router<AppState> {
         .route("/projects/{projectId}", get(read).put(update).delete(delete))
         .route("/projects/{projectId}/models", get(models))
         .route("/projects/{projectId}/devices", get(devices))
+        .route("/projects/{projectId}/applicationAccessToken/rotate", post(rotate))
 }
 
 /// Filters of the project listing.
@@ -195,4 +197,25 @@ pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<S
         .delete_project(&who, &ProjectId::from_string(id))
         .await?;
     Ok(done())
+}
+
+/// Replaces the project's `applicationAccessToken` and returns the project with the new one.
+/// The old token stops working at once, or after `graceSeconds` (0 to 86400). The body is
+/// optional. Administrators and the project's own application token; a device token gets 403.
+#[utoipa::path(post, path = "/api/v1/projects/{projectId}/applicationAccessToken/rotate", tag = "Projects",
+    request_body(content = Option<RotateInput>, description = "optional; `graceSeconds` defaults to 0"),
+    params(("projectId" = String, Path)),
+    responses((status = 200, body = Envelope<Project>), (status = 400, description = "graceSeconds out of range", body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn rotate(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    OptionalJson(input): OptionalJson<RotateInput>,
+) -> ApiResult<Json<Envelope<Project>>> {
+    Ok(ok(s
+        .services
+        .catalog
+        .rotate_application_token(&who, &ProjectId::from_string(id), input)
+        .await?))
 }

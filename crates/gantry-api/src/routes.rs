@@ -1,20 +1,32 @@
-//! Message routes: `POST /api/v1/devices/{id}/routes` and `POST /api/v1/routes/{id}/refresh`.
+//! Message routes: creating and listing a device's routes, refreshing and revoking one.
 
 use axum::extract::{Path, State};
-use axum::routing::post;
+use axum::routing::{delete, post};
 use axum::{Json, Router};
 use gantry_core::ids::DeviceId;
 use gantry_core::routes::{Route, RouteInput};
 
 use crate::AppState;
-use crate::envelope::{Envelope, ok};
+use crate::envelope::{Done, Envelope, Paged, done, ok, paged};
 use crate::error::{ApiResult, ErrorBody};
-use crate::extract::{AppJson, Auth};
+use crate::extract::{AppJson, AppQuery, Auth, page};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/devices/{deviceId}/routes", post(create))
+        .route("/devices/{deviceId}/routes", post(create).get(list))
         .route("/routes/{routeId}/refresh", post(refresh))
+        .route("/routes/{routeId}", delete(revoke))
+}
+
+/// Paging of the route listing.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Records per page, 1 to 1000 (default 20).
+    page_size: Option<i64>,
+    /// Page number from 1 (default 1).
+    page_no: Option<i64>,
 }
 
 /// Creates a route to the device. For WEB and APP the result carries a temporary MQTT identity
@@ -40,13 +52,42 @@ pub async fn create(
         .await?))
 }
 
-/// Extends a route that has not expired by the route TTL (`--route-ttl`); 409 once expired.
+/// Extends a route that has not expired by the route TTL (`--route-ttl`); 409 once expired or
+/// while its device is Locked; 404 for a revoked route or one whose device was deleted.
 #[utoipa::path(post, path = "/api/v1/routes/{routeId}/refresh", tag = "Routes", params(("routeId" = String, Path)),
-    responses((status = 200, body = Envelope<Route>), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = Envelope<Route>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn refresh(
     State(s): State<AppState>,
     Auth(who): Auth,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Envelope<Route>>> {
     Ok(ok(s.services.routes.refresh(&who, &id).await?))
+}
+
+/// Lists the device's routes that have not expired and were not revoked, newest first (then by
+/// id), without their passwords. Administrators and the project's application token.
+#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/routes", tag = "Routes", params(("deviceId" = String, Path), ListParams),
+    responses((status = 200, body = Envelope<Paged<Route>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn list(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    AppQuery(q): AppQuery<ListParams>,
+) -> ApiResult<Json<Envelope<Paged<Route>>>> {
+    let page = page(q.page_no, q.page_size, 20)?;
+    Ok(paged(
+        s.services.routes.list(&who, &DeviceId::from_string(id), page).await?,
+    ))
+}
+
+/// Revokes a route: its temporary identity is disconnected at once and can no longer connect,
+/// a DEVICE route no longer lets its source publish, and a later refresh or revoke is 404.
+#[utoipa::path(delete, path = "/api/v1/routes/{routeId}", tag = "Routes", params(("routeId" = String, Path)),
+    responses((status = 200, body = Done), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn revoke(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
+    s.services.routes.revoke(&who, &id).await?;
+    Ok(done())
 }

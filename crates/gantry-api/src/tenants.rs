@@ -1,17 +1,21 @@
-//! `POST /api/v1/tenants`: the system administrator creates tenants.
+//! Tenants: the system administrator creates them; administrators rotate their tokens.
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::routing::post;
 use axum::{Json, Router};
+use gantry_core::auth::RotateInput;
 use gantry_core::catalog::{CreatedTenant, TenantInput};
+use gantry_core::ids::TenantId;
 
 use crate::AppState;
 use crate::envelope::{Envelope, ok};
 use crate::error::{ApiResult, ErrorBody};
-use crate::extract::{AppJson, Auth};
+use crate::extract::{AppJson, Auth, OptionalJson};
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/tenants", post(create))
+    Router::new()
+        .route("/tenants", post(create))
+        .route("/tenants/{tenantId}/adminToken/rotate", post(rotate))
 }
 
 /// Creates a tenant and returns its administrator's token (shown this once).
@@ -25,4 +29,29 @@ pub async fn create(
     AppJson(input): AppJson<TenantInput>,
 ) -> ApiResult<Json<Envelope<CreatedTenant>>> {
     Ok(ok(s.services.catalog.create_tenant(&who, input).await?))
+}
+
+/// Replaces the tenant's administrator token and returns the tenant with the new `adminToken`
+/// (shown this once). The default tenant's administrator is the system administrator: rotating
+/// it replaces the system administrator's token (until a restart with `GANTRY_ADMIN_TOKEN` set,
+/// which sets that token again). The old token stops working at once, or after `graceSeconds`
+/// (0 to 86400). The system administrator may rotate any tenant's, a tenant administrator its
+/// own (another tenant's is 404); application and device tokens get 403.
+#[utoipa::path(post, path = "/api/v1/tenants/{tenantId}/adminToken/rotate", tag = "Tenants",
+    request_body(content = Option<RotateInput>, description = "optional; `graceSeconds` defaults to 0"),
+    params(("tenantId" = String, Path)),
+    responses((status = 200, body = Envelope<CreatedTenant>), (status = 400, description = "graceSeconds out of range", body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, description = "not an administrator token", body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn rotate(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    OptionalJson(input): OptionalJson<RotateInput>,
+) -> ApiResult<Json<Envelope<CreatedTenant>>> {
+    Ok(ok(s
+        .services
+        .catalog
+        .rotate_admin_token(&who, &TenantId::from_string(id), input)
+        .await?))
 }

@@ -95,6 +95,62 @@ impl Principal {
     }
 }
 
+/// A token's principal and, for a token replaced with a grace period, when it stops working
+/// (epoch ms). A cached owner is served only before `expires`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenOwner {
+    pub principal: Principal,
+    pub expires: Option<i64>,
+}
+
+/// Whose token a rotation replaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSubject {
+    /// The system administrator (the default tenant's administrator).
+    System,
+    Admin(TenantId),
+    Application(ProjectId),
+    Device(DeviceId),
+}
+
+impl TokenSubject {
+    /// Whether `principal` is what a token of this subject stands for.
+    pub fn owns(&self, principal: &Principal) -> bool {
+        match (self, principal) {
+            (TokenSubject::System, Principal::Admin { system, .. }) => *system,
+            (TokenSubject::Admin(t), Principal::Admin { tenant, system }) => !system && tenant == t,
+            (TokenSubject::Application(p), Principal::Application { project, .. }) => project == p,
+            (TokenSubject::Device(d), Principal::Device { device, .. }) => device == d,
+            _ => false,
+        }
+    }
+}
+
+/// The longest grace period a rotation may give the replaced token: one day.
+pub const MAX_GRACE_SECONDS: i64 = 86_400;
+
+/// Body of the rotation endpoints: how long the replaced token keeps working.
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RotateInput {
+    /// 0 (default: the old token stops at once) to 86400 seconds.
+    pub grace_seconds: Option<i64>,
+}
+
+impl RotateInput {
+    /// The grace period in milliseconds, checked.
+    pub fn grace_ms(&self) -> Result<i64> {
+        let grace = self.grace_seconds.unwrap_or(0);
+        if !(0..=MAX_GRACE_SECONDS).contains(&grace) {
+            return Err(Error::invalid(
+                "graceSeconds",
+                format!("must be a whole number from 0 to {MAX_GRACE_SECONDS}"),
+            ));
+        }
+        Ok(grace * 1000)
+    }
+}
+
 /// A new random bearer token: 192 bits, hex.
 pub fn generate_token() -> String {
     let mut bytes = [0u8; 24];
@@ -114,9 +170,10 @@ fn token_digest(token: &str) -> [u8; 32] {
 
 /// Recently seen tokens (by the SHA-256 of the token, kept as its 32 bytes rather than its hex
 /// text: one entry per device that logged in), so that a request does not cost a store lookup.
-/// The catalog drops the entries of a device it Locks, moves or deletes and of a project it
-/// deletes.
-pub type TokenCache = crate::cache::TtlCache<[u8; 32], Principal>;
+/// The catalog drops the entries of a device it Locks, moves or deletes, of a project it
+/// deletes and of every token it rotates; an entry of a token in its grace period carries the
+/// token's end, past which it is not served.
+pub type TokenCache = crate::cache::TtlCache<[u8; 32], TokenOwner>;
 
 /// Turns bearer tokens into principals.
 pub struct AuthService {
@@ -130,20 +187,28 @@ impl AuthService {
     }
 
     pub async fn authenticate(&self, token: &str) -> Result<Principal> {
+        self.authenticate_until(token).await.map(|owner| owner.principal)
+    }
+
+    /// The token's principal and when the token stops working, if it was replaced with a grace
+    /// period (the broker closes a session logged in with it then).
+    pub async fn authenticate_until(&self, token: &str) -> Result<TokenOwner> {
         if token.is_empty() || token.len() > 256 {
             return Err(Error::Unauthorized);
         }
         let digest = token_digest(token);
-        if let Some(principal) = self.cache.get(&digest) {
-            return Ok(principal);
+        let now = crate::time::now_ms();
+        let live = |owner: &TokenOwner| owner.expires.is_none_or(|end| end > now);
+        if let Some(owner) = self.cache.get(&digest).filter(live) {
+            return Ok(owner);
         }
-        let principal = self
+        let owner = self
             .store
-            .principal_for_token(&hex::encode(digest))
+            .token_owner(&hex::encode(digest), now)
             .await?
             .ok_or(Error::Unauthorized)?;
-        self.cache.put(digest, principal.clone());
-        Ok(principal)
+        self.cache.put(digest, owner.clone());
+        Ok(owner)
     }
 
     /// The principal of a live device known by its id alone: for a device whose verified client
@@ -173,7 +238,7 @@ impl AuthService {
         if let Some(token) = fixed {
             self.store.set_system_token(&tenant, &hash_token(token)).await?;
             self.cache
-                .forget(|_, p| matches!(p, Principal::Admin { system: true, .. }));
+                .forget(|_, o| matches!(o.principal, Principal::Admin { system: true, .. }));
             return Ok(None);
         }
         if self.store.has_system_token().await? {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::auth::{Principal, TokenCache, generate_token, hash_token};
+use crate::auth::{Principal, RotateInput, TokenCache, TokenSubject, generate_token, hash_token};
 use crate::cache::TtlCache;
 use crate::control::Downlink;
 use crate::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable};
@@ -153,8 +153,12 @@ impl CatalogService {
     /// A device changed or is gone: drop its cached record and token.
     fn forget_device(&self, id: &DeviceId) {
         self.devices.remove(id);
-        self.tokens
-            .forget(|_, p| matches!(p, Principal::Device { device, .. } if device == id));
+        self.forget_tokens(&TokenSubject::Device(id.clone()));
+    }
+
+    /// Drops the cached principals of every token of `subject`.
+    fn forget_tokens(&self, subject: &TokenSubject) {
+        self.tokens.forget(|_, owner| subject.owns(&owner.principal));
     }
 
     // ---- tenants ---------------------------------------------------------------------------
@@ -176,6 +180,41 @@ impl CatalogService {
         };
         let admin_token = generate_token();
         self.store.insert_tenant(&tenant, &hash_token(&admin_token)).await?;
+        Ok(CreatedTenant { tenant, admin_token })
+    }
+
+    /// Replaces the tenant's administrator token (the system administrator's for the default
+    /// tenant): the system administrator for any tenant, a tenant administrator for its own.
+    /// The old token keeps working for the grace period; it only ever served HTTP.
+    pub async fn rotate_admin_token(
+        &self,
+        who: &Principal,
+        id: &TenantId,
+        input: RotateInput,
+    ) -> Result<CreatedTenant> {
+        let grace = input.grace_ms()?;
+        match who {
+            Principal::Admin { system: true, .. } => {}
+            Principal::Admin { tenant, .. } if tenant == id => {}
+            Principal::Admin { .. } => return Err(Error::not_found("tenant", id)),
+            _ => return Err(Error::forbidden("this operation needs a tenant administrator token")),
+        }
+        let tenant = self
+            .store
+            .get_tenant(id)
+            .await?
+            .ok_or_else(|| Error::not_found("tenant", id))?;
+        let system = id == &TenantId::default_tenant();
+        let admin_token = generate_token();
+        let now = now_ms();
+        self.store
+            .rotate_admin_token(id, system, &hash_token(&admin_token), now + grace, now)
+            .await?;
+        self.forget_tokens(&if system {
+            TokenSubject::System
+        } else {
+            TokenSubject::Admin(id.clone())
+        });
         Ok(CreatedTenant { tenant, admin_token })
     }
 
@@ -393,9 +432,29 @@ impl CatalogService {
     pub async fn delete_project(&self, who: &Principal, id: &ProjectId) -> Result<()> {
         let tenant = who.require_admin()?;
         self.store.delete_project(tenant, id, &who.actor(), now_ms()).await?;
-        self.tokens
-            .forget(|_, p| matches!(p, Principal::Application { project, .. } if project == id));
+        self.forget_tokens(&TokenSubject::Application(id.clone()));
         Ok(())
+    }
+
+    /// Replaces the project's `applicationAccessToken`; the old one keeps working for the grace
+    /// period. Applications use it over HTTP only, so no MQTT session depends on it.
+    pub async fn rotate_application_token(
+        &self,
+        who: &Principal,
+        id: &ProjectId,
+        input: RotateInput,
+    ) -> Result<Project> {
+        let grace = input.grace_ms()?;
+        let mut project = self.get_project(who, id).await?;
+        let token = generate_token();
+        let now = now_ms();
+        project.application_access_token = token.clone();
+        project.record.touch(&who.actor(), now);
+        self.store
+            .rotate_application_token(&project, &hash_token(&token), now + grace)
+            .await?;
+        self.forget_tokens(&TokenSubject::Application(id.clone()));
+        Ok(project)
     }
 
     /// The advertised addresses are configuration, so they follow the running service.
@@ -500,6 +559,24 @@ impl CatalogService {
         self.forget_device(&device.id);
         self.downlink.disconnect(&device.id).await;
         Ok(())
+    }
+
+    /// Replaces the device's `accessToken`. The old one keeps working for the grace period, and
+    /// the device's MQTT session (logged in with it) is closed when that ends: at once without one.
+    pub async fn rotate_device_token(&self, who: &Principal, id: &DeviceId, input: RotateInput) -> Result<Device> {
+        let grace = input.grace_ms()?;
+        let mut device = Arc::unwrap_or_clone(self.load_device(who.tenant(), id).await?);
+        who.require_device_manage(&device.project_id)?;
+        let token = generate_token();
+        let now = now_ms();
+        device.access_token = token.clone();
+        device.record.touch(&who.actor(), now);
+        self.store
+            .rotate_device_token(&device, &hash_token(&token), now + grace)
+            .await?;
+        self.forget_device(&device.id);
+        self.downlink.expire_session(device.id.as_str(), now + grace).await;
+        Ok(device)
     }
 
     /// A device of the tenant with its derived fields, from the cache when this process read

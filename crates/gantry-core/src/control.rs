@@ -23,8 +23,13 @@ use crate::{Error, Result};
 pub trait Downlink: Send + Sync {
     /// Publishes `message` to the inbox of `owner`: a device id, or a route's client id.
     async fn send(&self, owner: &str, message: &Message) -> Result<()>;
-    /// Closes the device's connection, if it has one (it was Locked or deleted).
+    /// Closes the device's connection and those of the route identities that target it, if
+    /// they have one (it was Locked or deleted).
     async fn disconnect(&self, device: &DeviceId);
+    /// Ends the session of `client` (a device id, or a route's client id) at `at` (epoch ms; at
+    /// once when that has passed): the credential it logged in with stops working then. A
+    /// later login is judged by its own credential.
+    async fn expire_session(&self, client: &str, at: i64);
 }
 
 /// An event log (`EventLog`): a control message and what became of it, or a device's response.

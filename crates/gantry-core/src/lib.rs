@@ -61,13 +61,13 @@ impl Services {
         let control = Arc::new(control::ControlService::new(
             store.clone(),
             catalog.clone(),
-            downlink,
+            downlink.clone(),
             ack_timeout,
         ));
         Self {
             auth: auth::AuthService::new(store.clone(), tokens),
             telemetry: telemetry::TelemetryService::new(store.clone(), catalog.clone(), control.clone(), ingest),
-            routes: routes::RouteService::new(store, catalog.clone(), control.clone(), route_config),
+            routes: routes::RouteService::new(store, catalog.clone(), control.clone(), downlink, route_config),
             catalog,
             control,
         }

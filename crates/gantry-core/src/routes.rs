@@ -9,9 +9,10 @@ use utoipa::ToSchema;
 
 use crate::auth::{Principal, generate_token, hash_token};
 use crate::catalog::CatalogService;
-use crate::control::ControlService;
+use crate::control::{ControlService, Downlink};
 use crate::enums::{DeviceStatus, SourceType};
 use crate::ids::{DeviceId, ProjectId, TenantId};
+use crate::paging::{Page, PageRequest};
 use crate::store::Store;
 use crate::telemetry::Message;
 use crate::time::now_ms;
@@ -151,6 +152,7 @@ pub struct RouteService {
     store: Arc<dyn Store>,
     catalog: Arc<CatalogService>,
     control: Arc<ControlService>,
+    downlink: Arc<dyn Downlink>,
     config: RouteConfig,
 }
 
@@ -159,12 +161,14 @@ impl RouteService {
         store: Arc<dyn Store>,
         catalog: Arc<CatalogService>,
         control: Arc<ControlService>,
+        downlink: Arc<dyn Downlink>,
         config: RouteConfig,
     ) -> Self {
         Self {
             store,
             catalog,
             control,
+            downlink,
             config,
         }
     }
@@ -239,6 +243,10 @@ impl RouteService {
             .await?
             .ok_or_else(|| Error::not_found("route", route_id))?;
         who.require_device_manage(&stored.project_id)?;
+        let device = self.catalog.load_device(who.tenant(), &stored.device_id).await?;
+        if device.status == DeviceStatus::Locked {
+            return Err(Error::Conflict(format!("device {} is Locked", device.id)));
+        }
         let now = now_ms();
         if stored.expired_time <= now {
             return Err(Error::Conflict("the route has expired; create a new one".to_owned()));
@@ -248,6 +256,53 @@ impl RouteService {
         stored.updated_time = Some(now);
         self.store.update_route(&stored).await?;
         Ok(self.view(&stored, None))
+    }
+
+    /// The device's live routes (not expired, not revoked), newest first, without passwords.
+    pub async fn list(&self, who: &Principal, device_id: &DeviceId, page: PageRequest) -> Result<Page<Route>> {
+        let device = self.catalog.load_device(who.tenant(), device_id).await?;
+        who.require_device_manage(&device.project_id)?;
+        let page = self
+            .store
+            .list_device_routes(who.tenant(), device_id, now_ms(), page)
+            .await?;
+        Ok(page.map(|stored| self.view(&stored, None)))
+    }
+
+    /// Revokes a route: its temporary identity is disconnected and can no longer log in, and a
+    /// DEVICE route no longer lets its source publish.
+    pub async fn revoke(&self, who: &Principal, route_id: &str) -> Result<()> {
+        let stored = self
+            .store
+            .get_route(who.tenant(), route_id)
+            .await?
+            .ok_or_else(|| Error::not_found("route", route_id))?;
+        who.require_device_manage(&stored.project_id)?;
+        let now = now_ms();
+        self.store
+            .revoke_route(who.tenant(), route_id, &who.actor(), now)
+            .await?;
+        if let Some(client_id) = &stored.client_id {
+            self.downlink.expire_session(client_id, now).await;
+        }
+        Ok(())
+    }
+
+    /// Whether a route's target may be reached: it exists and is not Locked.
+    async fn target_open(&self, stored: &StoredRoute) -> Result<bool> {
+        match self.catalog.load_device(&stored.tenant_id, &stored.device_id).await {
+            Ok(device) => Ok(device.status != DeviceStatus::Locked),
+            Err(Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The grant of a stored route that is live at `now`: not expired, its target open.
+    async fn live_grant(&self, stored: Option<StoredRoute>) -> Result<Option<RouteGrant>> {
+        match stored {
+            Some(s) if s.expired_time > now_ms() && self.target_open(&s).await? => Ok(Some(s.grant())),
+            _ => Ok(None),
+        }
     }
 
     fn view(&self, stored: &StoredRoute, password: Option<String>) -> Route {
@@ -290,29 +345,28 @@ impl RouteService {
         }
     }
 
-    /// The grant of a WEB or APP identity logging in, if the credentials are right and the
-    /// route has not expired.
+    /// The grant of a WEB or APP identity logging in, if the credentials are right, the route
+    /// was not revoked and has not expired, and its target exists and is not Locked.
     pub async fn login(&self, client_id: &str, username: &str, password: &str) -> Result<Option<RouteGrant>> {
-        let Some(stored) = self.store.route_by_client(client_id).await? else {
-            return Ok(None);
-        };
-        let valid = stored.username.as_deref() == Some(username)
-            && stored.password_hash.as_deref() == Some(hash_token(password).as_str())
-            && stored.expired_time > now_ms();
-        Ok(valid.then(|| stored.grant()))
+        let stored = self.store.route_by_client(client_id).await?.filter(|stored| {
+            stored.username.as_deref() == Some(username)
+                && stored.password_hash.as_deref() == Some(hash_token(password).as_str())
+        });
+        self.live_grant(stored).await
     }
 
     /// The live grant of a WEB or APP identity known by its client id alone (an external broker
     /// asking whether a client it authenticated may use a topic).
     pub async fn grant_of_client(&self, client_id: &str) -> Result<Option<RouteGrant>> {
         let stored = self.store.route_by_client(client_id).await?;
-        Ok(stored.filter(|s| s.expired_time > now_ms()).map(|s| s.grant()))
+        self.live_grant(stored).await
     }
 
-    /// The current grant of a route refreshed or not: for callers already connected.
+    /// The current grant of a route refreshed or not, if it is still live: for callers already
+    /// connected.
     pub async fn current(&self, grant: &RouteGrant) -> Result<Option<RouteGrant>> {
         let stored = self.store.get_route(&grant.tenant, &grant.route_id).await?;
-        Ok(stored.filter(|s| s.expired_time > now_ms()).map(|s| s.grant()))
+        self.live_grant(stored).await
     }
 
     /// A live DEVICE route from `source` to `target`, if there is one.

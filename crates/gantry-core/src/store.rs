@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use crate::Result;
-use crate::auth::Principal;
+use crate::auth::{Principal, TokenOwner};
 use crate::enums::{DeviceStatus, DeviceType, ProjectStatus, SortOrder};
 use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
 use crate::paging::{Page, PageRequest};
@@ -22,8 +22,26 @@ pub trait TenantStore: Send + Sync {
     /// Replaces the system administrator's token.
     async fn set_system_token(&self, tenant: &TenantId, token_hash: &str) -> Result<()>;
     async fn has_system_token(&self) -> Result<bool>;
-    /// The principal a token hash stands for, if any (a deleted project's or device's is none).
-    async fn principal_for_token(&self, token_hash: &str) -> Result<Option<Principal>>;
+    /// The principal a token hash stands for at `now`, if any (a deleted project's or device's
+    /// is none, and so is a replaced token's past its grace period), with the token's end.
+    async fn token_owner(&self, token_hash: &str, now: i64) -> Result<Option<TokenOwner>>;
+    /// The principal a token hash stands for now.
+    async fn principal_for_token(&self, token_hash: &str) -> Result<Option<Principal>> {
+        let owner = self.token_owner(token_hash, crate::time::now_ms()).await?;
+        Ok(owner.map(|o| o.principal))
+    }
+    /// A live tenant.
+    async fn get_tenant(&self, id: &TenantId) -> Result<Option<Tenant>>;
+    /// Replaces the tenant's administrator token (the system administrator's when `system`):
+    /// the tokens it had keep working until `old_until` (epoch ms; at once when not after `at`).
+    async fn rotate_admin_token(
+        &self,
+        tenant: &TenantId,
+        system: bool,
+        token_hash: &str,
+        old_until: i64,
+        at: i64,
+    ) -> Result<()>;
 }
 
 #[async_trait]
@@ -57,6 +75,10 @@ pub trait ProjectStore: Send + Sync {
     async fn get_project(&self, tenant: &TenantId, id: &ProjectId) -> Result<Option<Project>>;
     /// Ordered by creation time, then id.
     async fn list_projects(&self, tenant: &TenantId, query: &ProjectQuery, page: PageRequest) -> Result<Page<Project>>;
+    /// Stores the project's new `applicationAccessToken` and update fields, and its hash as its
+    /// token; the tokens it had keep working until `old_until` (at once when not after the
+    /// update time). A missing project is `NotFound`.
+    async fn rotate_application_token(&self, project: &Project, token_hash: &str, old_until: i64) -> Result<()>;
     /// Soft-deletes and revokes the application token; `Conflict` while the project has devices.
     async fn delete_project(&self, tenant: &TenantId, id: &ProjectId, by: &str, at: i64) -> Result<()>;
 }
@@ -128,6 +150,10 @@ pub trait DeviceStore: Send + Sync {
     /// external broker, which names only the device.
     async fn device_tenant(&self, id: &DeviceId) -> Result<Option<TenantId>>;
     async fn list_devices(&self, tenant: &TenantId, query: &DeviceQuery, page: PageRequest) -> Result<Page<Device>>;
+    /// Stores the device's new `accessToken` and update fields, and its hash as its token; the
+    /// tokens it had keep working until `old_until` (at once when not after the update time).
+    /// A missing device is `NotFound`.
+    async fn rotate_device_token(&self, device: &Device, token_hash: &str, old_until: i64) -> Result<()>;
     /// Soft-deletes and revokes the device's token.
     async fn delete_device(&self, tenant: &TenantId, id: &DeviceId, by: &str, at: i64) -> Result<()>;
 }
@@ -207,8 +233,19 @@ pub trait RouteStore: Send + Sync {
     async fn insert_route(&self, route: &crate::routes::StoredRoute) -> Result<()>;
     /// Stores `expired_time` and the update fields.
     async fn update_route(&self, route: &crate::routes::StoredRoute) -> Result<()>;
+    /// A route that was not revoked (expired or not).
     async fn get_route(&self, tenant: &TenantId, id: &str) -> Result<Option<crate::routes::StoredRoute>>;
-    /// The WEB or APP route whose temporary identity has this client id.
+    /// The device's routes live at `now` (not expired, not revoked), newest first, then by id.
+    async fn list_device_routes(
+        &self,
+        tenant: &TenantId,
+        device: &DeviceId,
+        now: i64,
+        page: PageRequest,
+    ) -> Result<Page<crate::routes::StoredRoute>>;
+    /// Marks the route revoked; `NotFound` when there is none or it was revoked already.
+    async fn revoke_route(&self, tenant: &TenantId, id: &str, by: &str, at: i64) -> Result<()>;
+    /// The WEB or APP route, not revoked, whose temporary identity has this client id.
     async fn route_by_client(&self, client_id: &str) -> Result<Option<crate::routes::StoredRoute>>;
     /// The DEVICE route from `source` to `target` that is live at `now` and expires last.
     async fn device_route(

@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 
 use crate::hooks::GantryHooks;
 use crate::policy::Policy;
+use crate::sessions::{SWEEP_PERIOD, Sessions};
 use crate::topics::Topics;
 
 #[derive(Debug, Clone)]
@@ -152,7 +153,10 @@ pub struct EmbeddedBroker {
     wss_addr: Option<SocketAddr>,
     topics: Topics,
     stats: Arc<MqttStats>,
+    sessions: Arc<Sessions>,
     task: Option<JoinHandle<()>>,
+    /// Closes sessions whose credential ended (`Sessions::sweep`).
+    sweeper: Option<JoinHandle<()>>,
 }
 
 impl EmbeddedBroker {
@@ -217,7 +221,9 @@ impl EmbeddedBroker {
             wss_addr,
             topics: config.topics.clone(),
             stats: Arc::new(MqttStats::default()),
+            sessions: Arc::default(),
             task: None,
+            sweeper: None,
         })
     }
 
@@ -249,15 +255,18 @@ impl EmbeddedBroker {
             scx: self.scx.clone(),
             topics: self.topics.clone(),
             stats: self.stats.clone(),
+            sessions: self.sessions.clone(),
         })
     }
 
     /// Attaches the hooks over `services` and starts accepting connections.
     pub async fn start(&mut self, services: Arc<Services>) {
+        let policy = Policy::new(&services, self.topics.clone());
         let hooks = GantryHooks::new(
-            Policy::new(&services, self.topics.clone()),
+            policy.clone(),
             self.downlink(),
             self.stats.clone(),
+            self.sessions.clone(),
         );
         let register = self.scx.extends.hook_mgr().register();
         for hook in [
@@ -279,11 +288,19 @@ impl EmbeddedBroker {
                 tracing::error!(error = %e, "MQTT broker stopped");
             }
         }));
+        let (scx, sessions) = (self.scx.clone(), self.sessions.clone());
+        self.sweeper = Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SWEEP_PERIOD);
+            loop {
+                tick.tick().await;
+                sessions.sweep(&scx, &policy).await;
+            }
+        }));
     }
 
     /// Stops accepting connections.
     pub fn stop(&mut self) {
-        if let Some(task) = self.task.take() {
+        for task in [self.task.take(), self.sweeper.take()].into_iter().flatten() {
             task.abort();
         }
     }
@@ -300,6 +317,7 @@ struct BrokerDownlink {
     scx: ServerContext,
     topics: Topics,
     stats: Arc<MqttStats>,
+    sessions: Arc<Sessions>,
 }
 
 #[async_trait]
@@ -325,12 +343,15 @@ impl Downlink for BrokerDownlink {
     }
 
     async fn disconnect(&self, device: &DeviceId) {
-        let id = Id::from(self.scx.node.id(), ClientId::from(device.as_str()));
-        let mut entry = self.scx.extends.shared().await.entry(id);
-        if entry.exist()
-            && let Err(e) = entry.kick(true, true, true).await
-        {
-            tracing::warn!(device = %device, error = %e, "could not disconnect the device");
+        self.sessions.kick(&self.scx, device.as_str()).await;
+        for client in self.sessions.routed_to(device) {
+            self.sessions.kick(&self.scx, &client).await;
+        }
+    }
+
+    async fn expire_session(&self, client: &str, at: i64) {
+        if self.sessions.end_at(client, at) {
+            self.sessions.kick(&self.scx, client).await;
         }
     }
 }

@@ -254,6 +254,13 @@ impl Downlink for ExternalDownlink {
         // (backed by Gantry's) refuses the device from its next login on.
         tracing::info!(device = %device, "external broker: the device's session is not closed by Gantry");
     }
+
+    async fn expire_session(&self, client: &str, _at: i64) {
+        // As above: the broker refuses the old credential from the next login on, and its ACL
+        // requests (answered by Gantry) find a revoked or expired route's identity no longer
+        // allowed to publish.
+        tracing::info!(client, "external broker: the session is not closed by Gantry");
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,8 @@
 //! The embedded broker's hooks: logins and the topic ACL by the policy, upstream ingest and
 //! routed messages on their way through.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use gantry_core::control::Downlink;
@@ -15,24 +14,29 @@ use rmqtt::hook::{Handler, HookResult, Parameter, ReturnType};
 use rmqtt::types::{AuthResult, ConnectInfo, LastWill, Publish, PublishAclResult, PublishResult, SubscribeAclResult};
 
 use crate::broker::MqttStats;
-use crate::policy::{Identity, Policy, Publishing, Refusal};
+use crate::policy::{Login, Policy, Publishing, Refusal};
+use crate::sessions::Sessions;
 
 #[derive(Clone)]
 pub(crate) struct GantryHooks {
     policy: Policy,
     downlink: Arc<dyn Downlink>,
     stats: Arc<MqttStats>,
-    /// Who each client that logged in is: the ACL hooks see only the client id.
-    identities: Arc<RwLock<HashMap<String, Identity>>>,
+    sessions: Arc<Sessions>,
 }
 
 impl GantryHooks {
-    pub(crate) fn new(policy: Policy, downlink: Arc<dyn Downlink>, stats: Arc<MqttStats>) -> Self {
+    pub(crate) fn new(
+        policy: Policy,
+        downlink: Arc<dyn Downlink>,
+        stats: Arc<MqttStats>,
+        sessions: Arc<Sessions>,
+    ) -> Self {
         Self {
             policy,
             downlink,
             stats,
-            identities: Default::default(),
+            sessions,
         }
     }
 
@@ -46,15 +50,12 @@ impl GantryHooks {
         // Present only for a certificate the MQTT/TLS listener verified against --mqtt-client-ca.
         let cert_cn = info.cert().and_then(|cert| cert.common_name.as_deref());
         let login = match self.policy.login(&client_id, &username, password, cert_cn).await {
-            Ok(identity) => self.check_will(info, &client_id, identity).await,
+            Ok(login) => self.check_will(info, &client_id, login).await,
             refused => refused,
         };
         match login {
-            Ok(identity) => {
-                self.identities
-                    .write()
-                    .expect("identities lock")
-                    .insert(client_id, identity);
+            Ok(login) => {
+                self.sessions.logged_in(client_id, login);
                 AuthResult::Allow(false, None)
             }
             Err(refusal) => {
@@ -71,25 +72,30 @@ impl GantryHooks {
     /// A Last Will is a publish made on the client's behalf when it drops, so its topic must
     /// pass the publish ACL now (else the CONNECT is refused) and again when it is sent (the
     /// broker runs the ACL hook then). Nothing is retained here, so a will asking for it is refused.
-    async fn check_will(&self, info: &ConnectInfo, client_id: &str, identity: Identity) -> Result<Identity, Refusal> {
+    async fn check_will(&self, info: &ConnectInfo, client_id: &str, login: Login) -> Result<Login, Refusal> {
         let Some(will) = info.last_will() else {
-            return Ok(identity);
+            return Ok(login);
         };
         let topic = match will {
             LastWill::V3(w) => &w.topic,
             LastWill::V5(w) => &w.topic,
         };
-        if will.retain() || self.policy.may_publish(&identity, client_id, topic).await.is_none() {
+        if will.retain()
+            || self
+                .policy
+                .may_publish(&login.identity, client_id, topic)
+                .await
+                .is_none()
+        {
             self.stats.acls_denied.fetch_add(1, Ordering::Relaxed);
             tracing::info!(client_id, topic = %topic, retain = will.retain(), "Last Will refused by the ACL");
             return Err(Refusal::NotAuthorized);
         }
-        Ok(identity)
+        Ok(login)
     }
 
     async fn check_publish(&self, client_id: &str, publish: &Publish) -> PublishAclResult {
-        let identity = self.identities.read().expect("identities lock").get(client_id).cloned();
-        let Some(identity) = identity else {
+        let Some(identity) = self.sessions.identity(client_id) else {
             return PublishAclResult::rejected(true, None);
         };
         match self.policy.may_publish(&identity, client_id, &publish.topic).await {
@@ -172,7 +178,7 @@ impl GantryHooks {
     }
 
     fn check_subscribe(&self, client_id: &str, filter: &str, qos: rmqtt::codec::types::QoS) -> SubscribeAclResult {
-        let known = self.identities.read().expect("identities lock").contains_key(client_id);
+        let known = self.sessions.is_known(client_id);
         if known && self.policy.may_subscribe(client_id, filter) {
             SubscribeAclResult::new_success(qos, None)
         } else {

@@ -6,6 +6,7 @@ mod broker;
 mod external;
 mod hooks;
 pub mod policy;
+mod sessions;
 pub mod topics;
 
 pub use broker::{BrokerConfig, BrokerLimits, BrokerTls, EmbeddedBroker, MqttStats};

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 
 use gantry_core::Services;
-use gantry_core::auth::Principal;
+use gantry_core::auth::{Principal, TokenOwner};
 use gantry_core::ids::{DeviceId, TenantId};
 use gantry_core::routes::RouteGrant;
 
@@ -17,6 +17,14 @@ use crate::topics::Topics;
 pub enum Identity {
     Device(TenantId),
     Route(Box<RouteGrant>),
+}
+
+/// A login that succeeded: who the client is, and when its credential ends (epoch ms), if it
+/// does: a route identity's route expiry, a replaced device token's end of grace.
+#[derive(Debug, Clone)]
+pub struct Login {
+    pub identity: Identity,
+    pub until: Option<i64>,
 }
 
 /// Why a login is refused.
@@ -56,7 +64,8 @@ impl Policy {
     }
 
     /// A device: client id = username = device id, password = its access token, not Locked.
-    /// A route's identity: its client id, username and password, before expiry.
+    /// A route's identity: its client id, username and password, before expiry, while its
+    /// target device exists and is not Locked.
     /// A device with a verified client certificate whose CN (`cert_cn`) is its client id needs
     /// no password; a certificate naming another client grants nothing.
     pub async fn login(
@@ -65,12 +74,17 @@ impl Policy {
         username: &str,
         password: &str,
         cert_cn: Option<&str>,
-    ) -> Result<Identity, Refusal> {
+    ) -> Result<Login, Refusal> {
         let services = self.services().ok_or(Refusal::NotAuthorized)?;
         if cert_cn == Some(client_id) {
             match services.auth.device(&DeviceId::from_string(client_id)).await {
                 Ok(Some(Principal::Device { locked: true, .. })) => return Err(Refusal::NotAuthorized),
-                Ok(Some(Principal::Device { tenant, .. })) => return Ok(Identity::Device(tenant)),
+                Ok(Some(Principal::Device { tenant, .. })) => {
+                    return Ok(Login {
+                        identity: Identity::Device(tenant),
+                        until: None,
+                    });
+                }
                 Ok(_) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "certificate login failed on the store");
@@ -78,19 +92,28 @@ impl Policy {
                 }
             }
         }
-        match services.auth.authenticate(password).await {
-            Ok(Principal::Device {
-                tenant, device, locked, ..
+        match services.auth.authenticate_until(password).await {
+            Ok(TokenOwner {
+                principal: Principal::Device {
+                    tenant, device, locked, ..
+                },
+                expires,
             }) if device.as_str() == client_id && username == client_id => {
                 if locked {
                     Err(Refusal::NotAuthorized)
                 } else {
-                    Ok(Identity::Device(tenant))
+                    Ok(Login {
+                        identity: Identity::Device(tenant),
+                        until: expires,
+                    })
                 }
             }
             Ok(_) | Err(gantry_core::Error::Unauthorized) => {
                 match services.routes.login(client_id, username, password).await {
-                    Ok(Some(grant)) => Ok(Identity::Route(Box::new(grant))),
+                    Ok(Some(grant)) => Ok(Login {
+                        until: Some(grant.expires),
+                        identity: Identity::Route(Box::new(grant)),
+                    }),
                     Ok(None) => Err(Refusal::BadCredentials),
                     Err(e) => {
                         tracing::error!(error = %e, "route login failed on the store");

@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use gantry_core::enums::SourceType;
 use gantry_core::ids::{DeviceId, ProjectId, TenantId};
+use gantry_core::paging::{Page, PageRequest};
 use gantry_core::routes::StoredRoute;
 use gantry_core::store::RouteStore;
 use gantry_core::{Error, Result};
@@ -10,6 +11,7 @@ use sqlx::any::AnyRow;
 
 use crate::SqlStore;
 use crate::row::{flag, get, spelled};
+use crate::sql::{Sql, fetch_page};
 
 const COLUMNS: &str = "id, tenant_id, project_id, device_id, source_type, source_device_id, need_resp, client_id, \
                        username, password_hash, expired_time, created_by, created_time, updated_by, updated_time";
@@ -81,7 +83,7 @@ impl RouteStore for SqlStore {
 
     async fn get_route(&self, tenant: &TenantId, id: &str) -> Result<Option<StoredRoute>> {
         let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM routes WHERE tenant_id = $1 AND id = $2"
+            "SELECT {COLUMNS} FROM routes WHERE tenant_id = $1 AND id = $2 AND revoked = 0"
         ))
         .bind(tenant.as_str())
         .bind(id)
@@ -91,12 +93,57 @@ impl RouteStore for SqlStore {
         row.as_ref().map(route_from_row).transpose()
     }
 
+    async fn list_device_routes(
+        &self,
+        tenant: &TenantId,
+        device: &DeviceId,
+        now: i64,
+        page: PageRequest,
+    ) -> Result<Page<StoredRoute>> {
+        let mut from_where = Sql::new(" FROM routes WHERE revoked = 0 AND device_id = ");
+        from_where
+            .bind(device.as_str())
+            .push(" AND tenant_id = ")
+            .bind(tenant.as_str())
+            .push(" AND expired_time > ")
+            .bind(now);
+        fetch_page(
+            &self.pool,
+            COLUMNS,
+            &from_where,
+            "created_time DESC, id DESC",
+            page,
+            route_from_row,
+        )
+        .await
+    }
+
+    async fn revoke_route(&self, tenant: &TenantId, id: &str, by: &str, at: i64) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE routes SET revoked = 1, updated_by = $3, updated_time = $4 \
+             WHERE tenant_id = $1 AND id = $2 AND revoked = 0",
+        )
+        .bind(tenant.as_str())
+        .bind(id)
+        .bind(by)
+        .bind(at)
+        .execute(self.writes())
+        .await
+        .map_err(crate::db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(Error::not_found("route", id));
+        }
+        Ok(())
+    }
+
     async fn route_by_client(&self, client_id: &str) -> Result<Option<StoredRoute>> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM routes WHERE client_id = $1"))
-            .bind(client_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(crate::db_error)?;
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM routes WHERE client_id = $1 AND revoked = 0"
+        ))
+        .bind(client_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(crate::db_error)?;
         row.as_ref().map(route_from_row).transpose()
     }
 
@@ -109,7 +156,7 @@ impl RouteStore for SqlStore {
     ) -> Result<Option<StoredRoute>> {
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM routes WHERE source_device_id = $1 AND device_id = $2 AND tenant_id = $3 \
-             AND expired_time > $4 ORDER BY expired_time DESC LIMIT 1"
+             AND expired_time > $4 AND revoked = 0 ORDER BY expired_time DESC LIMIT 1"
         ))
         .bind(source.as_str())
         .bind(target.as_str())

@@ -2,13 +2,13 @@
 
 use async_trait::async_trait;
 use gantry_core::Result;
-use gantry_core::auth::Principal;
+use gantry_core::auth::{Principal, TokenOwner};
 use gantry_core::enums::DeviceStatus;
 use gantry_core::ids::{self, DeviceId, ProjectId, TenantId};
 use gantry_core::records::Tenant;
 use gantry_core::store::TenantStore;
 
-use crate::row::{bad_value, get};
+use crate::row::{bad_value, get, record};
 use crate::{SqlStore, write_error};
 
 #[async_trait]
@@ -82,22 +82,24 @@ impl TenantStore for SqlStore {
         Ok(count > 0)
     }
 
-    async fn principal_for_token(&self, token_hash: &str) -> Result<Option<Principal>> {
+    async fn token_owner(&self, token_hash: &str, now: i64) -> Result<Option<TokenOwner>> {
         // The joins only find live rows, so a token outliving its project or device grants nothing.
         let row = sqlx::query(
-            "SELECT t.kind, t.tenant_id, p.id AS project_id, d.id AS device_id, d.project_id AS device_project, \
-                    d.status AS device_status \
+            "SELECT t.kind, t.tenant_id, t.expires_at, p.id AS project_id, d.id AS device_id, \
+                    d.project_id AS device_project, d.status AS device_status \
              FROM tokens t \
              LEFT JOIN projects p ON t.kind = 'application' AND p.id = t.project_id AND p.deleted = 0 \
              LEFT JOIN devices d ON t.kind = 'device' AND d.id = t.device_id AND d.deleted = 0 \
-             WHERE t.token_hash = $1",
+             WHERE t.token_hash = $1 AND (t.expires_at IS NULL OR t.expires_at > $2)",
         )
         .bind(token_hash)
+        .bind(now)
         .fetch_optional(&self.pool)
         .await
         .map_err(crate::db_error)?;
         let Some(row) = row else { return Ok(None) };
         let tenant = TenantId::from_string(get::<String>(&row, "tenant_id")?);
+        let expires: Option<i64> = get(&row, "expires_at")?;
         let kind: String = get(&row, "kind")?;
         let principal = match kind.as_str() {
             "system" => Some(Principal::Admin { tenant, system: true }),
@@ -123,8 +125,95 @@ impl TenantStore for SqlStore {
             },
             other => return Err(bad_value("kind", format!("`{other}` is not a token kind").into())),
         };
-        Ok(principal)
+        Ok(principal.map(|principal| TokenOwner { principal, expires }))
     }
+
+    async fn get_tenant(&self, id: &TenantId) -> Result<Option<Tenant>> {
+        let row = sqlx::query(
+            "SELECT id, name, id AS tenant_id, created_by, created_time, updated_by, updated_time, deleted \
+             FROM tenants WHERE id = $1 AND deleted = 0",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(crate::db_error)?;
+        row.map(|row| {
+            Ok(Tenant {
+                id: TenantId::from_string(get::<String>(&row, "id")?),
+                name: get(&row, "name")?,
+                record: record(&row)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn rotate_admin_token(
+        &self,
+        tenant: &TenantId,
+        system: bool,
+        token_hash: &str,
+        old_until: i64,
+        at: i64,
+    ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let kind = if system { "system" } else { "admin" };
+        replace_token(&mut tx, kind, Holder::Tenant(tenant), token_hash, old_until, at).await?;
+        tx.commit().await.map_err(crate::db_error)
+    }
+}
+
+/// Whose tokens `replace_token` replaces: the column of `tokens` that names the holder.
+pub(crate) enum Holder<'a> {
+    Tenant(&'a TenantId),
+    Project(&'a TenantId, &'a ProjectId),
+    Device(&'a TenantId, &'a DeviceId),
+}
+
+/// Gives the holder's tokens of `kind` an end at `old_until` (removes them when that is not
+/// after `now`), drops those whose end has passed, and stores `token_hash` as the current one.
+/// A token already ending sooner keeps its earlier end.
+pub(crate) async fn replace_token(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    kind: &str,
+    holder: Holder<'_>,
+    token_hash: &str,
+    old_until: i64,
+    now: i64,
+) -> Result<()> {
+    let (tenant, project, device, column, key) = match holder {
+        Holder::Tenant(t) => (t, None, None, "tenant_id", t.as_str()),
+        Holder::Project(t, p) => (t, Some(p), None, "project_id", p.as_str()),
+        Holder::Device(t, d) => (t, None, Some(d), "device_id", d.as_str()),
+    };
+    sqlx::query(&format!(
+        "DELETE FROM tokens WHERE kind = $1 AND {column} = $2 AND expires_at <= $3"
+    ))
+    .bind(kind)
+    .bind(key)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(crate::db_error)?;
+    if old_until <= now {
+        sqlx::query(&format!("DELETE FROM tokens WHERE kind = $1 AND {column} = $2"))
+            .bind(kind)
+            .bind(key)
+            .execute(&mut **tx)
+            .await
+            .map_err(crate::db_error)?;
+    } else {
+        sqlx::query(&format!(
+            "UPDATE tokens SET expires_at = $3 WHERE kind = $1 AND {column} = $2 \
+             AND (expires_at IS NULL OR expires_at > $3)"
+        ))
+        .bind(kind)
+        .bind(key)
+        .bind(old_until)
+        .execute(&mut **tx)
+        .await
+        .map_err(crate::db_error)?;
+    }
+    insert_token(tx, token_hash, kind, tenant, project, device, now).await
 }
 
 /// Stores a token hash for its principal, inside the transaction that creates the principal.

@@ -5,13 +5,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
 use gantry_core::Error;
-use gantry_core::auth::Principal;
+use gantry_core::auth::{Principal, TokenOwner};
 use gantry_core::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable, SortOrder};
 use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::PageRequest;
 use gantry_core::records::{Device, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant};
 use gantry_core::store::{
-    DeviceQuery, DeviceSort, DeviceStore, EventStore, ModelStore, ProjectQuery, ProjectStore, Store, TenantStore,
+    DeviceQuery, DeviceSort, DeviceStore, EventStore, ModelStore, ProjectQuery, ProjectStore, RouteStore, Store,
+    TenantStore,
 };
 use gantry_core::telemetry::{DeviceEvent, EventQuery, TimeField};
 use gantry_store::{SqlStore, sqlite_url};
@@ -49,6 +50,8 @@ store_suite!(
     placeholders_bind_by_number,
     tenants_and_administrator_tokens,
     project_and_device_tokens,
+    rotated_tokens_end_after_their_grace,
+    routes_are_listed_and_revoked,
     tenants_are_isolated,
     names_are_unique_per_tenant,
     concurrent_creates_of_one_name,
@@ -389,6 +392,126 @@ async fn tenants_and_administrator_tokens(store: SqlStore) {
     );
 
     assert_eq!(store.principal_for_token("no-such-token").await.unwrap(), None);
+}
+
+async fn rotated_tokens_end_after_their_grace(store: SqlStore) {
+    let tenant = new_tenant(&store, "t").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Light, true).await;
+    let project = project_record(&tenant, "p", 10);
+    store.insert_project(&project, "app-1").await.unwrap();
+    let mut device = device_record(&tenant, "d", &project, &model, 20);
+    store.insert_device(&device, "dev-1").await.unwrap();
+    let owner = |hash: &'static str, now: i64| {
+        let store = store.clone();
+        async move { store.token_owner(hash, now).await.unwrap() }
+    };
+    let device_principal = owner("dev-1", 0).await.unwrap().principal;
+
+    // replaced with a grace period: both work until it ends at 1,000, then only the new one
+    device.access_token = "clear-2".to_owned();
+    device.record.touch("admin", 100);
+    store.rotate_device_token(&device, "dev-2", 1_000).await.unwrap();
+    assert_eq!(
+        owner("dev-1", 999).await,
+        Some(TokenOwner {
+            principal: device_principal.clone(),
+            expires: Some(1_000)
+        })
+    );
+    assert_eq!(owner("dev-1", 1_000).await, None);
+    assert_eq!(owner("dev-2", 5_000).await.unwrap().expires, None);
+    let stored = store.get_device(&tenant, &device.id).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.access_token.as_str(), stored.record.updated_time),
+        ("clear-2", Some(100))
+    );
+    // replaced at once: the current token and the one still in its grace period both end
+    device.record.touch("admin", 200);
+    store.rotate_device_token(&device, "dev-3", 200).await.unwrap();
+    assert_eq!((owner("dev-1", 201).await, owner("dev-2", 201).await), (None, None));
+    assert!(owner("dev-3", 201).await.is_some());
+
+    let mut rotated = project.clone();
+    rotated.application_access_token = "clear-app-2".to_owned();
+    rotated.record.touch("admin", 300);
+    store.rotate_application_token(&rotated, "app-2", 800).await.unwrap();
+    assert_eq!(owner("app-1", 799).await.unwrap().expires, Some(800));
+    assert_eq!(owner("app-1", 800).await, None);
+    let stored = store.get_project(&tenant, &project.id).await.unwrap().unwrap();
+    assert_eq!(stored.application_access_token, "clear-app-2");
+    let gone = project_record(&tenant, "gone", 10);
+    assert!(matches!(
+        store.rotate_application_token(&gone, "app-x", 0).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert_eq!(owner("app-x", 0).await, None, "a failed rotation stores no token");
+
+    let acme = TenantId::generate();
+    let record = Tenant {
+        id: acme.clone(),
+        name: "acme".to_owned(),
+        record: RecordMeta::created(acme.clone(), "system", 7),
+    };
+    store.insert_tenant(&record, "acme-1").await.unwrap();
+    assert_eq!(store.get_tenant(&acme).await.unwrap().unwrap().name, "acme");
+    store
+        .rotate_admin_token(&acme, false, "acme-2", 500, 400)
+        .await
+        .unwrap();
+    assert!(owner("acme-1", 499).await.is_some());
+    assert_eq!(owner("acme-1", 500).await, None);
+    assert!(owner("acme-2", 500).await.is_some());
+    assert!(store.get_tenant(&TenantId::generate()).await.unwrap().is_none());
+}
+
+async fn routes_are_listed_and_revoked(store: SqlStore) {
+    use gantry_core::enums::SourceType;
+    use gantry_core::routes::StoredRoute;
+    let tenant = new_tenant(&store, "t").await;
+    let other = new_tenant(&store, "o").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Light, true).await;
+    let project = new_project(&store, &tenant, "p").await;
+    let device = device_record(&tenant, "d", &project, &model, 20);
+    store.insert_device(&device, "dev-1").await.unwrap();
+    let route = |n: i64, expires: i64| StoredRoute {
+        id: format!("routePolicy:{n}"),
+        tenant_id: tenant.clone(),
+        project_id: project.id.clone(),
+        device_id: device.id.clone(),
+        source_type: SourceType::App,
+        source_device_id: None,
+        need_resp: false,
+        client_id: Some(format!("route-{n}")),
+        username: Some(format!("route-{n}")),
+        password_hash: Some("hash".to_owned()),
+        expired_time: expires,
+        created_by: "admin".to_owned(),
+        created_time: n,
+        updated_by: None,
+        updated_time: None,
+    };
+    for (n, expires) in [(1, 5_000), (2, 50), (3, 5_000), (4, 5_000)] {
+        store.insert_route(&route(n, expires)).await.unwrap();
+    }
+    store.revoke_route(&tenant, "routePolicy:3", "admin", 60).await.unwrap();
+    let page = PageRequest::parse(None, None, 20).unwrap();
+    let listed = store.list_device_routes(&tenant, &device.id, 100, page).await.unwrap();
+    let ids: Vec<&str> = listed.items.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!((ids, listed.total), (vec!["routePolicy:4", "routePolicy:1"], 2));
+    let foreign = store.list_device_routes(&other, &device.id, 100, page).await.unwrap();
+    assert_eq!(foreign.total, 0);
+
+    assert!(store.get_route(&tenant, "routePolicy:3").await.unwrap().is_none());
+    assert!(store.route_by_client("route-3").await.unwrap().is_none());
+    assert!(store.route_by_client("route-4").await.unwrap().is_some());
+    assert!(matches!(
+        store.revoke_route(&tenant, "routePolicy:3", "admin", 70).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.revoke_route(&other, "routePolicy:4", "admin", 70).await,
+        Err(Error::NotFound { .. })
+    ));
 }
 
 async fn project_and_device_tokens(store: SqlStore) {

@@ -12,5 +12,6 @@ mod faults;
 mod helpers;
 mod mqtt;
 mod operations;
+mod rotation;
 mod routes;
 mod tls;

@@ -408,3 +408,241 @@ async fn a_web_route_works_over_websocket() {
         "ws-1"
     );
 }
+
+fn route_path(route: &Value) -> String {
+    format!("/api/v1/routes/{}", route["id"].as_str().unwrap())
+}
+
+#[tokio::test]
+async fn live_routes_are_listed_newest_first() {
+    let app = spawn_app_with(|c| c.route_ttl = 1).await;
+    let world = app.world().await;
+    let list = format!("/api/v1/devices/{}/routes", world.device["id"].as_str().unwrap());
+    let expired = route(&app, &world, json!({"sourceType": "APP"})).await.result();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let source = app.create_device(&app.admin, &world.project, &world.model).await;
+    let mut made = Vec::new();
+    for body in [
+        json!({"sourceType": "APP"}),
+        json!({"sourceType": "WEB", "needResp": true}),
+        json!({"sourceType": "DEVICE", "sourceDeviceId": source["id"], "sourceDeviceKey": source["accessToken"]}),
+        json!({"sourceType": "APP"}),
+    ] {
+        made.push(route(&app, &world, body).await.result());
+        // distinct creation times: routes made within one millisecond are ordered by id
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    app.delete(route_path(&made[3]), &app.admin).await.result_done();
+
+    let page = app.get(&list, &app.admin).await.result();
+    let ids: Vec<&Value> = page["results"].as_array().unwrap().iter().map(|r| &r["id"]).collect();
+    assert_eq!(ids, vec![&made[2]["id"], &made[1]["id"], &made[0]["id"]], "{page}");
+    assert!(!ids.contains(&&expired["id"]), "expired routes are not listed");
+    assert_eq!(
+        (page["totalResults"].clone(), page["numResults"].clone()),
+        (json!(3), json!(3))
+    );
+    let web = &page["results"][1];
+    assert_eq!(web["temporaryRole"]["clientId"], made[1]["temporaryRole"]["clientId"]);
+    assert_eq!(web["route"], made[1]["route"]);
+    assert!(
+        page["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["temporaryRole"].get("password").is_none()),
+        "passwords are never listed: {page}"
+    );
+    let second = app
+        .get(format!("{list}?pageSize=2&pageNo=2"), &app.admin)
+        .await
+        .result();
+    assert_eq!(
+        (
+            second["results"][0]["id"].clone(),
+            second["pageNo"].clone(),
+            second["totalResults"].clone()
+        ),
+        (made[0]["id"].clone(), json!(2), json!(3))
+    );
+    let message = app.get(format!("{list}?pageSize=0"), &app.admin).await.error(400);
+    assert!(message.contains("pageSize"), "{message}");
+    let message = app.get(format!("{list}?pageNo=0"), &app.admin).await.error(400);
+    assert!(message.contains("pageNo"), "{message}");
+
+    // who may list: administrators and the project's application; others as for other device management
+    let app_token = world.project["applicationAccessToken"].as_str().unwrap();
+    assert_eq!(app.get(&list, app_token).await.result()["totalResults"], 3);
+    app.get(&list, world.device["accessToken"].as_str().unwrap())
+        .await
+        .error(403);
+    let other = app.world().await;
+    app.get(&list, other.project["applicationAccessToken"].as_str().unwrap())
+        .await
+        .error(403);
+    let tenant = app
+        .post(
+            "/api/v1/tenants",
+            &app.admin,
+            json!({"name": crate::helpers::unique("acme")}),
+        )
+        .await
+        .result();
+    app.get(&list, tenant["adminToken"].as_str().unwrap()).await.error(404);
+    app.get(format!("/api/v1/devices/{}/routes", uuid::Uuid::new_v4()), &app.admin)
+        .await
+        .error(404);
+}
+
+#[tokio::test]
+async fn a_revoked_route_disconnects_its_identity() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let live = route(&app, &world, json!({"sourceType": "APP"})).await.result();
+    let mut caller = identity_of(&app, &live).await.expect("the identity logs in");
+
+    // only who manages the device may revoke
+    app.delete(route_path(&live), world.device["accessToken"].as_str().unwrap())
+        .await
+        .error(403);
+    let other = app.world().await;
+    app.delete(
+        route_path(&live),
+        other.project["applicationAccessToken"].as_str().unwrap(),
+    )
+    .await
+    .error(403);
+    let tenant = app
+        .post(
+            "/api/v1/tenants",
+            &app.admin,
+            json!({"name": crate::helpers::unique("acme")}),
+        )
+        .await
+        .result();
+    app.delete(route_path(&live), tenant["adminToken"].as_str().unwrap())
+        .await
+        .error(404);
+    assert!(!caller.closed_within(Duration::from_millis(300)).await);
+
+    app.delete(
+        route_path(&live),
+        world.project["applicationAccessToken"].as_str().unwrap(),
+    )
+    .await
+    .result_done();
+    assert!(
+        caller.closed_within(Duration::from_secs(2)).await,
+        "the identity is disconnected at once"
+    );
+    assert!(identity_of(&app, &live).await.is_err(), "and can no longer connect");
+    app.post(format!("{}/refresh", route_path(&live)), &app.admin, json!({}))
+        .await
+        .error(404);
+    app.delete(route_path(&live), &app.admin).await.error(404);
+    app.delete("/api/v1/routes/routePolicy:nope", &app.admin)
+        .await
+        .error(404);
+
+    // a revoked DEVICE route no longer carries its source's messages
+    let source = app.create_device(&app.admin, &world.project, &world.model).await;
+    let sid = source["id"].as_str().unwrap();
+    let granted = route(
+        &app,
+        &world,
+        json!({"sourceType": "DEVICE", "sourceDeviceId": sid, "sourceDeviceKey": source["accessToken"]}),
+    )
+    .await
+    .result();
+    let mut source_client = DeviceClient::connect(app.mqtt, PREFIX, sid, source["accessToken"].as_str().unwrap())
+        .await
+        .unwrap();
+    let mut target = target_of(&app, &world).await;
+    let forward = granted["route"]["forwardTopic"].as_str().unwrap();
+    let message =
+        |id: &str| serde_json::to_vec(&json!({"meta": {"id": id, "type": "m"}, "payload": {"attrs": []}})).unwrap();
+    source_client.publish_raw(forward, message("before")).await.unwrap();
+    let got = target
+        .next_message(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("delivered");
+    assert_eq!(got.json()["meta"]["id"], "before");
+    app.delete(route_path(&granted), &app.admin).await.result_done();
+    let _ = source_client.publish_raw(forward, message("after")).await;
+    assert!(
+        target.next_message(Duration::from_millis(500)).await.unwrap().is_none(),
+        "not delivered once revoked"
+    );
+}
+
+#[tokio::test]
+async fn an_identity_is_disconnected_when_its_route_expires() {
+    let app = spawn_app_with(|c| c.route_ttl = 2).await;
+    let world = app.world().await;
+    let short = route(&app, &world, json!({"sourceType": "APP"})).await.result();
+    let long = route(&app, &world, json!({"sourceType": "WEB"})).await.result();
+    let mut short_caller = identity_of(&app, &short).await.unwrap();
+    let mut long_caller = identity_of(&app, &long).await.unwrap();
+    app.post(format!("{}/refresh", route_path(&long)), &app.admin, json!({}))
+        .await
+        .result();
+    let expires = short["expiredTime"].as_i64().unwrap();
+
+    assert!(short_caller.closed_within(Duration::from_secs(4)).await);
+    let closed_at = chrono::Utc::now().timestamp_millis();
+    assert!(
+        (expires..expires + 1_000).contains(&closed_at),
+        "closed within a second of its expiry ({expires}), at {closed_at}"
+    );
+    assert!(
+        !long_caller.closed_within(Duration::from_millis(1_000)).await,
+        "a refreshed route's identity stays until its new expiry"
+    );
+    assert!(long_caller.closed_within(Duration::from_secs(3)).await);
+}
+
+#[tokio::test]
+async fn locking_or_deleting_the_target_ends_its_route_identities() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let did = world.device["id"].as_str().unwrap();
+    let live = route(&app, &world, json!({"sourceType": "APP"})).await.result();
+    let mut caller = identity_of(&app, &live).await.unwrap();
+
+    app.put(
+        format!("/api/v1/devices/{did}"),
+        &app.admin,
+        json!({"status": "Locked"}),
+    )
+    .await
+    .result();
+    assert!(
+        caller.closed_within(Duration::from_secs(2)).await,
+        "disconnected when Locked"
+    );
+    assert!(identity_of(&app, &live).await.is_err(), "no login while Locked");
+    app.post(format!("{}/refresh", route_path(&live)), &app.admin, json!({}))
+        .await
+        .error(409);
+
+    app.put(
+        format!("/api/v1/devices/{did}"),
+        &app.admin,
+        json!({"status": "Active"}),
+    )
+    .await
+    .result();
+    let mut caller = identity_of(&app, &live).await.expect("back once Active");
+    app.delete(format!("/api/v1/devices/{did}"), &app.admin)
+        .await
+        .result_done();
+    assert!(
+        caller.closed_within(Duration::from_secs(2)).await,
+        "disconnected when deleted"
+    );
+    assert!(identity_of(&app, &live).await.is_err(), "no login once deleted");
+    app.post(format!("{}/refresh", route_path(&live)), &app.admin, json!({}))
+        .await
+        .error(404);
+}
