@@ -31,6 +31,7 @@ pub enum ReturnCode {
     Conflict = 40901,
     TooLarge = 41300,
     Busy = 42900,
+    Banned = 42901,
     UnsupportedMediaType = 41500,
     Internal = 50000,
     Unavailable = 50300,
@@ -46,6 +47,8 @@ pub enum ApiError {
     TooLarge,
     /// A body that does not say it is JSON.
     NotJson,
+    /// The caller's address failed too many logins lately.
+    Banned,
     NoRoute,
     MethodNotAllowed,
 }
@@ -90,6 +93,11 @@ impl ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 ReturnCode::TooLarge,
                 "the request body exceeds the size limit".to_owned(),
+            ),
+            ApiError::Banned => (
+                StatusCode::TOO_MANY_REQUESTS,
+                ReturnCode::Banned,
+                "too many failed logins from this address; retry later".to_owned(),
             ),
             ApiError::NotJson => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,

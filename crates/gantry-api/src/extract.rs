@@ -2,6 +2,8 @@
 //! query strings, with messages that name the offending field.
 
 use axum::body::Bytes;
+use std::net::SocketAddr;
+
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
@@ -14,6 +16,11 @@ use serde::de::DeserializeOwned;
 use crate::AppState;
 use crate::error::ApiError;
 
+/// The TCP peer of a request, as a request extension: the server that accepted the connection
+/// puts it there (each listener has its own connect-info type; see the binary's `serve`).
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub SocketAddr);
+
 /// The caller, from `Authorization: Bearer <token>`; 401 when missing or unknown.
 pub struct Auth(pub Principal);
 
@@ -21,14 +28,31 @@ impl FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        // The TCP peer: a banned address is refused before its token is looked at.
+        let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
+        let guard = &state.services.login_guard;
+        if let Some(ip) = peer
+            && guard.is_banned(ip)
+        {
+            return Err(ApiError::Banned);
+        }
         let token = parts
             .headers
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-            .map(str::trim)
-            .ok_or(Error::Unauthorized)?;
-        let principal = state.services.auth.authenticate(token).await?;
+            .map(str::trim);
+        let principal = match token {
+            Some(token) => state.services.auth.authenticate(token).await,
+            None => Err(Error::Unauthorized),
+        };
+        if let (Err(Error::Unauthorized), Some(ip)) = (&principal, peer)
+            && guard.failed(ip)
+        {
+            tracing::warn!(address = %ip, "too many failed logins: address banned");
+        }
+        let principal = principal?;
+        let token = token.unwrap_or_default();
         if let Some(limiter) = &state.limiter
             && !limiter.allow(token)
         {

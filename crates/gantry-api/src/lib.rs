@@ -26,6 +26,7 @@ use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
 
 pub use error::{ApiError, ErrorBody, ReturnCode};
+pub use extract::PeerAddr;
 
 /// What every handler gets: the core services, the request metrics and the rate limiter.
 #[derive(Clone)]

@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod control;
 pub mod enums;
 pub mod error;
+pub mod guard;
 pub mod ids;
 pub mod ingest;
 pub mod names;
@@ -29,6 +30,8 @@ pub struct Services {
     pub telemetry: telemetry::TelemetryService,
     pub control: Arc<control::ControlService>,
     pub routes: routes::RouteService,
+    /// Failed logins per address, for HTTP and MQTT alike.
+    pub login_guard: Arc<guard::LoginGuard>,
 }
 
 /// Addresses that projects advertise to their applications.
@@ -50,6 +53,7 @@ impl Services {
         downlink: Arc<dyn control::Downlink>,
         ack_timeout: std::time::Duration,
         route_config: routes::RouteConfig,
+        login_guard: guard::LoginGuardConfig,
     ) -> Self {
         let tokens = Arc::new(auth::TokenCache::new(std::time::Duration::from_secs(5)));
         let catalog = Arc::new(catalog::CatalogService::new(
@@ -70,6 +74,7 @@ impl Services {
             routes: routes::RouteService::new(store, catalog.clone(), control.clone(), downlink, route_config),
             catalog,
             control,
+            login_guard: Arc::new(guard::LoginGuard::new(login_guard)),
         }
     }
 }

@@ -47,6 +47,15 @@ impl GantryHooks {
             .password()
             .and_then(|p| std::str::from_utf8(p).ok())
             .unwrap_or_default();
+        let peer = info.id().remote_addr.map(|a| a.ip());
+        let guard = self.policy.services().map(|s| s.login_guard.clone());
+        if let (Some(ip), Some(guard)) = (peer, &guard)
+            && guard.is_banned(ip)
+        {
+            // No line per attempt: a flood from a banned address would fill the log.
+            self.stats.logins_refused.fetch_add(1, Ordering::Relaxed);
+            return AuthResult::NotAuthorized;
+        }
         // Present only for a certificate the MQTT/TLS listener verified against --mqtt-client-ca.
         let cert_cn = info.cert().and_then(|cert| cert.common_name.as_deref());
         let login = match self.policy.login(&client_id, &username, password, cert_cn).await {
@@ -60,7 +69,12 @@ impl GantryHooks {
             }
             Err(refusal) => {
                 self.stats.logins_refused.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(client_id, "MQTT login refused");
+                tracing::info!(client_id, address = ?peer, "MQTT login refused");
+                if let (Some(ip), Some(guard)) = (peer, &guard)
+                    && guard.failed(ip)
+                {
+                    tracing::warn!(address = %ip, "too many failed logins: address banned");
+                }
                 match refusal {
                     Refusal::BadCredentials => AuthResult::BadUsernameOrPassword,
                     Refusal::NotAuthorized => AuthResult::NotAuthorized,

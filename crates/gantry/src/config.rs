@@ -122,6 +122,12 @@ pub struct ServeConfig {
     /// reserve for the store and HTTP.
     #[arg(long, env = "GANTRY_MQTT_MAX_CONNECTIONS")]
     pub mqtt_max_connections: Option<usize>,
+    /// Failed logins (HTTP 401, refused MQTT CONNECT) from one address within 60 s that start a ban.
+    #[arg(long, env = "GANTRY_LOGIN_FAILURES", default_value_t = 10)]
+    pub login_failures: u32,
+    /// Seconds a banned address is refused without its credentials being checked; 0 turns bans off.
+    #[arg(long, env = "GANTRY_LOGIN_BAN", default_value_t = 60)]
+    pub login_ban: u64,
     /// Bootstrap token of the system administrator (environment only); generated when unset.
     #[arg(skip = std::env::var("GANTRY_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))]
     pub admin_token: Option<String>,
@@ -155,6 +161,8 @@ impl ServeConfig {
             mqtt_max_packet_size: 256 * 1024,
             mqtt_connect_timeout: 10,
             mqtt_max_connections: None,
+            login_failures: 10,
+            login_ban: 60,
             admin_token: None,
         }
     }

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use crate::mqtt::MqttFront;
 use anyhow::Context;
+use axum::extract::Request;
 use gantry_api::{ApiConfig, AppState};
 use gantry_core::ingest::{Ingest, IngestConfig, IngestWriter};
 use gantry_core::routes::RouteConfig;
@@ -118,6 +119,11 @@ impl Application {
             broker.downlink(),
             ack_timeout,
             routes,
+            gantry_core::guard::LoginGuardConfig {
+                failures: config.login_failures,
+                window: Duration::from_secs(60),
+                ban: Duration::from_secs(config.login_ban),
+            },
         ));
         broker.start(services.clone()).await?;
         let generated_admin_token = services.auth.bootstrap(config.admin_token.as_deref()).await?;
@@ -133,6 +139,8 @@ impl Application {
         metrics.add_collector(ingest_metrics(&ingest));
         let mqtt_stats = broker.stats();
         metrics.add_collector(Box::new(move |out: &mut String| mqtt_stats.render(out)));
+        let guard = services.login_guard.clone();
+        metrics.add_collector(Box::new(move |out: &mut String| guard.render(out)));
         let limiter = (config.rate_limit > 0).then(|| Arc::new(gantry_api::limit::RateLimiter::new(config.rate_limit)));
         let state = AppState {
             services: services.clone(),
@@ -230,14 +238,30 @@ impl Application {
             }
         };
         let https = self.https.take().map(|listener| {
-            let serve = axum::serve(listener, self.router.clone()).with_graceful_shutdown(stopped());
+            let router =
+                self.router.clone().layer(axum::middleware::map_request(
+                    |axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<tls::HttpsPeer>,
+                     mut request: Request| async move {
+                        request.extensions_mut().insert(gantry_api::PeerAddr(peer.0));
+                        request
+                    },
+                ));
+            let serve = axum::serve(listener, router.into_make_service_with_connect_info::<tls::HttpsPeer>())
+                .with_graceful_shutdown(stopped());
             tokio::spawn(async move { serve.await })
         });
         let sweeper = tokio::spawn(sweep_overdue_acks(self.services.clone()));
         let retention = self
             .retention_days
             .map(|days| tokio::spawn(apply_retention(self.services.clone(), days)));
-        let served = axum::serve(self.http, self.router)
+        // The peer address reaches the handlers: the login guard keys on it.
+        let router = self.router.layer(axum::middleware::map_request(
+            |axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<SocketAddr>, mut request: Request| async move {
+                request.extensions_mut().insert(gantry_api::PeerAddr(peer));
+                request
+            },
+        ));
+        let served = axum::serve(self.http, router.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(stopped())
             .await
             .context("serving HTTP");

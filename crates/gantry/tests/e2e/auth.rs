@@ -205,3 +205,80 @@ async fn device_token_is_scoped_to_its_device() {
     .await
     .error(403);
 }
+
+async fn metric(app: &crate::helpers::TestApp, name: &str) -> u64 {
+    let text = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("{name} in {text}"))
+}
+
+/// Failed logins from one address (HTTP 401s or refused MQTT CONNECTs, counted together) ban
+/// it for `--login-ban` seconds: HTTP 429 (42901) and a refused CONNECT even with the right
+/// credentials. Successful logins never count; the ban ends by itself.
+#[tokio::test]
+async fn failed_logins_ban_the_address_for_a_while() {
+    use gantry::device::DeviceClient;
+    use std::time::Duration;
+
+    let app = crate::helpers::spawn_app_with(|c| {
+        c.login_failures = 3;
+        c.login_ban = 2;
+    })
+    .await;
+    let world = app.world().await;
+    let (id, token) = (
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    );
+    for _ in 0..20 {
+        app.get("/api/v1/projects", &app.admin).await.result();
+    }
+    DeviceClient::connect(app.mqtt, "gantry", id, token)
+        .await
+        .expect("successes never count")
+        .disconnect()
+        .await;
+
+    // Three failed HTTP logins.
+    for _ in 0..3 {
+        app.get("/api/v1/projects", "wrong-token").await.error(401);
+    }
+    let reply = app.get("/api/v1/projects", &app.admin).await;
+    assert_eq!(
+        (reply.status.as_u16(), reply.body["returnCode"].clone()),
+        (429, json!(42901)),
+        "{:?}",
+        reply.body
+    );
+    assert!(
+        DeviceClient::connect(app.mqtt, "gantry", id, token).await.is_err(),
+        "MQTT from the banned address too"
+    );
+    assert_eq!(metric(&app, "gantry_login_bans_total").await, 1);
+    assert!(metric(&app, "gantry_login_refused_banned_total").await >= 2);
+
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    app.get("/api/v1/projects", &app.admin).await.result();
+
+    // Three refused CONNECTs ban HTTP as well.
+    for _ in 0..3 {
+        assert!(DeviceClient::connect(app.mqtt, "gantry", id, "wrong").await.is_err());
+    }
+    app.get("/api/v1/projects", &app.admin).await.error(429);
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    DeviceClient::connect(app.mqtt, "gantry", id, token)
+        .await
+        .expect("released")
+        .disconnect()
+        .await;
+    assert_eq!(metric(&app, "gantry_login_bans_total").await, 2);
+}

@@ -10,6 +10,7 @@ mod events;
 mod external;
 mod faults;
 mod helpers;
+mod logs;
 mod mqtt;
 mod operations;
 mod rotation;
