@@ -114,6 +114,10 @@ struct Options {
     /// Skip the Mosquitto baseline.
     #[arg(long, global = true)]
     no_mosquitto: bool,
+    /// Also run ingest-mqtt over MQTT/TLS (trusting the server's generated CA), at the same rate
+    /// right after the plain run, and compare the two.
+    #[arg(long, global = true, conflicts_with = "url")]
+    tls: bool,
     /// With --url: the MQTT listener (host:port) of that Gantry, for the MQTT scenarios.
     #[arg(long, global = true, requires = "url", value_name = "HOST:PORT")]
     mqtt_addr: Option<String>,
@@ -394,6 +398,8 @@ struct MqttPlan {
     mosquitto: Option<SocketAddr>,
     /// The MQTT listener of a Gantry given by --url.
     remote: Option<SocketAddr>,
+    /// Measure ingest-mqtt over TLS too (`--tls`).
+    tls: bool,
 }
 
 impl MqttPlan {
@@ -411,6 +417,7 @@ impl MqttPlan {
             prefix: opts.topic_prefix.clone(),
             mosquitto,
             remote,
+            tls: opts.tls,
         })
     }
 
@@ -419,6 +426,7 @@ impl MqttPlan {
             addr,
             prefix: self.prefix.clone(),
             mosquitto: self.mosquitto,
+            tls: None,
         })
     }
 }
@@ -561,10 +569,21 @@ async fn local_on(
     );
     let api = Api::new(target.clone());
     let mqtt = plan.target(server.mqtt);
+    let mqtt_tls = match (plan.tls, server.mqtts) {
+        (true, Some(addr)) => Some(MqttTarget {
+            addr,
+            prefix: plan.prefix.clone(),
+            mosquitto: None,
+            tls: Some(mqtt::tls_trusting(&server.ca)?),
+        }),
+        (true, None) => bail!("--tls: the server printed no MQTT/TLS listener"),
+        (false, _) => None,
+    };
     let ctx = Ctx {
         target: &target,
         api: &api,
         mqtt: mqtt.as_ref(),
+        mqtt_tls: mqtt_tls.as_ref(),
         pid: Some(server.pid()),
         local_postgres: is_local_postgres(database.server_url.as_deref()),
         warmup: Duration::from_secs_f64(settings.warmup_seconds),
@@ -646,6 +665,7 @@ async fn remote(
         target: &target,
         api: &api,
         mqtt: mqtt.as_ref(),
+        mqtt_tls: None,
         pid: None,
         local_postgres: false,
         warmup: Duration::from_secs_f64(settings.warmup_seconds),
@@ -715,8 +735,29 @@ async fn measure_all(
                     run.backend, outcome.check.gantry.acked, outcome.check.stored
                 );
             }
+            let plain = outcome.check.stored_per_second;
             run.measurements.extend(outcome.measurements);
             run.mqtt_ingest = Some(outcome.check);
+            if let Some(tls) = ctx.mqtt_tls {
+                // The same devices and rate over TLS, once the server is idle again.
+                server::wait_until_idle(ctx.pid, Duration::from_secs(120)).await;
+                let mut outcome = ingest_mqtt::run(ctx, tls, &fleet.ingest, settings.mqtt_rate, &tag).await?;
+                if let Some(m) = outcome.measurements.last_mut() {
+                    let ratio = outcome.check.stored_per_second / plain.max(f64::EPSILON);
+                    m.note = Some(format!(
+                        "{:.2} × plain in the same run (target ≥ 0.80); {}",
+                        ratio,
+                        m.note.take().unwrap_or_default()
+                    ));
+                }
+                if !outcome.check.every_ack_stored {
+                    eprintln!(
+                        "[{}] WARNING: over TLS, acknowledged messages are missing from the store",
+                        run.backend
+                    );
+                }
+                run.measurements.extend(outcome.measurements);
+            }
             if run.backend == "postgres" && settings.mqtt_rate > ingest_mqtt::POSTGRES_FLOOR {
                 // The rate for PostgreSQL, where its MQTT targets are checked; the run
                 // above is its ceiling beside Mosquitto's.

@@ -5,45 +5,92 @@
 //! task and channels per connection would also blur when a PUBACK really arrived.
 
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use bytes::BytesMut;
 use rumqttc::mqttbytes::v4::{ConnectReturnCode, Packet, PubAck, Publish, Subscribe, SubscribeReasonCode};
 use rumqttc::mqttbytes::{Error as CodecError, QoS};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 
 /// Larger than any packet a device of the bench sends or receives.
 const MAX_PACKET: usize = 1 << 20;
 /// Idle connections are held longer than any scenario runs, so no PINGREQ is needed.
 pub const KEEP_ALIVE_SECS: u16 = 600;
 
-/// The receiving half: whole packets out of the byte stream.
+/// The receiving half: whole packets out of the byte stream (TCP or TLS; one virtual call per
+/// read, the same for both, so the two compare in one run).
 pub struct Reader {
-    half: OwnedReadHalf,
+    half: Box<dyn AsyncRead + Send + Unpin>,
     buf: BytesMut,
 }
 
 /// The sending half, with the packet ids of QoS 1 publishes and subscriptions.
 pub struct Writer {
-    half: OwnedWriteHalf,
+    half: Box<dyn AsyncWrite + Send + Unpin>,
     buf: BytesMut,
     next_pkid: u16,
+}
+
+/// Where a client connects: a TCP address, over TLS when a connector is given.
+#[derive(Clone)]
+pub struct Endpoint {
+    pub addr: SocketAddr,
+    pub tls: Option<TlsConnector>,
+}
+
+impl From<SocketAddr> for Endpoint {
+    fn from(addr: SocketAddr) -> Self {
+        Self { addr, tls: None }
+    }
+}
+
+/// A TLS client that trusts the certificates in the PEM file `ca` (Gantry's generated CA).
+pub fn tls_trusting(ca: &Path) -> anyhow::Result<TlsConnector> {
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).with_context(|| format!("reading {}", ca.display()))? {
+        roots.add(cert?)?;
+    }
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let config = tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(TlsConnector::from(Arc::new(config)))
 }
 
 /// Connects, logs in (when `login` is given) and waits for the CONNACK; an error when the broker
 /// refuses.
 pub async fn connect(
-    addr: SocketAddr,
+    endpoint: &Endpoint,
     client_id: &str,
     login: Option<(&str, &str)>,
 ) -> anyhow::Result<(Reader, Writer)> {
+    let addr = endpoint.addr;
     let stream = TcpStream::connect(addr)
         .await
         .with_context(|| format!("connecting to mqtt://{addr}"))?;
     stream.set_nodelay(true)?;
-    let (read, write) = stream.into_split();
+    let (read, write): (Box<dyn AsyncRead + Send + Unpin>, Box<dyn AsyncWrite + Send + Unpin>) = match &endpoint.tls {
+        None => {
+            let (read, write) = stream.into_split();
+            (Box::new(read), Box::new(write))
+        }
+        Some(tls) => {
+            let name = ServerName::from(addr.ip());
+            let stream = tls
+                .connect(name, stream)
+                .await
+                .with_context(|| format!("TLS to {addr}"))?;
+            let (read, write) = tokio::io::split(stream);
+            (Box::new(read), Box::new(write))
+        }
+    };
     let mut reader = Reader {
         half: read,
         buf: BytesMut::with_capacity(512),

@@ -6,7 +6,6 @@
 //! still owed: that wait is the backlog's drain.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,14 +49,14 @@ pub struct Pace {
 
 /// Opens every connection (`parallel` at a time) before any clock starts.
 pub async fn connect_all(
-    addr: SocketAddr,
+    endpoint: &crate::mqtt::Endpoint,
     publishers: &[Publisher],
     parallel: usize,
 ) -> anyhow::Result<Vec<Connected>> {
     futures::stream::iter(publishers)
         .map(|p| async move {
             let login = p.login.as_ref().map(|(u, pw)| (u.as_str(), pw.as_str()));
-            let (reader, writer) = mqtt::connect(addr, &p.client_id, login).await?;
+            let (reader, writer) = mqtt::connect(endpoint, &p.client_id, login).await?;
             Ok::<_, anyhow::Error>(Connected {
                 reader,
                 writer,

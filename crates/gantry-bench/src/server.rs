@@ -20,6 +20,9 @@ use tokio::task::JoinHandle;
 const LISTENING: &str = "gantry listening on ";
 /// The line after it: `gantry mqtt on mqtt://<addr> and ws://<addr>` with the embedded broker.
 const MQTT_ON: &str = "gantry mqtt on ";
+/// Then `gantry mqtt tls on mqtts://<addr> and wss://<addr>`, and last a `gantry tls: ...` line.
+const MQTT_TLS_ON: &str = "gantry mqtt tls on ";
+const TLS_SAYS: &str = "gantry tls:";
 
 /// The server's log filter: `GANTRY_BENCH_SERVER_LOG` when set (say `info,gantry_store=debug`
 /// for the walks' timings), else warnings only (a log line per request or walk would cost the
@@ -51,6 +54,10 @@ pub struct Server {
     pub base: String,
     /// The embedded broker's MQTT-over-TCP listener.
     pub mqtt: Option<SocketAddr>,
+    /// Its MQTT/TLS listener.
+    pub mqtts: Option<SocketAddr>,
+    /// The generated CA that signs the TLS listeners' certificate.
+    pub ca: PathBuf,
     log: PathBuf,
     drain: JoinHandle<()>,
 }
@@ -120,20 +127,27 @@ impl Server {
         let stdout = child.stdout.take().context("server stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let found = tokio::time::timeout(Duration::from_secs(120), async {
-            let mut base = None;
+            let (mut base, mut mqtt, mut mqtts) = (None, None, None);
             while let Some(line) = lines.next_line().await? {
                 copy_line(&mut copy, &line).await?;
                 let line = line.trim();
                 if let Some(url) = line.strip_prefix(LISTENING) {
                     base = Some(url.to_owned());
                 } else if let Some(rest) = line.strip_prefix(MQTT_ON) {
-                    return Ok::<_, std::io::Error>(base.map(|b| (b, mqtt_addr(rest))));
+                    mqtt = mqtt_addr(rest);
+                } else if let Some(rest) = line.strip_prefix(MQTT_TLS_ON) {
+                    mqtts = rest
+                        .strip_prefix("mqtts://")
+                        .and_then(|r| r.split_whitespace().next()?.parse().ok());
+                } else if line.starts_with(TLS_SAYS) {
+                    // The last start-up line: the TLS listeners are always on here.
+                    return Ok::<_, std::io::Error>(base.map(|b| (b, mqtt, mqtts)));
                 }
             }
-            Ok(base.map(|b| (b, None)))
+            Ok(base.map(|b| (b, mqtt, mqtts)))
         })
         .await;
-        let (base, mqtt) = match found {
+        let (base, mqtt, mqtts) = match found {
             Ok(Ok(Some(found))) => found,
             Ok(Ok(None)) | Ok(Err(_)) => bail!(
                 "gantry exited before listening; its log ({}) ends with:\n{}",
@@ -160,6 +174,8 @@ impl Server {
             pid,
             base,
             mqtt,
+            mqtts,
+            ca: options.data_dir.join("tls").join("ca.pem"),
             log: options.log.to_path_buf(),
             drain,
         })

@@ -122,6 +122,10 @@ pub struct ServeConfig {
     /// reserve for the store and HTTP.
     #[arg(long, env = "GANTRY_MQTT_MAX_CONNECTIONS")]
     pub mqtt_max_connections: Option<usize>,
+    /// Seconds an HTTP client has to send a request's headers, and the next request's on a
+    /// kept-alive connection, before the connection is closed.
+    #[arg(long, env = "GANTRY_HTTP_HEADER_TIMEOUT", default_value_t = 30)]
+    pub http_header_timeout: u64,
     /// Failed logins (HTTP 401, refused MQTT CONNECT) from one address within 60 s that start a ban.
     #[arg(long, env = "GANTRY_LOGIN_FAILURES", default_value_t = 10)]
     pub login_failures: u32,
@@ -161,6 +165,7 @@ impl ServeConfig {
             mqtt_max_packet_size: 256 * 1024,
             mqtt_connect_timeout: 10,
             mqtt_max_connections: None,
+            http_header_timeout: 30,
             login_failures: 10,
             login_ban: 60,
             admin_token: None,

@@ -370,13 +370,3 @@ mod generate {
         Ok(())
     }
 }
-
-/// The peer of an HTTPS connection, for `into_make_service_with_connect_info`.
-#[derive(Debug, Clone, Copy)]
-pub struct HttpsPeer(pub SocketAddr);
-
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, HttpsListener>> for HttpsPeer {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, HttpsListener>) -> Self {
-        HttpsPeer(*stream.remote_addr())
-    }
-}

@@ -38,7 +38,7 @@ pub const DURATION_FACTOR: u32 = 3;
 const CONNECT_PARALLEL: usize = 32;
 
 /// Where and how hard the scenario publishes.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct MqttTarget {
     /// Gantry's MQTT listener.
     pub addr: SocketAddr,
@@ -46,6 +46,8 @@ pub struct MqttTarget {
     pub prefix: String,
     /// The plain Mosquitto of the baseline, if one is to be measured.
     pub mosquitto: Option<SocketAddr>,
+    /// Connect over TLS (`addr` is then Gantry's MQTT/TLS listener).
+    pub tls: Option<tokio_rustls::TlsConnector>,
 }
 
 impl MqttTarget {
@@ -59,10 +61,18 @@ impl MqttTarget {
         format!("{}/out/json/{id}", self.prefix)
     }
 
+    pub fn endpoint(&self) -> mqtt::Endpoint {
+        mqtt::Endpoint {
+            addr: self.addr,
+            tls: self.tls.clone(),
+        }
+    }
+
     /// The device logged in with its own token and subscribed to its inbox, as a real device
     /// starts.
     pub async fn connect_device(&self, device: &DeviceRef) -> anyhow::Result<(Reader, Writer)> {
-        let (mut reader, mut writer) = mqtt::connect(self.addr, &device.id, Some((&device.id, &device.token))).await?;
+        let (mut reader, mut writer) =
+            mqtt::connect(&self.endpoint(), &device.id, Some((&device.id, &device.token))).await?;
         mqtt::subscribe(&mut reader, &mut writer, &self.inbox(&device.id)).await?;
         Ok((reader, writer))
     }
@@ -121,7 +131,7 @@ pub async fn connect_devices(target: &MqttTarget, devices: &[DeviceRef]) -> anyh
             topic: target.upstream(&d.id),
         })
         .collect();
-    mqtt_load::connect_all(target.addr, &publishers, CONNECT_PARALLEL).await
+    mqtt_load::connect_all(&target.endpoint(), &publishers, CONNECT_PARALLEL).await
 }
 
 pub fn pace(ctx: &Ctx<'_>, rate: f64) -> Pace {
@@ -177,7 +187,10 @@ pub async fn run(
     );
     let mut m = Measurement::new(
         SCENARIO,
-        variant(rate),
+        match target.tls {
+            None => variant(rate),
+            Some(_) => tls_variant(rate),
+        },
         outcome.connections,
         stored_per_second,
         outcome.measured_acked,
@@ -210,6 +223,11 @@ pub async fn run(
 /// The measurement's variant at `rate` offered.
 pub fn variant(rate: f64) -> String {
     format!("{VARIANT}, {} msg/s offered", crate::report::thousands(rate))
+}
+
+/// The measurement's variant over MQTT/TLS at `rate` offered.
+pub fn tls_variant(rate: f64) -> String {
+    format!("{VARIANT} over TLS, {} msg/s offered", crate::report::thousands(rate))
 }
 
 /// Events/s is over the whole run (first publish to last PUBACK); the note says what else to
@@ -246,7 +264,7 @@ async fn baseline(
             topic: format!("{prefix}/in/json/{id}"),
         })
         .collect();
-    let conns = mqtt_load::connect_all(addr, &publishers, CONNECT_PARALLEL).await?;
+    let conns = mqtt_load::connect_all(&addr.into(), &publishers, CONNECT_PARALLEL).await?;
     let meter = UsageMeter::start(pid_of("mosquitto"), false);
     let outcome = mqtt_load::drive(conns, payloads(ids.to_vec()), pace).await;
     // The subscriber may still be reading what the broker forwarded last.
@@ -299,7 +317,7 @@ async fn bare_subscriber(
     client_id: &str,
     delivered: Arc<AtomicU64>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let (mut reader, mut writer) = mqtt::connect(addr, client_id, None).await?;
+    let (mut reader, mut writer) = mqtt::connect(&addr.into(), client_id, None).await?;
     mqtt::subscribe(&mut reader, &mut writer, filter).await?;
     Ok(tokio::spawn(async move {
         let mut acks = Vec::new();

@@ -24,6 +24,8 @@ pub struct Ctx<'a> {
     pub api: &'a Api,
     /// The server's MQTT side, when it is known.
     pub mqtt: Option<&'a ingest_mqtt::MqttTarget>,
+    /// The server's MQTT/TLS listener, when `--tls` asks ingest-mqtt to be measured over it too.
+    pub mqtt_tls: Option<&'a ingest_mqtt::MqttTarget>,
     /// The server's process, when the bench started it (for /proc sampling).
     pub pid: Option<u32>,
     /// The store is a PostgreSQL on this machine: its processes' CPU is measured apart.

@@ -133,3 +133,49 @@ async fn the_data_dir_is_private() {
         drop(app);
     }
 }
+
+/// Idle and trickling HTTP connections are closed at the header deadline
+/// (`--http-header-timeout`), also a kept-alive one that sends no next request, while the
+/// server goes on answering.
+#[tokio::test]
+async fn idle_http_connections_are_closed() {
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let app = crate::helpers::spawn_app_with(|c| c.http_header_timeout = 1).await;
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let mut held = Vec::new();
+    for i in 0..100 {
+        let mut socket = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        match i % 3 {
+            0 => {}
+            1 => socket.write_all(b"GET /healthz HTTP/1.1\r\nHo").await.unwrap(),
+            _ => {
+                socket
+                    .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .await
+                    .unwrap();
+                let mut buf = [0u8; 512];
+                let n = socket.read(&mut buf).await.unwrap();
+                assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+            }
+        }
+        held.push(socket);
+    }
+    let health = app.client.get(format!("{}/healthz", app.base)).send().await.unwrap();
+    assert_eq!(health.status(), 200, "the server answers while they are held");
+    for socket in &mut held {
+        let mut buf = [0u8; 1024];
+        let closed = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match socket.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    // A 408 or the rest of an answer may come before the close.
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "the server closes an idle connection");
+    }
+}
