@@ -270,7 +270,12 @@ pub struct TelemetryService {
     /// so a read that raced a commit does not put back what it read before it.
     shadows: TtlCache<DeviceId, Arc<Vec<(ShadowAttribute, i64)>>>,
     shadow_epoch: AtomicU64,
+    /// Most entries an upstream message may carry; a larger one is refused whole.
+    max_attributes: usize,
 }
+
+/// The default of `--mqtt-max-attributes`.
+pub const MAX_ATTRIBUTES: usize = 1000;
 
 /// What became of an upstream MQTT message.
 #[derive(Debug, Default)]
@@ -327,7 +332,13 @@ impl TelemetryService {
             ingest,
             shadows: TtlCache::new(SHADOW_CACHE_TTL),
             shadow_epoch: AtomicU64::new(0),
+            max_attributes: MAX_ATTRIBUTES,
         }
+    }
+
+    /// Sets the most entries an upstream message may carry.
+    pub fn set_max_attributes(&mut self, max: usize) {
+        self.max_attributes = max;
     }
 
     /// A message a device published to its upstream topic: type m and log become events (through
@@ -336,6 +347,20 @@ impl TelemetryService {
     pub async fn handle_upstream(&self, tenant: &TenantId, device_id: &DeviceId, bytes: &[u8]) -> Result<Upstream> {
         let arrival = now_ms();
         let message = match Message::from_device(bytes) {
+            Ok(message) if message.payload.attrs.len() > self.max_attributes => {
+                return Ok(Upstream {
+                    refused: vec![refusal(
+                        "",
+                        format!(
+                            "payload.attrs: {} entries, more than the {} a message may carry",
+                            message.payload.attrs.len(),
+                            self.max_attributes
+                        ),
+                    )],
+                    rejected: Some(Rejection::Malformed),
+                    ..Upstream::default()
+                });
+            }
             Ok(message) => message,
             Err(e) => {
                 return Ok(Upstream {

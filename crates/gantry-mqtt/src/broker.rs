@@ -45,6 +45,8 @@ pub struct BrokerLimits {
     pub connect_timeout: std::time::Duration,
     /// Connections held at once, per listener.
     pub max_connections: usize,
+    /// Publishes per second one connection may make (bursts of as many); 0: no limit.
+    pub publishes_per_second: u32,
 }
 
 /// The broker's TLS listeners; `None` addresses are turned off.
@@ -70,6 +72,7 @@ pub struct MqttStats {
     pub acls_denied: AtomicU64,
     pub ingest_failures: AtomicU64,
     pub messages_out: AtomicU64,
+    pub publishes_over_rate: AtomicU64,
 }
 
 impl MqttStats {
@@ -105,6 +108,11 @@ impl MqttStats {
                 "gantry_mqtt_ingest_failures_total",
                 "Upstream messages not acknowledged because the store failed.",
                 &self.ingest_failures,
+            ),
+            (
+                "gantry_mqtt_publishes_over_rate_total",
+                "Publishes over a connection's --mqtt-publish-rate (the connection was closed).",
+                &self.publishes_over_rate,
             ),
             (
                 "gantry_mqtt_messages_out_total",
@@ -154,6 +162,8 @@ pub struct EmbeddedBroker {
     topics: Topics,
     stats: Arc<MqttStats>,
     sessions: Arc<Sessions>,
+    /// Publishes per second per connection (`BrokerLimits::publishes_per_second`).
+    publish_rate: u32,
     task: Option<JoinHandle<()>>,
     /// Closes sessions whose credential ended (`Sessions::sweep`).
     sweeper: Option<JoinHandle<()>>,
@@ -222,6 +232,7 @@ impl EmbeddedBroker {
             topics: config.topics.clone(),
             stats: Arc::new(MqttStats::default()),
             sessions: Arc::default(),
+            publish_rate: config.limits.publishes_per_second,
             task: None,
             sweeper: None,
         })
@@ -267,6 +278,7 @@ impl EmbeddedBroker {
             self.downlink(),
             self.stats.clone(),
             self.sessions.clone(),
+            self.publish_rate,
         );
         let register = self.scx.extends.hook_mgr().register();
         for hook in [

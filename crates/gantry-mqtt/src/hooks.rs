@@ -15,6 +15,7 @@ use rmqtt::types::{AuthResult, ConnectInfo, LastWill, Publish, PublishAclResult,
 
 use crate::broker::MqttStats;
 use crate::policy::{Login, Policy, Publishing, Refusal};
+use crate::rate::PublishRate;
 use crate::sessions::Sessions;
 
 #[derive(Clone)]
@@ -23,6 +24,7 @@ pub(crate) struct GantryHooks {
     downlink: Arc<dyn Downlink>,
     stats: Arc<MqttStats>,
     sessions: Arc<Sessions>,
+    publish_rate: Arc<PublishRate>,
 }
 
 impl GantryHooks {
@@ -31,12 +33,14 @@ impl GantryHooks {
         downlink: Arc<dyn Downlink>,
         stats: Arc<MqttStats>,
         sessions: Arc<Sessions>,
+        publishes_per_second: u32,
     ) -> Self {
         Self {
             policy,
             downlink,
             stats,
             sessions,
+            publish_rate: Arc::new(PublishRate::new(publishes_per_second)),
         }
     }
 
@@ -64,6 +68,7 @@ impl GantryHooks {
         };
         match login {
             Ok(login) => {
+                self.publish_rate.reset(&client_id);
                 self.sessions.logged_in(client_id, login);
                 AuthResult::Allow(false, None)
             }
@@ -112,6 +117,16 @@ impl GantryHooks {
         let Some(identity) = self.sessions.identity(client_id) else {
             return PublishAclResult::rejected(true, None);
         };
+        if !self.publish_rate.allow(client_id) {
+            self.stats.publishes_over_rate.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(client_id, "publishing faster than --mqtt-publish-rate; disconnecting");
+            // No PUBACK for it: the client sends it again after reconnecting.
+            return PublishAclResult(PublishResult::reason_code(
+                PublishAckReason::QuotaExceeded,
+                Some("over the publish rate".into()),
+                true,
+            ));
+        }
         match self.policy.may_publish(&identity, client_id, &publish.topic).await {
             Some(Publishing::Upstream(tenant)) => self.ingest(client_id, tenant, publish).await,
             Some(Publishing::Relay(grant)) => self.relay(client_id, &grant, publish).await,

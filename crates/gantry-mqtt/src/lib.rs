@@ -6,6 +6,7 @@ mod broker;
 mod external;
 mod hooks;
 pub mod policy;
+mod rate;
 mod sessions;
 pub mod topics;
 

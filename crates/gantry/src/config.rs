@@ -118,6 +118,13 @@ pub struct ServeConfig {
     /// Seconds a new MQTT connection has to send its CONNECT before it is closed.
     #[arg(long, env = "GANTRY_MQTT_CONNECT_TIMEOUT", default_value_t = 10)]
     pub mqtt_connect_timeout: u64,
+    /// Most entries (`payload.attrs`) an upstream MQTT message may carry; a larger one is refused whole.
+    #[arg(long, env = "GANTRY_MQTT_MAX_ATTRIBUTES", default_value_t = gantry_core::telemetry::MAX_ATTRIBUTES)]
+    pub mqtt_max_attributes: usize,
+    /// Publishes per second one MQTT connection may make (bursts of as many); beyond, its
+    /// connection is closed without a PUBACK for the publish over the limit. 0 turns it off.
+    #[arg(long, env = "GANTRY_MQTT_PUBLISH_RATE", default_value_t = 100)]
+    pub mqtt_publish_rate: u32,
     /// Most MQTT connections held at once, per listener; default: the open-file limit less a
     /// reserve for the store and HTTP.
     #[arg(long, env = "GANTRY_MQTT_MAX_CONNECTIONS")]
@@ -165,6 +172,8 @@ impl ServeConfig {
             mqtt_max_packet_size: 256 * 1024,
             mqtt_connect_timeout: 10,
             mqtt_max_connections: None,
+            mqtt_max_attributes: gantry_core::telemetry::MAX_ATTRIBUTES,
+            mqtt_publish_rate: 100,
             http_header_timeout: 30,
             login_failures: 10,
             login_ban: 60,

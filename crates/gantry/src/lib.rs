@@ -114,7 +114,7 @@ impl Application {
             topic_prefix: config.topic_prefix.clone(),
             ttl: Duration::from_secs(config.route_ttl),
         };
-        let services = Arc::new(Services::new(
+        let mut services = Services::new(
             store,
             addrs,
             ingest.clone(),
@@ -126,7 +126,9 @@ impl Application {
                 window: Duration::from_secs(60),
                 ban: Duration::from_secs(config.login_ban),
             },
-        ));
+        );
+        services.telemetry.set_max_attributes(config.mqtt_max_attributes);
+        let services = Arc::new(services);
         broker.start(services.clone()).await?;
         let generated_admin_token = services.auth.bootstrap(config.admin_token.as_deref()).await?;
         if let Some(token) = &generated_admin_token {

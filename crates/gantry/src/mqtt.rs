@@ -37,6 +37,7 @@ impl MqttFront {
                     limits: gantry_mqtt::BrokerLimits {
                         max_packet_size: config.mqtt_max_packet_size,
                         connect_timeout: std::time::Duration::from_secs(config.mqtt_connect_timeout),
+                        publishes_per_second: config.mqtt_publish_rate,
                         max_connections: config
                             .mqtt_max_connections
                             .unwrap_or_else(crate::limits::default_max_connections),

@@ -1066,3 +1066,104 @@ async fn silent_sockets_are_closed_at_the_connect_deadline() {
     }
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+/// The broker's limits, each with its documented answer, while another device goes on being
+/// served: a message with more entries than `--mqtt-max-attributes` is refused whole (0x99,
+/// connection kept); a packet over `--mqtt-max-packet-size` and garbage bytes close their own
+/// connection; publishing faster than `--mqtt-publish-rate` closes the connection without a PUBACK
+/// for the publish over it, and the device logs in again.
+#[tokio::test]
+async fn limits_answer_abuse_and_spare_other_devices() {
+    use rumqttc::v5::mqttbytes::QoS;
+    use rumqttc::v5::mqttbytes::v5::{Packet, PubAckReason};
+    use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let app = spawn_app_with(|c| {
+        c.mqtt_max_attributes = 3;
+        c.mqtt_max_packet_size = 64 * 1024;
+        c.mqtt_publish_rate = 20;
+    })
+    .await;
+    let world = app.world().await;
+    let bystander = app.world().await;
+    let mut calm = device_of(&app, &bystander).await;
+
+    // Too many entries: refused whole, the connection stays.
+    let id = world.device["id"].as_str().unwrap();
+    let mut options = MqttOptions::new(id, app.mqtt.ip().to_string(), app.mqtt.port());
+    options.set_credentials(id, world.device["accessToken"].as_str().unwrap());
+    options.set_max_packet_size(Some(1 << 20));
+    let (client, mut events) = AsyncClient::new(options, 10);
+    let attrs: Vec<Value> = (0..4).map(|i| json!({"code": "count", "value": i})).collect();
+    let publish = async |payload: String| {
+        client
+            .publish(format!("{PREFIX}/in/json/{id}"), QoS::AtLeastOnce, false, payload)
+            .await
+            .unwrap();
+    };
+    publish(json!({"meta": {"type": "m"}, "payload": {"attrs": attrs}}).to_string()).await;
+    let reason = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Event::Incoming(Packet::PubAck(ack)) = events.poll().await.expect("the session stays up") {
+                return ack.reason;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(reason, PubAckReason::PayloadFormatInvalid);
+    assert_eq!(events_of(&app, &world.device).await["totalResults"], 0);
+
+    // A packet over the size limit closes that connection.
+    publish("x".repeat(100 * 1024)).await;
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if events.poll().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "an oversized packet closes the connection");
+
+    // Garbage instead of MQTT.
+    let mut garbage = tokio::net::TcpStream::connect(app.mqtt).await.unwrap();
+    garbage.write_all(&[0xff; 64]).await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(10), garbage.read(&mut buf))
+        .await
+        .unwrap();
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+
+    // Faster than 20 publishes/s: the bucket holds 20, the next publish closes the connection.
+    let mut device = device_of(&app, &world).await;
+    let mut acked = 0;
+    for i in 0..40 {
+        if device.publish_attrs(&[("count", json!(i))], None, false).await.is_err() {
+            break;
+        }
+        acked += 1;
+    }
+    assert!((20..40).contains(&acked), "{acked} acknowledged before the limit");
+    assert_eq!(events_of(&app, &world.device).await["totalResults"], acked);
+    device_of(&app, &world)
+        .await
+        .publish_attrs(&[("count", json!(1))], None, false)
+        .await
+        .expect("it logs in again");
+
+    // The bystander was served throughout.
+    calm.publish_attrs(&[("temp", json!(1.0))], None, false).await.unwrap();
+    assert_eq!(events_of(&app, &bystander.device).await["totalResults"], 1);
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("gantry_mqtt_publishes_over_rate_total 1"), "{metrics}");
+}
