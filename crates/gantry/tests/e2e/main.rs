@@ -11,6 +11,7 @@ mod external;
 mod faults;
 mod helpers;
 mod mqtt;
+mod openapi;
 mod operations;
 mod rotation;
 mod routes;
