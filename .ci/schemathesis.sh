@@ -81,6 +81,7 @@ echo "schemathesis $version against $base"
 # that do not exist (404), names already taken (409), a value whose type differs from the
 # model's dataType or a control to an attribute that is not writable (400) are rules the
 # document cannot state. Every other check runs.
+cd "$work"
 "$venv/bin/schemathesis" --config-file "$work/schemathesis.toml" run \
   --checks all --exclude-checks positive_data_acceptance \
   --max-time "${SCHEMATHESIS_MAX_TIME:-200}" \
