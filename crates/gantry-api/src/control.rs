@@ -25,16 +25,20 @@ pub fn routes() -> Router<AppState> {
 #[into_params(parameter_in = Query)]
 pub struct LogParams {
     /// Records per page, 1 to 1000 (default 20).
+    #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
     /// Page number from 1 (default 1).
+    #[param(minimum = 1, maximum = 4294967295.0)]
     page_no: Option<i64>,
     /// `meta.id` of the message a log records (a control's id, or an ack's).
     event_id: Option<String>,
     device_id: Option<String>,
     context_id: Option<String>,
     /// updatedTime (default) or createdTime; ties are ordered by id.
+    #[param(schema_with = crate::openapi::log_sort_by)]
     sort_by: Option<String>,
     /// ASC or DESC (default DESC).
+    #[param(value_type = Option<gantry_core::enums::SortOrder>)]
     sort_order: Option<String>,
 }
 
@@ -42,7 +46,7 @@ pub struct LogParams {
 /// RW, actions exist, params typed, required params present; type ack needs correlationId),
 /// recorded as an event log (`processing` when needack, else `completed`) and published to the
 /// device's inbox `<prefix>/out/json/<deviceId>`. 409 when the device is Locked.
-#[utoipa::path(put, path = "/api/v1/devices/{deviceId}/shadows", tag = "Device shadows", request_body = ControlInput,
+#[utoipa::path(put, path = "/api/v1/devices/{deviceId}/shadows", operation_id = "sendControl", tag = "Device shadows", request_body = ControlInput,
     params(("deviceId" = String, Path)),
     responses((status = 200, body = Done), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, description = "the device is Locked", body = ErrorBody)))]
@@ -60,7 +64,7 @@ pub async fn send(
 }
 
 /// Lists the event logs of a project: controls (DeviceControll) and device responses (Response).
-#[utoipa::path(get, path = "/api/v1/projects/{projectId}/eventLogs", tag = "Projects", params(("projectId" = String, Path), LogParams),
+#[utoipa::path(get, path = "/api/v1/projects/{projectId}/eventLogs", operation_id = "listEventLogs", tag = "Projects", params(("projectId" = String, Path), LogParams),
     responses((status = 200, body = Envelope<Paged<EventLog>>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn logs(
     State(s): State<AppState>,

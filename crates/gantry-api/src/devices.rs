@@ -21,7 +21,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// Creates a device with a generated `accessToken`. `deviceName` must be unique; `status` defaults to Active, `virtual` to false.
-#[utoipa::path(post, path = "/api/v1/devices", tag = "Devices", request_body = DeviceInput,
+#[utoipa::path(post, path = "/api/v1/devices", operation_id = "createDevice", tag = "Devices", request_body = DeviceInput,
     responses((status = 200, body = Envelope<Device>), (status = 400, body = ErrorBody), (status = 404, description = "unknown project or model", body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn create(
     State(s): State<AppState>,
@@ -32,7 +32,7 @@ pub async fn create(
 }
 
 /// Updates a device (name, project, status Active/Locked, comments, virtual, metadata); absent fields keep their values.
-#[utoipa::path(put, path = "/api/v1/devices/{deviceId}", tag = "Devices", request_body = DeviceInput, params(("deviceId" = String, Path)),
+#[utoipa::path(put, path = "/api/v1/devices/{deviceId}", operation_id = "updateDevice", tag = "Devices", request_body = DeviceInput, params(("deviceId" = String, Path)),
     responses((status = 200, body = Envelope<Device>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn update(
     State(s): State<AppState>,
@@ -48,7 +48,7 @@ pub async fn update(
 }
 
 /// Returns one device.
-#[utoipa::path(get, path = "/api/v1/devices/{deviceId}", tag = "Devices", params(("deviceId" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/devices/{deviceId}", operation_id = "getDevice", tag = "Devices", params(("deviceId" = String, Path)),
     responses((status = 200, body = Envelope<Device>), (status = 404, body = ErrorBody)))]
 pub async fn read(
     State(s): State<AppState>,
@@ -63,7 +63,7 @@ pub async fn read(
 }
 
 /// Deletes a device (soft delete; its access token stops working, its name is free again).
-#[utoipa::path(delete, path = "/api/v1/devices/{deviceId}", tag = "Devices", params(("deviceId" = String, Path)),
+#[utoipa::path(delete, path = "/api/v1/devices/{deviceId}", operation_id = "deleteDevice", tag = "Devices", params(("deviceId" = String, Path)),
     responses((status = 200, body = Done), (status = 404, body = ErrorBody)))]
 pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
     s.services
@@ -78,7 +78,7 @@ pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<S
 /// session is closed), or after `graceSeconds` (0 to 86400; its session is then closed when the
 /// grace period ends, unless the device has logged in again with its new token). The body is
 /// optional. Administrators and the project's application token; a device token gets 403.
-#[utoipa::path(post, path = "/api/v1/devices/{deviceId}/accessToken/rotate", tag = "Devices",
+#[utoipa::path(post, path = "/api/v1/devices/{deviceId}/accessToken/rotate", operation_id = "rotateDeviceAccessToken", tag = "Devices",
     request_body(content = Option<RotateInput>, description = "optional; `graceSeconds` defaults to 0"),
     params(("deviceId" = String, Path)),
     responses((status = 200, body = Envelope<Device>), (status = 400, description = "graceSeconds out of range", body = ErrorBody),

@@ -28,14 +28,19 @@ pub fn routes() -> Router<AppState> {
 #[into_params(parameter_in = Query)]
 pub struct EventParams {
     /// Records per page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
     /// Page number from 1 (default 1).
+    #[param(minimum = 1, maximum = 4294967295.0)]
     page_no: Option<i64>,
     /// Inclusive start, yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm (write + as %2B); default all time.
+    #[param(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
     start_date: Option<String>,
     /// Inclusive end, same format; default all time.
+    #[param(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
     end_date: Option<String>,
     /// deviceTimestamp (default) or ingressTimeStamp: which time the range applies to.
+    #[param(schema_with = crate::openapi::filter_by)]
     filter_by: Option<String>,
 }
 
@@ -45,20 +50,25 @@ pub struct EventParams {
 #[into_params(parameter_in = Query)]
 pub struct AttributeParams {
     /// The attribute code (required).
+    #[param(required = true)]
     attribute_code: Option<String>,
     /// Records per page, 1 to 1000 (default 20).
+    #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
     /// Page number from 1 (default 1).
+    #[param(minimum = 1, maximum = 4294967295.0)]
     page_no: Option<i64>,
     /// Inclusive start of the device time, yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm; default all time.
+    #[param(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
     start_date: Option<String>,
     /// Inclusive end of the device time, same format; default all time.
+    #[param(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
     end_date: Option<String>,
 }
 
 /// Creates a device event: validated against the device's model, stored with its shadow update,
 /// answered once durable. 429 when the ingest queue stays full for 2 s.
-#[utoipa::path(post, path = "/api/v1/deviceEvents", tag = "Device events", request_body = EventInput,
+#[utoipa::path(post, path = "/api/v1/deviceEvents", operation_id = "createDeviceEvent", tag = "Device events", request_body = EventInput,
     responses((status = 200, body = Envelope<Message>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, description = "the device is Locked", body = ErrorBody),
               (status = 429, body = ErrorBody)))]
@@ -71,7 +81,7 @@ pub async fn create(
 }
 
 /// Returns an event as a Message (`meta.id` is the event id).
-#[utoipa::path(get, path = "/api/v1/deviceEvents/{eventId}", tag = "Device events", params(("eventId" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/deviceEvents/{eventId}", operation_id = "getDeviceEvent", tag = "Device events", params(("eventId" = String, Path)),
     responses((status = 200, body = Envelope<Message>), (status = 404, body = ErrorBody)))]
 pub async fn read(
     State(s): State<AppState>,
@@ -86,7 +96,7 @@ pub async fn read(
 }
 
 /// Deletes an event: it is gone from reads and listings. The shadow keeps its value.
-#[utoipa::path(delete, path = "/api/v1/deviceEvents/{eventId}", tag = "Device events", params(("eventId" = String, Path)),
+#[utoipa::path(delete, path = "/api/v1/deviceEvents/{eventId}", operation_id = "deleteDeviceEvent", tag = "Device events", params(("eventId" = String, Path)),
     responses((status = 200, body = Done), (status = 404, body = ErrorBody)))]
 pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
     s.services
@@ -97,7 +107,7 @@ pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<S
 }
 
 /// Lists a device's events, newest first by the filtered time (ties by id).
-#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/events", tag = "Device events", params(("deviceId" = String, Path), EventParams),
+#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/events", operation_id = "listDeviceEvents", tag = "Device events", params(("deviceId" = String, Path), EventParams),
     responses((status = 200, body = Envelope<Paged<DeviceEvent>>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list(
     State(s): State<AppState>,
@@ -121,7 +131,7 @@ pub async fn list(
 }
 
 /// Lists the events of one attribute of a device, newest first by device time.
-#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/attributeCode", tag = "Device events", params(("deviceId" = String, Path), AttributeParams),
+#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/attributeCode", operation_id = "listAttributeEvents", tag = "Device events", params(("deviceId" = String, Path), AttributeParams),
     responses((status = 200, body = Envelope<Paged<DeviceEvent>>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list_attribute(
     State(s): State<AppState>,
@@ -148,7 +158,7 @@ pub async fn list_attribute(
 }
 
 /// Returns the device shadow: per attribute the value with the newest device time.
-#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/shadows", tag = "Device shadows", params(("deviceId" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/shadows", operation_id = "getDeviceShadow", tag = "Device shadows", params(("deviceId" = String, Path)),
     responses((status = 200, body = Envelope<Shadow>), (status = 404, body = ErrorBody)))]
 pub async fn shadow(
     State(s): State<AppState>,

@@ -15,13 +15,13 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// 200 once the server takes requests.
-#[utoipa::path(get, path = "/healthz", tag = "Operations", responses((status = 200, description = "the server takes requests")))]
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz", tag = "Operations", responses((status = 200, description = "the server takes requests", body = String, content_type = "text/plain")))]
 pub async fn healthz() -> &'static str {
     "ok"
 }
 
 /// Prometheus text: request counts and latencies per route, and the ingest pipeline's counters.
-#[utoipa::path(get, path = "/metrics", tag = "Operations", responses((status = 200, description = "Prometheus text format")))]
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics", tag = "Operations", responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render())
 }

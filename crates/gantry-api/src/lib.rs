@@ -26,7 +26,7 @@ use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
 
 pub use error::{ApiError, ErrorBody, ReturnCode};
-pub use extract::PeerAddr;
+pub use extract::{AppJson, PeerAddr};
 
 /// What every handler gets: the core services, the request metrics and the rate limiter.
 #[derive(Clone)]
@@ -37,17 +37,21 @@ pub struct AppState {
     pub limiter: Option<Arc<limit::RateLimiter>>,
 }
 
-/// Limits of the HTTP front end.
-#[derive(Debug, Clone)]
+/// Limits of the HTTP front end, and its OpenAPI document.
+#[derive(Clone)]
 pub struct ApiConfig {
     /// Largest accepted request body; larger ones get 413.
     pub body_limit: usize,
+    /// The document served at `/api-docs/openapi.json`: the API's, plus whatever the binary
+    /// merges in for the routes it adds.
+    pub openapi: utoipa::openapi::OpenApi,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
         Self {
             body_limit: 1024 * 1024,
+            openapi: openapi::ApiDoc::openapi(),
         }
     }
 }
@@ -66,7 +70,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
     Router::new()
         .nest("/api/v1", api)
         .merge(health::routes())
-        .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", openapi::ApiDoc::openapi()))
+        .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", config.openapi.clone()))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::middleware::from_fn(extract::checked_path))

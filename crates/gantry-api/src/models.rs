@@ -26,13 +26,15 @@ pub fn routes() -> Router<AppState> {
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
     /// Records per page, 1 to 1000 (default 20).
+    #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
     /// Page number from 1 (default 1).
+    #[param(minimum = 1, maximum = 4294967295.0)]
     page_no: Option<i64>,
 }
 
 /// Creates a device model. `name` must be unique; `attributesMap` and `actionsMap` must not both be empty.
-#[utoipa::path(post, path = "/api/v1/deviceModels", tag = "Device models", request_body = ModelInput,
+#[utoipa::path(post, path = "/api/v1/deviceModels", operation_id = "createDeviceModel", tag = "Device models", request_body = ModelInput,
     responses((status = 200, body = Envelope<DeviceModel>), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn create(
     State(s): State<AppState>,
@@ -43,7 +45,7 @@ pub async fn create(
 }
 
 /// Updates a device model; fields absent from the body keep their values, maps sent replace the stored maps.
-#[utoipa::path(put, path = "/api/v1/deviceModels/{modelId}", tag = "Device models", request_body = ModelInput,
+#[utoipa::path(put, path = "/api/v1/deviceModels/{modelId}", operation_id = "updateDeviceModel", tag = "Device models", request_body = ModelInput,
     params(("modelId" = String, Path)),
     responses((status = 200, body = Envelope<DeviceModel>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn update(
@@ -60,7 +62,7 @@ pub async fn update(
 }
 
 /// Returns one device model.
-#[utoipa::path(get, path = "/api/v1/deviceModels/{modelId}", tag = "Device models", params(("modelId" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/deviceModels/{modelId}", operation_id = "getDeviceModel", tag = "Device models", params(("modelId" = String, Path)),
     responses((status = 200, body = Envelope<DeviceModel>), (status = 404, body = ErrorBody)))]
 pub async fn read(
     State(s): State<AppState>,
@@ -75,7 +77,7 @@ pub async fn read(
 }
 
 /// Lists the device models of the caller's tenant, oldest first.
-#[utoipa::path(get, path = "/api/v1/deviceModels", tag = "Device models", params(ListParams),
+#[utoipa::path(get, path = "/api/v1/deviceModels", operation_id = "listDeviceModels", tag = "Device models", params(ListParams),
     responses((status = 200, body = Envelope<Paged<DeviceModel>>), (status = 400, body = ErrorBody)))]
 pub async fn list(
     State(s): State<AppState>,
@@ -87,7 +89,7 @@ pub async fn list(
 }
 
 /// Lists the devices of a model (an application sees those of its project only).
-#[utoipa::path(get, path = "/api/v1/deviceModels/{modelId}/devices", tag = "Device models", params(("modelId" = String, Path), ListParams),
+#[utoipa::path(get, path = "/api/v1/deviceModels/{modelId}/devices", operation_id = "listDeviceModelDevices", tag = "Device models", params(("modelId" = String, Path), ListParams),
     responses((status = 200, body = Envelope<Paged<Device>>), (status = 404, body = ErrorBody)))]
 pub async fn devices(
     State(s): State<AppState>,
@@ -105,7 +107,7 @@ pub async fn devices(
 }
 
 /// Deletes a device model (soft delete: hidden from reads and listings, its name free again). 409 while devices use it.
-#[utoipa::path(delete, path = "/api/v1/deviceModels/{modelId}", tag = "Device models", params(("modelId" = String, Path)),
+#[utoipa::path(delete, path = "/api/v1/deviceModels/{modelId}", operation_id = "deleteDeviceModel", tag = "Device models", params(("modelId" = String, Path)),
     responses((status = 200, body = Done), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
     s.services.catalog.delete_model(&who, &ModelId::from_string(id)).await?;

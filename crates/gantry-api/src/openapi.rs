@@ -2,7 +2,10 @@
 
 use utoipa::Modify;
 use utoipa::OpenApi;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
 use crate::{control, devices, events, health, models, projects, routes, tenants};
 
@@ -30,11 +33,20 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         routes::create, routes::list, routes::refresh, routes::revoke,
         health::healthz, health::metrics,
     ),
-    components(schemas(crate::error::ErrorBody)),
-    modifiers(&BearerAuth),
+    components(schemas(
+        crate::error::ErrorBody,
+        gantry_core::enums::DeviceType, gantry_core::enums::DataType, gantry_core::enums::Readable,
+        gantry_core::enums::Channel, gantry_core::enums::DeviceStatus, gantry_core::enums::ProjectStatus,
+        gantry_core::enums::SortOrder, gantry_core::enums::EventSource, gantry_core::enums::MessageType,
+        gantry_core::enums::EventLogStatus, gantry_core::enums::Classification, gantry_core::enums::SourceType,
+    )),
+    modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
+
+/// Paths served without a token.
+const PUBLIC_PATHS: &[&str] = &["/healthz", "/metrics"];
 
 struct BearerAuth;
 
@@ -46,4 +58,112 @@ impl Modify for BearerAuth {
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
     }
+}
+
+/// Adds the answers every operation of a kind can give, so no handler's attribute has to repeat
+/// them: a token-checked operation can answer 401, 403, 429, 500 and 503; one with parameters or
+/// a body 400 (NUL characters, malformed values); one with a path parameter 404; one with a body
+/// 413 and 415. Public paths get an empty security requirement.
+struct CommonResponses;
+
+impl Modify for CommonResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let public = PUBLIC_PATHS.contains(&path.as_str());
+            for operation in operations(item) {
+                if public {
+                    operation.security = Some(Vec::new());
+                    continue;
+                }
+                let has_params = operation.parameters.as_ref().is_some_and(|p| !p.is_empty());
+                let has_path_param = operation
+                    .parameters
+                    .iter()
+                    .flatten()
+                    .any(|p| matches!(p.parameter_in, utoipa::openapi::path::ParameterIn::Path));
+                let has_body = operation.request_body.is_some();
+                let mut add = |status: &str, description: &str| {
+                    if !operation.responses.responses.contains_key(status) {
+                        operation
+                            .responses
+                            .responses
+                            .insert(status.to_owned(), error_response(description));
+                    }
+                };
+                if has_params || has_body {
+                    add(
+                        "400",
+                        "a parameter or field is invalid, or holds a NUL character (40000, 40001)",
+                    );
+                }
+                add("401", "missing or unknown bearer token (40100)");
+                add("403", "the token's scope does not cover this action (40300)");
+                if has_path_param {
+                    add("404", "no such resource in the caller's tenant (40400)");
+                }
+                if has_body {
+                    add("413", "the body exceeds the size limit (41300)");
+                    add("415", "the body is not sent as application/json (41500)");
+                }
+                add(
+                    "429",
+                    "over the token's rate limit, or the ingest queue is full (42900)",
+                );
+                add("500", "internal error; the cause is logged, not returned (50000)");
+                add(
+                    "503",
+                    "shutting down (50300) or the store is unavailable (50301): retry",
+                );
+            }
+        }
+    }
+}
+
+fn operations(item: &mut utoipa::openapi::path::PathItem) -> impl Iterator<Item = &mut Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.patch,
+        &mut item.head,
+        &mut item.options,
+        &mut item.trace,
+    ]
+    .into_iter()
+    .filter_map(Option::as_mut)
+}
+
+fn error_response(description: &str) -> RefOr<Response> {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .into()
+}
+
+fn string_enum(values: &[&str]) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(values.iter().copied()))
+        .build()
+}
+
+/// `sortBy` of the project's device listing.
+pub fn device_sort_by() -> Object {
+    string_enum(&["updatedTime", "createdTime", "deviceName", "status"])
+}
+
+/// `sortBy` of the event-log listing.
+pub fn log_sort_by() -> Object {
+    string_enum(&["updatedTime", "createdTime"])
+}
+
+/// `filterBy` of the event listing.
+pub fn filter_by() -> Object {
+    string_enum(&["deviceTimestamp", "ingressTimeStamp"])
 }

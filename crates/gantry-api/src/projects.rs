@@ -31,10 +31,13 @@ pub fn routes() -> Router<AppState> {
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
     /// Records per page, 1 to 1000 (default 20).
+    #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
     /// Page number from 1 (default 1).
+    #[param(minimum = 1, maximum = 4294967295.0)]
     page_no: Option<i64>,
     /// development, product or closed; default all.
+    #[param(value_type = Option<ProjectStatus>)]
     status: Option<String>,
 }
 
@@ -44,21 +47,27 @@ pub struct ListParams {
 #[into_params(parameter_in = Query)]
 pub struct DeviceParams {
     /// Records per page, 1 to 1000 (default 20).
+    #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
     /// Page number from 1 (default 1).
+    #[param(minimum = 1, maximum = 4294967295.0)]
     page_no: Option<i64>,
     /// Case-insensitive part of the device name.
     device_name: Option<String>,
     /// The device type of the device's model.
+    #[param(value_type = Option<DeviceType>)]
     device_type: Option<String>,
     is_virtual: Option<bool>,
     /// Active or Locked.
+    #[param(value_type = Option<DeviceStatus>)]
     status: Option<String>,
     /// Only devices of this model.
     model_id: Option<String>,
     /// updatedTime (default), createdTime, deviceName or status; ties are ordered by id.
+    #[param(schema_with = crate::openapi::device_sort_by)]
     sort_by: Option<String>,
     /// ASC or DESC (default DESC).
+    #[param(value_type = Option<gantry_core::enums::SortOrder>)]
     sort_order: Option<String>,
 }
 
@@ -96,7 +105,7 @@ impl DeviceParams {
 }
 
 /// Creates a project with its `applicationAccessToken`. `name` must be unique; `status` defaults to development.
-#[utoipa::path(post, path = "/api/v1/projects", tag = "Projects", request_body = ProjectInput,
+#[utoipa::path(post, path = "/api/v1/projects", operation_id = "createProject", tag = "Projects", request_body = ProjectInput,
     responses((status = 200, body = Envelope<Project>), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn create(
     State(s): State<AppState>,
@@ -107,7 +116,7 @@ pub async fn create(
 }
 
 /// Updates a project; fields absent from the body keep their values.
-#[utoipa::path(put, path = "/api/v1/projects/{projectId}", tag = "Projects", request_body = ProjectInput, params(("projectId" = String, Path)),
+#[utoipa::path(put, path = "/api/v1/projects/{projectId}", operation_id = "updateProject", tag = "Projects", request_body = ProjectInput, params(("projectId" = String, Path)),
     responses((status = 200, body = Envelope<Project>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn update(
     State(s): State<AppState>,
@@ -123,7 +132,7 @@ pub async fn update(
 }
 
 /// Returns one project.
-#[utoipa::path(get, path = "/api/v1/projects/{projectId}", tag = "Projects", params(("projectId" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/projects/{projectId}", operation_id = "getProject", tag = "Projects", params(("projectId" = String, Path)),
     responses((status = 200, body = Envelope<Project>), (status = 404, body = ErrorBody)))]
 pub async fn read(
     State(s): State<AppState>,
@@ -138,7 +147,7 @@ pub async fn read(
 }
 
 /// Lists the projects the caller can access, oldest first.
-#[utoipa::path(get, path = "/api/v1/projects", tag = "Projects", params(ListParams),
+#[utoipa::path(get, path = "/api/v1/projects", operation_id = "listProjects", tag = "Projects", params(ListParams),
     responses((status = 200, body = Envelope<Paged<Project>>), (status = 400, body = ErrorBody)))]
 pub async fn list(
     State(s): State<AppState>,
@@ -155,7 +164,7 @@ pub async fn list(
 }
 
 /// The distinct models of the project's devices, as a plain array (no paging).
-#[utoipa::path(get, path = "/api/v1/projects/{projectId}/models", tag = "Projects", params(("projectId" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/projects/{projectId}/models", operation_id = "listProjectModels", tag = "Projects", params(("projectId" = String, Path)),
     responses((status = 200, body = Envelope<Vec<DeviceModel>>), (status = 404, body = ErrorBody)))]
 pub async fn models(
     State(s): State<AppState>,
@@ -170,7 +179,7 @@ pub async fn models(
 }
 
 /// Lists the devices of a project with filters and order.
-#[utoipa::path(get, path = "/api/v1/projects/{projectId}/devices", tag = "Projects", params(("projectId" = String, Path), DeviceParams),
+#[utoipa::path(get, path = "/api/v1/projects/{projectId}/devices", operation_id = "listProjectDevices", tag = "Projects", params(("projectId" = String, Path), DeviceParams),
     responses((status = 200, body = Envelope<Paged<Device>>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn devices(
     State(s): State<AppState>,
@@ -189,7 +198,7 @@ pub async fn devices(
 }
 
 /// Deletes a project (soft delete; its application token stops working). 409 while it has devices.
-#[utoipa::path(delete, path = "/api/v1/projects/{projectId}", tag = "Projects", params(("projectId" = String, Path)),
+#[utoipa::path(delete, path = "/api/v1/projects/{projectId}", operation_id = "deleteProject", tag = "Projects", params(("projectId" = String, Path)),
     responses((status = 200, body = Done), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
     s.services
@@ -202,7 +211,7 @@ pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<S
 /// Replaces the project's `applicationAccessToken` and returns the project with the new one.
 /// The old token stops working at once, or after `graceSeconds` (0 to 86400). The body is
 /// optional. Administrators and the project's own application token; a device token gets 403.
-#[utoipa::path(post, path = "/api/v1/projects/{projectId}/applicationAccessToken/rotate", tag = "Projects",
+#[utoipa::path(post, path = "/api/v1/projects/{projectId}/applicationAccessToken/rotate", operation_id = "rotateApplicationAccessToken", tag = "Projects",
     request_body(content = Option<RotateInput>, description = "optional; `graceSeconds` defaults to 0"),
     params(("projectId" = String, Path)),
     responses((status = 200, body = Envelope<Project>), (status = 400, description = "graceSeconds out of range", body = ErrorBody),

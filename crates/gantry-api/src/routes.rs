@@ -24,8 +24,10 @@ pub fn routes() -> Router<AppState> {
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
     /// Records per page, 1 to 1000 (default 20).
+    #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
     /// Page number from 1 (default 1).
+    #[param(minimum = 1, maximum = 4294967295.0)]
     page_no: Option<i64>,
 }
 
@@ -35,7 +37,7 @@ pub struct ListParams {
 /// `sourceDeviceKey` (that device's accessToken) are required; that device may then publish to
 /// the target's inbox and receives acks on its own inbox. Messages along a route are recorded as
 /// event logs; with `needResp` the target's acks are forwarded to `ackTopic`.
-#[utoipa::path(post, path = "/api/v1/devices/{deviceId}/routes", tag = "Routes", request_body = RouteInput,
+#[utoipa::path(post, path = "/api/v1/devices/{deviceId}/routes", operation_id = "createRoute", tag = "Routes", request_body = RouteInput,
     params(("deviceId" = String, Path)),
     responses((status = 200, body = Envelope<Route>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, description = "the device is Locked", body = ErrorBody)))]
@@ -54,7 +56,7 @@ pub async fn create(
 
 /// Extends a route that has not expired by the route TTL (`--route-ttl`); 409 once expired or
 /// while its device is Locked; 404 for a revoked route or one whose device was deleted.
-#[utoipa::path(post, path = "/api/v1/routes/{routeId}/refresh", tag = "Routes", params(("routeId" = String, Path)),
+#[utoipa::path(post, path = "/api/v1/routes/{routeId}/refresh", operation_id = "refreshRoute", tag = "Routes", params(("routeId" = String, Path)),
     responses((status = 200, body = Envelope<Route>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn refresh(
@@ -67,7 +69,7 @@ pub async fn refresh(
 
 /// Lists the device's routes that have not expired and were not revoked, newest first (then by
 /// id), without their passwords. Administrators and the project's application token.
-#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/routes", tag = "Routes", params(("deviceId" = String, Path), ListParams),
+#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/routes", operation_id = "listRoutes", tag = "Routes", params(("deviceId" = String, Path), ListParams),
     responses((status = 200, body = Envelope<Paged<Route>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list(
@@ -84,7 +86,7 @@ pub async fn list(
 
 /// Revokes a route: its temporary identity is disconnected at once and can no longer connect,
 /// a DEVICE route no longer lets its source publish, and a later refresh or revoke is 404.
-#[utoipa::path(delete, path = "/api/v1/routes/{routeId}", tag = "Routes", params(("routeId" = String, Path)),
+#[utoipa::path(delete, path = "/api/v1/routes/{routeId}", operation_id = "revokeRoute", tag = "Routes", params(("routeId" = String, Path)),
     responses((status = 200, body = Done), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody)))]
 pub async fn revoke(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {

@@ -19,7 +19,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// Creates a tenant and returns its administrator's token (shown this once).
-#[utoipa::path(post, path = "/api/v1/tenants", tag = "Tenants", request_body = TenantInput,
+#[utoipa::path(post, path = "/api/v1/tenants", operation_id = "createTenant", tag = "Tenants", request_body = TenantInput,
     responses((status = 200, body = Envelope<CreatedTenant>), (status = 400, body = ErrorBody),
               (status = 403, description = "not the system administrator", body = ErrorBody),
               (status = 409, description = "name taken", body = ErrorBody)))]
@@ -37,7 +37,7 @@ pub async fn create(
 /// which sets that token again). The old token stops working at once, or after `graceSeconds`
 /// (0 to 86400). The system administrator may rotate any tenant's, a tenant administrator its
 /// own (another tenant's is 404); application and device tokens get 403.
-#[utoipa::path(post, path = "/api/v1/tenants/{tenantId}/adminToken/rotate", tag = "Tenants",
+#[utoipa::path(post, path = "/api/v1/tenants/{tenantId}/adminToken/rotate", operation_id = "rotateAdminToken", tag = "Tenants",
     request_body(content = Option<RotateInput>, description = "optional; `graceSeconds` defaults to 0"),
     params(("tenantId" = String, Path)),
     responses((status = 200, body = Envelope<CreatedTenant>), (status = 400, description = "graceSeconds out of range", body = ErrorBody),

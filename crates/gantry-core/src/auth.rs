@@ -134,6 +134,7 @@ pub const MAX_GRACE_SECONDS: i64 = 86_400;
 #[serde(rename_all = "camelCase")]
 pub struct RotateInput {
     /// 0 (default: the old token stops at once) to 86400 seconds.
+    #[schema(minimum = 0, maximum = 86400)]
     pub grace_seconds: Option<i64>,
 }
 

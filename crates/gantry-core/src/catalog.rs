@@ -23,6 +23,8 @@ use crate::{Error, PublicAddrs, Result};
 /// `POST /api/v1/tenants` body.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct TenantInput {
+    /// 1 to 128 characters, no control characters; trimmed.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
     pub name: String,
 }
 
@@ -76,6 +78,8 @@ pub struct ActionInput {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelInput {
+    /// 1 to 128 characters, no control characters; trimmed. Required on creation.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
     pub name: Option<String>,
     pub description: Option<String>,
     /// Defaults to ROOT on creation.
@@ -92,6 +96,8 @@ pub struct ModelInput {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProjectInput {
+    /// 1 to 128 characters, no control characters; trimmed. Required on creation.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
     pub name: Option<String>,
     pub description: Option<String>,
     pub image_url: Option<String>,
@@ -110,6 +116,8 @@ pub struct ProjectInput {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceInput {
+    /// 1 to 128 characters, no control characters; trimmed. Required on creation.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
     pub device_name: Option<String>,
     pub project_id: Option<ProjectId>,
     pub model_id: Option<ModelId>,

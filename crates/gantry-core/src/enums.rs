@@ -3,11 +3,29 @@
 use serde::{Deserialize, Serialize};
 
 macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+    (#[doc = $doc:literal] $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        #[doc = $doc]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum $name {
             $(#[serde(rename = $text)] $variant),+
+        }
+
+        // Written by hand rather than derived: the schema's enum must list the serde spellings,
+        // which the derive misses for variants renamed inside a macro.
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .description(Some($doc.trim()))
+                    .enum_values(Some(Self::ALL.iter().map(|v| v.as_str())))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed(stringify!($name))
+            }
         }
 
         impl $name {

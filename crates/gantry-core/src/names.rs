@@ -2,7 +2,9 @@
 
 use crate::{Error, Result};
 
-/// A display name of a model, project or device: trimmed, 1 to 128 characters.
+/// A display name of a model, project or device: at most 128 characters as sent, no control
+/// characters, trimmed and then not empty. The OpenAPI document declares the same bounds, so the
+/// length is checked before trimming: a name the document calls too long is never accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Name(String);
 
@@ -14,7 +16,7 @@ impl Name {
         if trimmed.is_empty() {
             return Err(Error::invalid(field, "must not be empty"));
         }
-        if trimmed.chars().count() > Self::MAX_CHARS {
+        if raw.chars().count() > Self::MAX_CHARS {
             return Err(Error::invalid(
                 field,
                 format!("must be at most {} characters", Self::MAX_CHARS),
@@ -82,6 +84,10 @@ mod tests {
         assert_eq!(Name::parse("name", "  crane 7 ").unwrap().into_inner(), "crane 7");
         assert!(Name::parse("name", "   ").is_err());
         assert!(Name::parse("name", &"n".repeat(129)).is_err());
+        assert!(
+            Name::parse("name", &format!(" {} ", "n".repeat(127))).is_err(),
+            "counted as sent"
+        );
         assert!(Name::parse("name", "a\nb").is_err());
     }
 }

@@ -23,6 +23,7 @@ use crate::{Error, Result};
 #[serde(rename_all = "camelCase")]
 pub struct RouteInput {
     /// APP (application), WEB (web page) or DEVICE (another device).
+    #[schema(required = true)]
     pub source_type: Option<SourceType>,
     /// Whether the target device's acks are forwarded to the caller's ack topic.
     #[serde(default)]

@@ -40,7 +40,7 @@ pub struct DeviceEvent {
     /// The model's data type of the attribute.
     pub attribute_type: DataType,
     /// The value.
-    #[schema(value_type = Object)]
+    #[schema(value_type = serde_json::Value)]
     pub attribute_data: serde_json::Value,
     pub channel: Channel,
     /// When the event arrived, epoch milliseconds.
@@ -64,18 +64,22 @@ pub struct DeviceEvent {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventInput {
+    #[schema(required = true)]
     pub device_id: Option<DeviceId>,
     /// Display name; not stored (the model holds the attribute's name).
     pub attribute_name: Option<String>,
+    #[schema(required = true)]
     pub attribute_code: Option<String>,
     /// The value; its type must be the model's dataType of the attribute.
-    #[schema(value_type = Object)]
+    #[schema(value_type = serde_json::Value, required = true)]
     pub attribute_data: Option<serde_json::Value>,
     /// When given, must equal the model's dataType.
     pub attribute_data_type: Option<DataType>,
     /// yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm; default: when the request arrives.
+    #[schema(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
     pub ingress_time: Option<String>,
     /// yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm; default: when the request arrives.
+    #[schema(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
     pub device_time: Option<String>,
     pub source: Option<EventSource>,
     /// Default: the model's channel of the attribute.
@@ -114,7 +118,7 @@ fn default_type() -> MessageType {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PayloadAttribute {
     pub code: String,
-    #[schema(value_type = Object)]
+    #[schema(value_type = serde_json::Value)]
     pub value: serde_json::Value,
     #[serde(default = "default_channel")]
     pub channel: Channel,
@@ -193,7 +197,7 @@ impl Message {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ShadowAttribute {
     pub code: String,
-    #[schema(value_type = Object)]
+    #[schema(value_type = serde_json::Value)]
     pub value: serde_json::Value,
     /// Device time of the value, epoch milliseconds.
     pub timestamp: i64,

@@ -152,7 +152,11 @@ impl Application {
             limiter,
         };
         let policy = gantry_mqtt::Policy::new(&services, gantry_mqtt::Topics::new(&config.topic_prefix));
-        let router = gantry_api::router(state, &ApiConfig::default()).merge(broker_auth::routes(policy));
+        let api_config = ApiConfig {
+            openapi: broker_auth::openapi(),
+            ..ApiConfig::default()
+        };
+        let router = gantry_api::router(state, &api_config).merge(broker_auth::routes(policy));
         Ok(Self {
             http,
             https,

@@ -12,6 +12,7 @@ mod faults;
 mod helpers;
 mod logs;
 mod mqtt;
+mod openapi;
 mod operations;
 mod rotation;
 mod routes;
