@@ -30,7 +30,8 @@ cleanup() {
 trap cleanup EXIT
 
 admin=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-GANTRY_DATA_DIR="$work/data" GANTRY_ADMIN_TOKEN="$admin" \
+# One address failing logins by the thousand on purpose: the login ban (tested on its own) off.
+GANTRY_DATA_DIR="$work/data" GANTRY_ADMIN_TOKEN="$admin" GANTRY_LOGIN_BAN=0 \
   GANTRY_HTTP_ADDR=127.0.0.1:0 GANTRY_MQTT_ADDR=127.0.0.1:0 GANTRY_MQTT_WS_ADDR=127.0.0.1:0 \
   GANTRY_HTTPS_ADDR=off GANTRY_MQTTS_ADDR=off GANTRY_MQTT_WSS_ADDR=off \
   "$GANTRY_BIN" serve >"$work/server.log" 2>&1 &

@@ -28,6 +28,14 @@ impl FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        // No token is no login attempt: 401, neither counted nor banned.
+        let token = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim)
+            .ok_or(Error::Unauthorized)?;
         // The TCP peer: a banned address is refused before its token is looked at.
         let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
         let guard = &state.services.login_guard;
@@ -36,23 +44,13 @@ impl FromRequestParts<AppState> for Auth {
         {
             return Err(ApiError::Banned);
         }
-        let token = parts
-            .headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-            .map(str::trim);
-        let principal = match token {
-            Some(token) => state.services.auth.authenticate(token).await,
-            None => Err(Error::Unauthorized),
-        };
+        let principal = state.services.auth.authenticate(token).await;
         if let (Err(Error::Unauthorized), Some(ip)) = (&principal, peer)
             && guard.failed(ip)
         {
             tracing::warn!(address = %ip, "too many failed logins: address banned");
         }
         let principal = principal?;
-        let token = token.unwrap_or_default();
         if let Some(limiter) = &state.limiter
             && !limiter.allow(token)
         {

@@ -41,6 +41,9 @@ async fn start_on(data_dir: &Path, database_url: Option<&str>, admin: &str, port
         .env("GANTRY_MQTT_WSS_ADDR", "127.0.0.1:0")
         .env("GANTRY_HTTPS_ADDR", "127.0.0.1:0")
         .env("GANTRY_ADMIN_TOKEN", admin)
+        // Devices here publish back to back; the per-connection rate limit is tested on its own.
+        .env("GANTRY_MQTT_PUBLISH_RATE", "0")
+        .env("GANTRY_ACK_TIMEOUT", "2")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .kill_on_drop(true);
@@ -232,4 +235,153 @@ async fn a_killed_server_restarts_at_once_on_its_ports() {
         .get(format!("/api/v1/devices/{id}"), &admin)
         .await
         .result();
+}
+
+/// kill -9 under concurrent MQTT QoS 1 and REST load, and a restart at once on the same ports:
+/// every PUBACKed and every 200-acknowledged event is stored, each device's shadow holds its
+/// newest stored event, and a control pending at the kill still ends (in exception, unacked).
+#[tokio::test]
+async fn sigkill_under_mqtt_and_rest_load_loses_nothing_acknowledged() {
+    use gantry::device::DeviceClient;
+
+    let seed = spawn_app().await;
+    let project = seed.create_project(&seed.admin).await;
+    let model = seed.create_model(&seed.admin).await;
+    let mut devices = Vec::new();
+    for _ in 0..4 {
+        devices.push(seed.create_device(&seed.admin, &project, &model).await);
+    }
+    let rest_device = seed.create_device(&seed.admin, &project, &model).await;
+    let admin = seed.admin.clone();
+    let db = seed.database_url();
+    let _seed_dir = seed.stop_keep_data().await;
+    let data_dir = tempfile::tempdir().unwrap();
+
+    let server = start(data_dir.path(), Some(&db), &admin).await;
+    let http_port: u16 = server.base.rsplit(':').next().unwrap().parse().unwrap();
+    let client_app = TestApp::remote(&server.base, &admin);
+    // A control left pending: its ack never comes.
+    let mut target = DeviceClient::connect(
+        server.mqtt,
+        "gantry",
+        devices[0]["id"].as_str().unwrap(),
+        devices[0]["accessToken"].as_str().unwrap(),
+    )
+    .await
+    .unwrap();
+    target.subscribe_inbox().await.unwrap();
+    client_app
+        .put(
+            format!("/api/v1/devices/{}/shadows", devices[0]["id"].as_str().unwrap()),
+            &admin,
+            json!({"needack": true, "contextId": "pending-at-kill", "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+        )
+        .await
+        .result_done();
+
+    // Publishers: each records the meta.id of every PUBACKed message, device times increasing.
+    let acked = Arc::new(Mutex::new(Vec::<(usize, String, i64)>::new()));
+    let mut publishers = Vec::new();
+    for (n, device) in devices.iter().enumerate() {
+        let (id, token, mqtt, acked) = (
+            device["id"].as_str().unwrap().to_owned(),
+            device["accessToken"].as_str().unwrap().to_owned(),
+            server.mqtt,
+            acked.clone(),
+        );
+        publishers.push(tokio::spawn(async move {
+            let Ok(mut client) = DeviceClient::connect(mqtt, "gantry", &id, &token).await else {
+                return;
+            };
+            for i in 0..100_000i64 {
+                match client
+                    .publish_attrs(&[("count", json!(i))], Some(1_714_492_800 + i), false)
+                    .await
+                {
+                    Ok(meta_id) => acked.lock().unwrap().push((n, meta_id, i)),
+                    Err(_) => return,
+                }
+            }
+        }));
+    }
+    let pid = server.child.id().unwrap();
+    let rest_acked = post_while(&client_app, &rest_device, 600, move || {
+        let _ = std::process::Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.to_string())
+            .status();
+    })
+    .await;
+    let mut child = server.child;
+    child.wait().await.unwrap();
+    for publisher in publishers {
+        let _ = publisher.await;
+    }
+    let acked = Arc::try_unwrap(acked).unwrap().into_inner().unwrap();
+    assert!(
+        acked.len() > 20,
+        "some MQTT messages were acknowledged before the kill ({})",
+        acked.len()
+    );
+
+    let again = start_on(data_dir.path(), Some(&db), &admin, [http_port, server.mqtt.port(), 0]).await;
+    let reader = TestApp::remote(&again.base, &admin);
+    assert_all_present(&reader, &rest_device, &rest_acked).await;
+    for (n, device) in devices.iter().enumerate() {
+        let id = device["id"].as_str().unwrap();
+        let mut stored = std::collections::HashSet::new();
+        let mut newest = None::<(i64, Value)>;
+        for page in 1.. {
+            let listing = reader
+                .get(
+                    format!("/api/v1/devices/{id}/events?pageSize=1000&pageNo={page}"),
+                    &admin,
+                )
+                .await
+                .result();
+            let results = listing["results"].as_array().unwrap().clone();
+            for event in &results {
+                stored.insert(event["correlationId"].as_str().unwrap_or_default().to_owned());
+                let time = event["deviceTimestamp"].as_i64().unwrap();
+                if newest.as_ref().is_none_or(|(t, _)| time > *t) {
+                    newest = Some((time, event["attributeData"].clone()));
+                }
+            }
+            if results.len() < 1000 {
+                break;
+            }
+        }
+        for (_, meta_id, _) in acked.iter().filter(|(d, _, _)| *d == n) {
+            assert!(
+                stored.contains(meta_id),
+                "PUBACKed message {meta_id} of device {n} is stored"
+            );
+        }
+        if let Some((_, value)) = newest {
+            let shadow = reader
+                .get(format!("/api/v1/devices/{id}/shadows"), &admin)
+                .await
+                .result();
+            assert_eq!(
+                shadow["attributeMap"]["count"]["value"], value,
+                "device {n}: the shadow holds the newest stored event"
+            );
+        }
+    }
+    // The control pending at the kill ends in exception after the ack timeout (2 s).
+    let project_id = project["id"].as_str().unwrap();
+    assert!(
+        crate::helpers::wait_for(Duration::from_secs(15), async || {
+            reader
+                .get(
+                    format!("/api/v1/projects/{project_id}/eventLogs?contextId=pending-at-kill"),
+                    &admin,
+                )
+                .await
+                .result()["results"][0]["status"]
+                == "exception"
+        })
+        .await,
+        "the pending control ends"
+    );
 }
