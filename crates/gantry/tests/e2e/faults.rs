@@ -136,3 +136,96 @@ async fn postgres_going_away_is_503_and_recovers() {
         "the refused one was not stored: {events}"
     );
 }
+
+/// Unmounts the test's tmpfs however the test ends.
+struct Mount(std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A full disk under the embedded store (a small tmpfs as the data dir): writes answer 503
+/// (50301) and the server stays up serving reads, nothing acknowledged is lost, and writes
+/// resume by themselves once space is freed. Needs root to mount a tmpfs; says skipped otherwise.
+#[tokio::test]
+async fn a_full_disk_is_503_and_writes_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=24m", "tmpfs"])
+        .arg(&data)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: a_full_disk_is_503_and_writes_resume needs to mount a tmpfs (root)");
+        return;
+    }
+    let _mount = Mount(data.clone());
+    let admin = format!("admin-{}", uuid::Uuid::new_v4().simple());
+    let mut config = gantry::config::ServeConfig::local(data.clone());
+    config.admin_token = Some(admin.clone());
+    let app = crate::helpers::spawn_with(config, tempfile::tempdir().unwrap(), admin).await;
+    let world = app.world().await;
+    let device = &world.device;
+    let id = device["id"].as_str().unwrap();
+
+    // Fill what is left of the disk.
+    let filler = data.join("filler");
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.sync_all();
+    }
+    let mut acked = Vec::new();
+    let mut refused = None;
+    for i in 0..5_000i64 {
+        let reply = app
+            .post(
+                "/api/v1/deviceEvents",
+                &app.admin,
+                event(device, "count", json!(i), "Integer", 1_714_492_800_000 + i),
+            )
+            .await;
+        match reply.status.as_u16() {
+            200 => acked.push(reply.body["result"]["meta"]["id"].as_str().unwrap().to_owned()),
+            503 => {
+                refused = Some(reply);
+                break;
+            }
+            other => panic!("a write on a full disk answered {other}: {}", reply.body),
+        }
+    }
+    let refused = refused.expect("a write is refused once the disk is full");
+    eprintln!("{} writes acknowledged before the disk was full", acked.len());
+    assert_eq!(refused.body["returnCode"], 50301, "{}", refused.body);
+    // Reads go on.
+    app.get(format!("/api/v1/devices/{id}"), &app.admin).await.result();
+    app.get("/healthz", &app.admin).await;
+
+    std::fs::remove_file(&filler).unwrap();
+    assert!(
+        wait_for(Duration::from_secs(20), async || {
+            app.post(
+                "/api/v1/deviceEvents",
+                &app.admin,
+                event(device, "count", json!(-1), "Integer", 1_714_492_700_000),
+            )
+            .await
+            .status
+                == 200
+        })
+        .await,
+        "writes resume once space is freed"
+    );
+    for event_id in &acked {
+        app.get(format!("/api/v1/deviceEvents/{event_id}"), &app.admin)
+            .await
+            .result();
+    }
+    app.stop().await;
+}
