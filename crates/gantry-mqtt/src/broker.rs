@@ -190,11 +190,21 @@ impl EmbeddedBroker {
         };
         let tcp = listener("tcp", config.tcp_addr)
             .bind()
-            .with_context(|| format!("binding MQTT on {}", config.tcp_addr))?
+            .with_context(|| {
+                format!(
+                    "binding MQTT on {} (move it with --mqtt-addr or GANTRY_MQTT_ADDR)",
+                    config.tcp_addr
+                )
+            })?
             .tcp()?;
         let ws = listener("ws", config.ws_addr)
             .bind()
-            .with_context(|| format!("binding MQTT/WebSocket on {}", config.ws_addr))?
+            .with_context(|| {
+                format!(
+                    "binding MQTT/WebSocket on {} (move it with --mqtt-ws-addr or GANTRY_MQTT_WS_ADDR)",
+                    config.ws_addr
+                )
+            })?
             .ws()?;
         let (tcp_addr, ws_addr) = (tcp.local_addr()?, ws.local_addr()?);
         let mut listeners = vec![tcp, ws];
@@ -207,7 +217,7 @@ impl EmbeddedBroker {
                     .tls_server_config(tls.mqtts.clone())
                     .collect_cert_info(tls.client_certs)
                     .bind()
-                    .with_context(|| format!("binding MQTT/TLS on {addr} (--mqtts-addr)"))?
+                    .with_context(|| format!("binding MQTT/TLS on {addr} (move it with --mqtts-addr or GANTRY_MQTTS_ADDR; `off` turns it off)"))?
                     .tls()?;
                 mqtts_addr = Some(mqtts.local_addr()?);
                 listeners.push(mqtts);
@@ -216,7 +226,7 @@ impl EmbeddedBroker {
                 let wss = listener("wss", addr)
                     .tls_server_config(tls.wss.clone())
                     .bind()
-                    .with_context(|| format!("binding MQTT/WSS on {addr} (--mqtt-wss-addr)"))?
+                    .with_context(|| format!("binding MQTT/WSS on {addr} (move it with --mqtt-wss-addr or GANTRY_MQTT_WSS_ADDR; `off` turns it off)"))?
                     .wss()?;
                 wss_addr = Some(wss.local_addr()?);
                 listeners.push(wss);

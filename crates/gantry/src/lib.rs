@@ -58,9 +58,12 @@ impl Application {
         tighten_files(&config.data_dir)?;
         tracing::info!(backend = store.backend(), "store ready");
 
-        let http = TcpListener::bind(config.http_addr)
-            .await
-            .with_context(|| format!("binding HTTP on {}", config.http_addr))?;
+        let http = TcpListener::bind(config.http_addr).await.with_context(|| {
+            format!(
+                "binding HTTP on {} (move it with --http-addr or GANTRY_HTTP_ADDR)",
+                config.http_addr
+            )
+        })?;
         let http_addr = http.local_addr()?;
         let embedded = config.mqtt_broker_url.is_none();
         let tls_wanted = config.https_addr.0.is_some()
@@ -71,9 +74,11 @@ impl Application {
         };
         let https = match (config.https_addr.0, &tls) {
             (Some(addr), Some(tls)) => {
-                let listener = TcpListener::bind(addr)
-                    .await
-                    .with_context(|| format!("binding HTTPS on {addr} (--https-addr; `off` turns it off)"))?;
+                let listener = TcpListener::bind(addr).await.with_context(|| {
+                    format!(
+                        "binding HTTPS on {addr} (move it with --https-addr or GANTRY_HTTPS_ADDR; `off` turns it off)"
+                    )
+                })?;
                 Some(tls::HttpsListener::new(listener, tls.server_config(&[b"http/1.1"])?)?)
             }
             _ => None,

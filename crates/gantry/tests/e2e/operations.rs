@@ -179,3 +179,22 @@ async fn idle_http_connections_are_closed() {
         assert!(closed.is_ok(), "the server closes an idle connection");
     }
 }
+
+/// A listener's address in use: the error names the flag and the variable that move it.
+#[tokio::test]
+async fn an_address_in_use_names_the_flag_that_moves_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServeConfig::local(dir.path().to_path_buf());
+    config.mqtt_addr = addr;
+    let error = gantry::Application::build(config)
+        .await
+        .err()
+        .expect("the MQTT port is taken");
+    let text = format!("{error:#}");
+    assert!(
+        text.contains("--mqtt-addr") && text.contains("GANTRY_MQTT_ADDR"),
+        "{text}"
+    );
+}
