@@ -158,22 +158,27 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for AppQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let query = parts.uri.query().unwrap_or_default();
-        if let Some((name, _)) =
-            form_urlencoded::parse(query.as_bytes()).find(|(k, v)| k.contains('\0') || v.contains('\0'))
-        {
-            return Err(Error::invalid(
-                name.replace('\0', "\\u0000"),
-                "holds a NUL character, which no name or value contains",
-            )
-            .into());
-        }
-        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
-        serde_path_to_error::deserialize(de).map(AppQuery).map_err(|e| {
-            let path = e.path().to_string();
-            ApiError::Core(Error::invalid(path, e.into_inner().to_string()))
-        })
+        parse_query(parts.uri.query().unwrap_or_default()).map(AppQuery)
     }
+}
+
+/// Parses a query string into `T`: a NUL character or a value of the wrong type is 400 naming
+/// the parameter.
+pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+    if let Some((name, _)) =
+        form_urlencoded::parse(query.as_bytes()).find(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        return Err(Error::invalid(
+            name.replace('\0', "\\u0000"),
+            "holds a NUL character, which no name or value contains",
+        )
+        .into());
+    }
+    let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        ApiError::Core(Error::invalid(path, e.into_inner().to_string()))
+    })
 }
 
 /// Checks `pageNo` and `pageSize` of a listing. (Listing parameters are not flattened into a
@@ -186,17 +191,24 @@ pub fn page(page_no: Option<i64>, page_size: Option<i64>, default_size: u32) -> 
 /// the API's error shape, before any handler parses it.
 pub async fn checked_path(req: Request, next: axum::middleware::Next) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let path = req.uri().path();
+    match check_path(req.uri().path()) {
+        Ok(()) => next.run(req).await,
+        Err(error) => ApiError::Core(error).into_response(),
+    }
+}
+
+/// A request path is refused when, percent-decoded, it holds a NUL or is not UTF-8.
+pub fn check_path(path: &str) -> Result<(), Error> {
     if path.contains('%') {
         let decoded: Vec<u8> = percent_decode(path.as_bytes());
         if decoded.contains(&0) {
-            return ApiError::Core(Error::invalid("path", "holds a NUL character (%00)")).into_response();
+            return Err(Error::invalid("path", "holds a NUL character (%00)"));
         }
         if std::str::from_utf8(&decoded).is_err() {
-            return ApiError::Core(Error::invalid("path", "is not UTF-8 once percent-decoded")).into_response();
+            return Err(Error::invalid("path", "is not UTF-8 once percent-decoded"));
         }
     }
-    next.run(req).await
+    Ok(())
 }
 
 fn percent_decode(bytes: &[u8]) -> Vec<u8> {

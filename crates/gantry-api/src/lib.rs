@@ -6,7 +6,7 @@ mod devices;
 mod envelope;
 mod error;
 mod events;
-mod extract;
+pub mod extract;
 mod health;
 pub mod limit;
 pub mod metrics;
@@ -15,6 +15,16 @@ pub mod openapi;
 mod projects;
 mod routes;
 mod tenants;
+
+/// The query-parameter types of the listings, so the fuzz targets parse query strings into the
+/// very types the handlers take.
+pub mod query {
+    pub use crate::control::LogParams;
+    pub use crate::events::{AttributeParams, EventParams};
+    pub use crate::models::ListParams as ModelListParams;
+    pub use crate::projects::{DeviceParams, ListParams as ProjectListParams};
+    pub use crate::routes::ListParams as RouteListParams;
+}
 
 use std::sync::Arc;
 

@@ -633,7 +633,8 @@ fn entry_code(field: &str, key: &str, code: Option<&str>) -> Result<String> {
     }
 }
 
-fn parse_attributes(input: BTreeMap<String, AttributeInput>) -> Result<BTreeMap<String, ModelAttribute>> {
+/// Parses an `attributesMap`: every key follows the naming rule and equals its entry's code.
+pub fn parse_attributes(input: BTreeMap<String, AttributeInput>) -> Result<BTreeMap<String, ModelAttribute>> {
     input
         .into_iter()
         .map(|(key, a)| {
@@ -651,7 +652,8 @@ fn parse_attributes(input: BTreeMap<String, AttributeInput>) -> Result<BTreeMap<
         .collect()
 }
 
-fn parse_actions(input: BTreeMap<String, ActionInput>) -> Result<BTreeMap<String, ModelAction>> {
+/// Parses an `actionsMap`: action and parameter keys follow the naming rule and equal their codes.
+pub fn parse_actions(input: BTreeMap<String, ActionInput>) -> Result<BTreeMap<String, ModelAction>> {
     input
         .into_iter()
         .map(|(key, a)| {

@@ -712,6 +712,17 @@ mod tests {
     }
 
     #[test]
+    fn numbers_read_back_as_sent() {
+        // Found by fuzzing: an integer past u64 parsed to a double one unit off the nearest, so
+        // the stored value changed when read back.
+        let sent = br#"{"meta":{"id":"x"},"payload":{"attrs":[{"code":"h","value":180446744073709961121},{"code":"f","value":1e308},{"code":"g","value":0.30000000000000004}]}}"#;
+        let message = Message::from_device(sent).unwrap();
+        assert_eq!(message.payload.attrs[0].value.as_f64(), Some(180446744073709961121.0));
+        let written = serde_json::to_vec(&message).unwrap();
+        assert_eq!(Message::from_device(&written).unwrap(), message);
+    }
+
+    #[test]
     fn filter_by_names() {
         assert_eq!(TimeField::parse("ingressTimeStamp").unwrap(), TimeField::Ingress);
         assert!(

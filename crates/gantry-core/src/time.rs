@@ -9,8 +9,14 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// The instants the wire format can write: years 0000 to 9999 in UTC.
+const FIRST_MS: i64 = -62_167_219_200_000;
+const LAST_MS: i64 = 253_402_300_799_999;
+
 /// Parses `yyyy-MM-dd'T'HH:mm:ss.SSSZ` with Z written `+HHmm` or `-HHmm` into epoch
-/// milliseconds. Anything else, including an impossible date, is an error naming `field`.
+/// milliseconds. Anything else, including an impossible date or an instant whose UTC year has
+/// not four digits (so `format_timestamp` writes back every time it takes), is an error
+/// naming `field`.
 pub fn parse_timestamp(field: &str, text: &str) -> Result<i64> {
     parse(text).ok_or_else(|| {
         Error::invalid(
@@ -26,9 +32,11 @@ fn parse(text: &str) -> Option<i64> {
     {
         return None;
     }
+    // Digits are read from bytes: a multi-byte character may sit across any field's edge.
     let num = |from: usize, to: usize| -> Option<u32> {
-        let s = &text[from..to];
-        s.bytes().all(|c| c.is_ascii_digit()).then(|| s.parse().ok())?
+        b[from..to]
+            .iter()
+            .try_fold(0, |n, &c| c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0')))
     };
     let sign = match b[23] {
         b'+' => 1,
@@ -42,7 +50,8 @@ fn parse(text: &str) -> Option<i64> {
     let offset = FixedOffset::east_opt(sign * (off_h * 3600 + off_m * 60) as i32)?;
     let date = NaiveDate::from_ymd_opt(num(0, 4)? as i32, num(5, 7)?, num(8, 10)?)?;
     let datetime = date.and_hms_milli_opt(num(11, 13)?, num(14, 16)?, num(17, 19)?, num(20, 23)?)?;
-    Some(offset.from_local_datetime(&datetime).single()?.timestamp_millis())
+    let ms = offset.from_local_datetime(&datetime).single()?.timestamp_millis();
+    (FIRST_MS..=LAST_MS).contains(&ms).then_some(ms)
 }
 
 /// Formats epoch milliseconds in the wire format, in UTC (`+0000`).
@@ -80,6 +89,12 @@ mod tests {
             "2024-05-01T00:00:00+0800",
             "2024-05-01 00:00:00.000+0800",
             "2024-05-01T00:00:00.000 0800",
+            // Found by fuzzing: in UTC these fall in the years 10000 and -1.
+            "9999-12-31T23:59:59.999-2359",
+            "0000-01-01T00:00:00.000+0001",
+            // Found by fuzzing: 28 bytes with a two-byte character across the offset's digits.
+            "0008-01-01T00:02:00.000+\0ʚ;",
+            "2024-05-01T00:00:00.000+0ʚ0",
         ] {
             let err = parse_timestamp("startDate", bad).unwrap_err();
             assert!(err.to_string().starts_with("startDate:"), "{bad}");
@@ -91,5 +106,17 @@ mod tests {
         let ms = parse_timestamp("t", "2024-05-01T08:00:00.250+0800").unwrap();
         assert_eq!(format_timestamp(ms), "2024-05-01T00:00:00.250+0000");
         assert_eq!(parse_timestamp("t", &format_timestamp(ms)).unwrap(), ms);
+    }
+
+    #[test]
+    fn the_first_and_last_instants_round_trip() {
+        for (text, ms) in [
+            ("0000-01-01T00:00:00.000+0000", FIRST_MS),
+            ("9999-12-31T23:59:59.999+0000", LAST_MS),
+            ("9999-12-31T23:59:59.999+2359", LAST_MS - (23 * 60 + 59) * 60_000),
+        ] {
+            assert_eq!(parse_timestamp("t", text).unwrap(), ms, "{text}");
+            assert_eq!(parse_timestamp("t", &format_timestamp(ms)).unwrap(), ms, "{text}");
+        }
     }
 }
