@@ -113,6 +113,15 @@ impl Conn {
     }
 }
 
+/// The same request again (http's Request is not Clone).
+fn copy_of(request: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    let mut copy = Request::new(request.body().clone());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.headers_mut() = request.headers().clone();
+    copy
+}
+
 /// JSON calls for setup and checks, over a few reused connections.
 pub struct Api {
     pub target: Target,
@@ -152,13 +161,33 @@ impl Api {
     }
 
     /// Sends on an idle connection (or a new one) and keeps the connection for the next call.
+    /// The server closes kept-alive connections left idle past its header timeout: those are
+    /// skipped, and a request that meets one closing as it is sent goes again on a new one.
     pub async fn send(&self, request: Request<Full<Bytes>>) -> anyhow::Result<(StatusCode, Bytes)> {
-        let idle = self.idle.lock().expect("connection list").pop();
-        let mut conn = match idle {
-            Some(conn) => conn,
-            None => Conn::connect(self.target.addr).await?,
+        let idle = loop {
+            match self.idle.lock().expect("connection list").pop() {
+                Some(conn) if conn.sender.is_closed() => continue,
+                other => break other,
+            }
         };
-        let answer = conn.send(request).await?;
+        let (conn, answer) = match idle {
+            Some(mut conn) => {
+                let again = copy_of(&request);
+                match conn.send(request).await {
+                    Ok(answer) => (conn, answer),
+                    Err(_) => {
+                        let mut fresh = Conn::connect(self.target.addr).await?;
+                        let answer = fresh.send(again).await?;
+                        (fresh, answer)
+                    }
+                }
+            }
+            None => {
+                let mut conn = Conn::connect(self.target.addr).await?;
+                let answer = conn.send(request).await?;
+                (conn, answer)
+            }
+        };
         self.idle.lock().expect("connection list").push(conn);
         Ok(answer)
     }

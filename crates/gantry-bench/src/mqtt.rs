@@ -144,6 +144,8 @@ impl Writer {
             .write(&mut self.buf, MAX_PACKET)
             .map_err(|e| anyhow::anyhow!("encoding {packet:?}: {e}"))?;
         self.half.write_all(&self.buf).await?;
+        // TLS may keep written bytes in its buffer until flushed; for TCP this is free.
+        self.half.flush().await?;
         Ok(())
     }
 
@@ -184,6 +186,8 @@ impl Writer {
                 .map_err(|e| anyhow::anyhow!("encoding PUBACK: {e}"))?;
         }
         self.half.write_all(&self.buf).await?;
+        // TLS may keep written bytes in its buffer until flushed; for TCP this is free.
+        self.half.flush().await?;
         Ok(())
     }
 

@@ -206,21 +206,6 @@ async fn device_token_is_scoped_to_its_device() {
     .error(403);
 }
 
-async fn metric(app: &crate::helpers::TestApp, name: &str) -> u64 {
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or_else(|| panic!("{name} in {text}"))
-}
-
 /// Failed logins from one address (HTTP 401s or refused MQTT CONNECTs, counted together) ban
 /// it for `--login-ban` seconds: HTTP 429 (42901) and a refused CONNECT even with the right
 /// credentials. Successful logins never count; the ban ends by itself.
@@ -263,8 +248,8 @@ async fn failed_logins_ban_the_address_for_a_while() {
         DeviceClient::connect(app.mqtt, "gantry", id, token).await.is_err(),
         "MQTT from the banned address too"
     );
-    assert_eq!(metric(&app, "gantry_login_bans_total").await, 1);
-    assert!(metric(&app, "gantry_login_refused_banned_total").await >= 2);
+    assert_eq!(app.metric("gantry_login_bans_total").await, 1);
+    assert!(app.metric("gantry_login_refused_banned_total").await >= 2);
 
     tokio::time::sleep(Duration::from_millis(2200)).await;
     app.get("/api/v1/projects", &app.admin).await.result();
@@ -280,5 +265,5 @@ async fn failed_logins_ban_the_address_for_a_while() {
         .expect("released")
         .disconnect()
         .await;
-    assert_eq!(metric(&app, "gantry_login_bans_total").await, 2);
+    assert_eq!(app.metric("gantry_login_bans_total").await, 2);
 }

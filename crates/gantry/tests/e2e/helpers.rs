@@ -213,6 +213,25 @@ impl TestApp {
         }
     }
 
+    /// The Prometheus text at `/metrics`.
+    pub async fn metrics_text(&self) -> String {
+        let reply = self
+            .client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .expect("metrics");
+        reply.text().await.expect("metrics text")
+    }
+
+    /// The value of the unlabelled metric `name`; panics when it is missing.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let text = self.metrics_text().await;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("{name} in {text}"))
+    }
+
     pub fn database_url(&self) -> String {
         self.database_url.clone()
     }

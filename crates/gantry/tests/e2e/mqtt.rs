@@ -114,15 +114,7 @@ async fn logins_are_checked_against_the_store() {
         DeviceClient::connect(app.mqtt, PREFIX, id, token).await.is_err(),
         "a Locked device is refused"
     );
-    let metrics = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics_text().await;
     assert!(metrics.contains("gantry_mqtt_logins_refused_total 6"), "{metrics}");
 }
 
@@ -328,15 +320,7 @@ async fn bad_telemetry_is_refused_counted_and_acked() {
         .await
         .unwrap();
     assert_eq!(events_of(&app, &world.device).await["totalResults"], 1);
-    let metrics = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics_text().await;
     assert!(metrics.contains("gantry_mqtt_entries_refused_total 5"), "{metrics}");
     assert!(metrics.contains("gantry_mqtt_events_stored_total 1"), "{metrics}");
 }
@@ -1156,14 +1140,6 @@ async fn limits_answer_abuse_and_spare_other_devices() {
     // The bystander was served throughout.
     calm.publish_attrs(&[("temp", json!(1.0))], None, false).await.unwrap();
     assert_eq!(events_of(&app, &bystander.device).await["totalResults"], 1);
-    let metrics = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics_text().await;
     assert!(metrics.contains("gantry_mqtt_publishes_over_rate_total 1"), "{metrics}");
 }

@@ -10,15 +10,7 @@ async fn health_metrics_and_docs_need_no_token() {
     let health = app.client.get(format!("{}/healthz", app.base)).send().await.unwrap();
     assert_eq!(health.status(), 200);
     app.get("/api/v1/deviceModels", &app.admin).await.result();
-    let metrics = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics_text().await;
     assert!(
         metrics.contains(r#"gantry_http_requests_total{method="GET",route="/api/v1/deviceModels",status="200"} 1"#),
         "{metrics}"
