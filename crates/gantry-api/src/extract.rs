@@ -123,7 +123,12 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
 }
 
 /// Parses a JSON document, naming the path of a field whose type or value is wrong.
+/// Every body of the API is a JSON object: serde would also read a struct from an array
+/// (`[null]` as every field left out), so anything else is refused before it is parsed.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::MalformedBody("the body must be a JSON object".to_owned()));
+    }
     if gantry_core::text::json_has_nul(bytes) {
         return Err(ApiError::Core(gantry_core::text::nul_error(bytes)));
     }

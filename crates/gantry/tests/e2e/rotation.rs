@@ -271,9 +271,13 @@ async fn rotation_is_scoped_and_checks_grace_seconds() {
             .error(400);
         assert!(message.contains("graceSeconds"), "{bad}: {message}");
     }
-    rotate_device(&app, &world.device, &app.admin, json!([]))
-        .await
-        .error(400);
+    // Not an object, also an array serde would read as every field left out.
+    for body in [json!([]), json!([null]), json!(5)] {
+        rotate_device(&app, &world.device, &app.admin, body.clone())
+            .await
+            .error(400);
+        app.post(&project_path, &app.admin, body).await.error(400);
+    }
     // nothing changed: the tokens still work
     app.get(format!("/api/v1/devices/{}", id(&world.device)), &device_token)
         .await
