@@ -68,23 +68,29 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for AppJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let declared_json = req
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(is_json_media_type);
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::TooLarge
-            } else {
-                ApiError::MalformedBody(rejection.body_text())
-            }
-        })?;
+        let (declared_json, bytes) = read_body(req, state).await?;
         if !declared_json && !bytes.is_empty() {
             return Err(ApiError::NotJson);
         }
         parse_json(&bytes).map(AppJson)
     }
+}
+
+/// The body's bytes (413 over the limit), and whether `Content-Type` declares it JSON.
+async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<(bool, Bytes), ApiError> {
+    let declared_json = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(is_json_media_type);
+    let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge
+        } else {
+            ApiError::MalformedBody(rejection.body_text())
+        }
+    })?;
+    Ok((declared_json, bytes))
 }
 
 /// `application/json`, or a `+json` type, with or without parameters such as a charset.
@@ -100,18 +106,7 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let declared_json = req
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(is_json_media_type);
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::TooLarge
-            } else {
-                ApiError::MalformedBody(rejection.body_text())
-            }
-        })?;
+        let (declared_json, bytes) = read_body(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(T::default()));
         }
