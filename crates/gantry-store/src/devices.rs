@@ -13,7 +13,7 @@ use sqlx::any::AnyRow;
 use crate::row::{flag, get, json, record, spelled, to_json};
 use crate::soft_delete::{DEVICES, Intent, MODELS, PROJECTS, soft_delete};
 use crate::sql::{Sql, contains_pattern, fetch_page};
-use crate::tenants::{Holder, insert_token, replace_token};
+use crate::tenants::{Holder, insert_token, rotate_record_token};
 use crate::{SqlStore, write_error};
 
 const COLUMNS: &str = "d.id, d.tenant_id, d.device_name, d.project_id, d.model_id, d.status, d.access_token, \
@@ -180,27 +180,10 @@ impl DeviceStore for SqlStore {
     }
 
     async fn rotate_device_token(&self, device: &Device, token_hash: &str, old_until: i64) -> Result<()> {
-        let record = &device.record;
-        let at = record.updated_time.unwrap_or(record.created_time);
-        let mut tx = self.begin_write().await?;
-        let done = sqlx::query(
-            "UPDATE devices SET access_token = $3, updated_by = $4, updated_time = $5 \
-             WHERE tenant_id = $1 AND id = $2 AND deleted = 0",
-        )
-        .bind(record.tenant_id.as_str())
-        .bind(device.id.as_str())
-        .bind(&device.access_token)
-        .bind(record.updated_by.as_deref())
-        .bind(at)
-        .execute(&mut *tx)
-        .await
-        .map_err(crate::db_error)?;
-        if done.rows_affected() == 0 {
-            return Err(Error::not_found("device", &device.id));
-        }
-        let holder = Holder::Device(&record.tenant_id, &device.id);
-        replace_token(&mut tx, "device", holder, token_hash, old_until, at).await?;
-        tx.commit().await.map_err(crate::db_error)
+        let holder = Holder::Device(&device.record.tenant_id, &device.id);
+        let secret = &device.access_token;
+        let target = ("devices", "access_token", "device");
+        rotate_record_token(self, target, (&device.record, holder), secret, token_hash, old_until).await
     }
 
     async fn delete_device(&self, tenant: &TenantId, id: &DeviceId, by: &str, at: i64) -> Result<()> {

@@ -12,7 +12,7 @@ use sqlx::any::AnyRow;
 use crate::row::{get, json, json_opt, record, spelled, to_json};
 use crate::soft_delete::{Intent, PROJECTS, soft_delete};
 use crate::sql::{Sql, fetch_page};
-use crate::tenants::{Holder, insert_token, replace_token};
+use crate::tenants::{Holder, insert_token, rotate_record_token};
 use crate::{SqlStore, device_count, write_error};
 
 const COLUMNS: &str = "p.id, p.tenant_id, p.name, p.description, p.image_url, p.status, p.address, p.map_info, \
@@ -142,27 +142,10 @@ impl ProjectStore for SqlStore {
     }
 
     async fn rotate_application_token(&self, project: &Project, token_hash: &str, old_until: i64) -> Result<()> {
-        let record = &project.record;
-        let at = record.updated_time.unwrap_or(record.created_time);
-        let mut tx = self.begin_write().await?;
-        let done = sqlx::query(
-            "UPDATE projects SET application_access_token = $3, updated_by = $4, updated_time = $5 \
-             WHERE tenant_id = $1 AND id = $2 AND deleted = 0",
-        )
-        .bind(record.tenant_id.as_str())
-        .bind(project.id.as_str())
-        .bind(&project.application_access_token)
-        .bind(record.updated_by.as_deref())
-        .bind(at)
-        .execute(&mut *tx)
-        .await
-        .map_err(crate::db_error)?;
-        if done.rows_affected() == 0 {
-            return Err(Error::not_found("project", &project.id));
-        }
-        let holder = Holder::Project(&record.tenant_id, &project.id);
-        replace_token(&mut tx, "application", holder, token_hash, old_until, at).await?;
-        tx.commit().await.map_err(crate::db_error)
+        let holder = Holder::Project(&project.record.tenant_id, &project.id);
+        let secret = &project.application_access_token;
+        let target = ("projects", "application_access_token", "application");
+        rotate_record_token(self, target, (&project.record, holder), secret, token_hash, old_until).await
     }
 
     async fn delete_project(&self, tenant: &TenantId, id: &ProjectId, by: &str, at: i64) -> Result<()> {

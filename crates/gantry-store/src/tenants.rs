@@ -5,7 +5,7 @@ use gantry_core::Result;
 use gantry_core::auth::{Principal, TokenOwner};
 use gantry_core::enums::DeviceStatus;
 use gantry_core::ids::{self, DeviceId, ProjectId, TenantId};
-use gantry_core::records::Tenant;
+use gantry_core::records::{RecordMeta, Tenant};
 use gantry_core::store::TenantStore;
 
 use crate::row::{bad_value, get, record};
@@ -162,7 +162,45 @@ impl TenantStore for SqlStore {
     }
 }
 
+/// A device's or project's rotation, in one transaction: the new secret in its record's
+/// `column` of `table` (reads show it), with the record's updater and time, then its token hash
+/// replaced. `NotFound` when the record is gone (deleted meanwhile).
+pub(crate) async fn rotate_record_token(
+    store: &SqlStore,
+    (table, column, kind): (&str, &str, &str),
+    (record, holder): (&RecordMeta, Holder<'_>),
+    secret: &str,
+    token_hash: &str,
+    old_until: i64,
+) -> Result<()> {
+    let (tenant, id, what) = match holder {
+        Holder::Device(t, d) => (t, d.as_str(), "device"),
+        Holder::Project(t, p) => (t, p.as_str(), "project"),
+        Holder::Tenant(t) => (t, t.as_str(), "tenant"),
+    };
+    let at = record.updated_time.unwrap_or(record.created_time);
+    let mut tx = store.begin_write().await?;
+    let done = sqlx::query(&format!(
+        "UPDATE {table} SET {column} = $3, updated_by = $4, updated_time = $5 \
+         WHERE tenant_id = $1 AND id = $2 AND deleted = 0"
+    ))
+    .bind(tenant.as_str())
+    .bind(id)
+    .bind(secret)
+    .bind(record.updated_by.as_deref())
+    .bind(at)
+    .execute(&mut *tx)
+    .await
+    .map_err(crate::db_error)?;
+    if done.rows_affected() == 0 {
+        return Err(gantry_core::Error::not_found(what, id));
+    }
+    replace_token(&mut tx, kind, holder, token_hash, old_until, at).await?;
+    tx.commit().await.map_err(crate::db_error)
+}
+
 /// Whose tokens `replace_token` replaces: the column of `tokens` that names the holder.
+#[derive(Clone, Copy)]
 pub(crate) enum Holder<'a> {
     Tenant(&'a TenantId),
     Project(&'a TenantId, &'a ProjectId),
