@@ -24,8 +24,8 @@ pub(crate) const WRITER_PRAGMAS: &str = "PRAGMA cache_size=-65536; PRAGMA wal_au
 /// (attaching a further file, a connection's own pragmas) when it opens.
 ///
 /// Connections are not pinged before each use, as PostgreSQL's are: a SQLite connection is a
-/// file and a thread of this process, which no server restart or network drops, and the ping was
-/// a round trip to that thread before every transaction.
+/// file and a thread of this process, which no server restart or network drops, and a ping would
+/// be a round trip to that thread before every transaction.
 pub(crate) fn pool_options(size: u32, statements: Vec<String>) -> AnyPoolOptions {
     let statements: Arc<[String]> = statements.into();
     crate::engine::pool_options(size)

@@ -1,12 +1,6 @@
 //! The mover: the move of events from the staging table, where ingest commits them, into
 //! device_events, with the shadows and kept counts they settle.
 //!
-//! Why: an ingest commit holds at most a few events per device (a device's next message waits
-//! for the acknowledgement of its last), so writing into device_events directly dirtied a page
-//! of each of its three per-device indexes for nearly every event, and the shadow and count rows
-//! of each device besides. Staging appends them to one table in arrival order; a move then writes
-//! each device's accumulated events together, a page of each index once.
-//!
 //! The staging table is in a file of its own (attached to every connection as `staging`), which
 //! only the stager connection writes: SQLite locks each file apart, so ingest commits go on while
 //! a move holds the main file (file.rs).
@@ -28,9 +22,6 @@
 //! stalls for seconds between its first two steps. The other way round holds without a delay:
 //! a statement whose main snapshot holds a move's record skips the row in staging, and the record
 //! is cleared only after the row's delete committed.
-//!
-//! What staging and the staging file bought, measured: docs/PERFORMANCE.md, "The store's tuned
-//! constants".
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -197,7 +188,7 @@ async fn move_staged(mover: &Mover, pace: Option<Duration>) -> Result<Option<(u6
             .await
             .map_err(crate::error::db_error)?;
     // The staged events from the index in memory, not from the staging table (reading every
-    // staged row through sqlx cost about a tenth of the server's CPU under MQTT load). Rows moved
+    // staged row through sqlx costs CPU that ingest needs). Rows moved
     // but not yet deleted count for `through`: they are deleted with this walk's.
     let Some((through, mut by_device)) = staged.by_device() else {
         return Ok(None);
