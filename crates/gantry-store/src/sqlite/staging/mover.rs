@@ -116,27 +116,27 @@ pub(crate) async fn walk(mover: &Mover, pace: Option<Duration>) -> Result<u64> {
 /// Deletes the rows a walk moved, numbered up to `through`, from the staging file, `SETTLE` after
 /// its moves `ended` at least, then clears their records.
 async fn delete_walked(mover: &Mover, through: i64, ended: Instant) -> Result<()> {
-    let (writer, stage) = (&mover.writer, mover);
+    let writer = &mover.writer;
     // Walks that take most of `MERGE_EVERY` start less than `SETTLE` after the last ended.
     tokio::time::sleep(SETTLE.saturating_sub(ended.elapsed())).await;
     let started = Instant::now();
     // The moves committed without waiting for the disk (`move_devices`): on disk before their
     // rows leave the staging file.
     sync_main(writer).await?;
-    let stretches = stage.staged.stretches(through, ROWS_PER_DELETE);
+    let stretches = mover.staged.stretches(through, ROWS_PER_DELETE);
     let mut after = 0;
     for &end in &stretches {
-        delete_moved(&stage.stager, after, end).await?;
+        delete_moved(&mover.stager, after, end).await?;
         // Only now, with the rows gone: a read that no longer finds these numbers reads a
         // snapshot without them.
-        stage.staged.moved_through(end);
+        mover.staged.moved_through(end);
         after = end;
     }
     // The deletes committed without waiting for the disk (the stager's commits): on disk before
     // their records go, or a delete lost to a power cut would bring back rows that no record
     // marks as moved, to be moved twice.
-    let since = stage.flusher.stats().taken();
-    stage.flusher.flush().await.map_err(crate::error::io_unavailable)?;
+    let since = mover.flusher.stats().taken();
+    mover.flusher.flush().await.map_err(crate::error::io_unavailable)?;
     sqlx::query("DELETE FROM main.device_events_recent_moved WHERE through <= $1")
         .bind(through)
         .execute(writer)
