@@ -9,7 +9,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Decode, Row, Type};
 
 pub(crate) fn get<'r, T: Decode<'r, Any> + Type<Any>>(row: &'r AnyRow, column: &str) -> Result<T> {
-    row.try_get(column).map_err(crate::db_error)
+    row.try_get(column).map_err(crate::error::db_error)
 }
 
 /// Flags are stored as 0/1, which both engines read back as integers.

@@ -94,6 +94,26 @@ impl Sql {
     }
 }
 
+/// `($1, $2, …), ($16, …)` for `rows` rows of `width` values; with `anonymous`, `(?, ?, …), …`
+/// (SQLite looks a numbered placeholder up by walking a list of all of them, once per bound
+/// value, which dominates a wide statement).
+pub(crate) fn values_clause(rows: usize, width: usize, anonymous: bool) -> String {
+    let mut text = String::with_capacity(rows * width * 5);
+    for r in 0..rows {
+        text.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..width {
+            text.push_str(if c == 0 { "" } else { ", " });
+            if anonymous {
+                text.push('?');
+            } else {
+                let _ = write!(text, "${}", r * width + c + 1);
+            }
+        }
+        text.push(')');
+    }
+    text
+}
+
 /// One page of a listing. `from_where` is the listing's `FROM ... WHERE ...`; the total counts
 /// the same rows, and `order_by` must end in a unique column so that pages never overlap.
 pub(crate) async fn fetch_page<T>(
@@ -110,7 +130,7 @@ pub(crate) async fn fetch_page<T>(
         .fetch_one(pool)
         .await
         .and_then(|row| sqlx::Row::try_get(&row, "total"))
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
     let mut select = from_where.prefixed(&format!("SELECT {columns}"));
     select
         .push(" ORDER BY ")
@@ -119,7 +139,7 @@ pub(crate) async fn fetch_page<T>(
         .bind(page.limit())
         .push(" OFFSET ")
         .bind(page.offset());
-    let rows = select.query().fetch_all(pool).await.map_err(crate::db_error)?;
+    let rows = select.query().fetch_all(pool).await.map_err(crate::error::db_error)?;
     let items = rows.iter().map(read).collect::<Result<Vec<T>>>()?;
     Ok(Page {
         request: page,
@@ -153,6 +173,12 @@ mod tests {
         sql.bind(7_i64).push(" AND b = ").bind("x");
         assert_eq!(sql.text, "SELECT 1 WHERE a = $1 AND b = $2");
         assert_eq!(sql.values.len(), 2);
+    }
+
+    #[test]
+    fn values_clause_numbers_rows_in_order() {
+        assert_eq!(values_clause(2, 3, false), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(values_clause(2, 2, true), "(?, ?), (?, ?)");
     }
 
     #[test]

@@ -10,11 +10,12 @@ use gantry_core::store::{DeviceQuery, DeviceSort, DeviceStore};
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
 
+use super::soft_delete::{DEVICES, Intent, MODELS, PROJECTS, soft_delete};
+use super::tenants::{Holder, insert_token, rotate_record_token};
+use crate::SqlStore;
+use crate::error::write_error;
 use crate::row::{flag, get, json, record, spelled, to_json};
-use crate::soft_delete::{DEVICES, Intent, MODELS, PROJECTS, soft_delete};
 use crate::sql::{Sql, contains_pattern, fetch_page};
-use crate::tenants::{Holder, insert_token, rotate_record_token};
-use crate::{SqlStore, write_error};
 
 const COLUMNS: &str = "d.id, d.tenant_id, d.device_name, d.project_id, d.model_id, d.status, d.access_token, \
                        d.is_virtual, d.comments, d.metadata, \
@@ -93,7 +94,7 @@ impl DeviceStore for SqlStore {
             record.created_time,
         )
         .await?;
-        tx.commit().await.map_err(crate::db_error)
+        tx.commit().await.map_err(crate::error::db_error)
     }
 
     async fn update_device(&self, device: &Device) -> Result<()> {
@@ -129,7 +130,7 @@ impl DeviceStore for SqlStore {
         if done.rows_affected() == 0 {
             return Err(Error::not_found("device", &device.id));
         }
-        tx.commit().await.map_err(crate::db_error)
+        tx.commit().await.map_err(crate::error::db_error)
     }
 
     async fn get_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Option<Device>> {
@@ -138,7 +139,7 @@ impl DeviceStore for SqlStore {
             .bind(id.as_str())
             .fetch_optional(&self.pool)
             .await
-            .map_err(crate::db_error)?;
+            .map_err(crate::error::db_error)?;
         row.as_ref().map(device_from_row).transpose()
     }
 
@@ -147,7 +148,7 @@ impl DeviceStore for SqlStore {
             .bind(id.as_str())
             .fetch_optional(&self.pool)
             .await
-            .map_err(crate::db_error)?;
+            .map_err(crate::error::db_error)?;
         Ok(tenant.map(TenantId::from_string))
     }
 
@@ -189,7 +190,7 @@ impl DeviceStore for SqlStore {
     async fn delete_device(&self, tenant: &TenantId, id: &DeviceId, by: &str, at: i64) -> Result<()> {
         let mut tx = self.begin_write().await?;
         soft_delete(&mut tx, &DEVICES, tenant, id.as_str(), by, at).await?;
-        tx.commit().await.map_err(crate::db_error)
+        tx.commit().await.map_err(crate::error::db_error)
     }
 }
 

@@ -9,11 +9,13 @@ use gantry_core::store::{ProjectQuery, ProjectStore};
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
 
+use super::device_count;
+use super::soft_delete::{Intent, PROJECTS, soft_delete};
+use super::tenants::{Holder, insert_token, rotate_record_token};
+use crate::SqlStore;
+use crate::error::write_error;
 use crate::row::{get, json, json_opt, record, spelled, to_json};
-use crate::soft_delete::{Intent, PROJECTS, soft_delete};
 use crate::sql::{Sql, fetch_page};
-use crate::tenants::{Holder, insert_token, rotate_record_token};
-use crate::{SqlStore, device_count, write_error};
 
 const COLUMNS: &str = "p.id, p.tenant_id, p.name, p.description, p.image_url, p.status, p.address, p.map_info, \
                        p.application_access_token, p.restful_api_addr, p.mq_api_addr, p.template_id, p.metadata, \
@@ -78,7 +80,7 @@ impl ProjectStore for SqlStore {
             record.created_time,
         )
         .await?;
-        tx.commit().await.map_err(crate::db_error)
+        tx.commit().await.map_err(crate::error::db_error)
     }
 
     async fn update_project(&self, project: &Project) -> Result<()> {
@@ -117,7 +119,7 @@ impl ProjectStore for SqlStore {
         .bind(id.as_str())
         .fetch_optional(&self.pool)
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         row.as_ref().map(project_from_row).transpose()
     }
 
@@ -159,11 +161,11 @@ impl ProjectStore for SqlStore {
                 .bind(id.as_str())
                 .fetch_one(&mut *tx)
                 .await
-                .map_err(crate::db_error)?;
+                .map_err(crate::error::db_error)?;
         if members > 0 {
             return Err(Error::Conflict(format!("the project has {}", device_count(members))));
         }
         soft_delete(&mut tx, &PROJECTS, tenant, id.as_str(), by, at).await?;
-        tx.commit().await.map_err(crate::db_error)
+        tx.commit().await.map_err(crate::error::db_error)
     }
 }

@@ -1,4 +1,4 @@
-//! SQLite: which events are in the staging table, in memory. The staging table (merge.rs) has no
+//! Which events are in the staging table, in memory. The staging table (table.rs) has no
 //! index but its arrival number (`seq`), so that an ingest commit appends to the end of one
 //! table; this index finds a device's staged events (by their numbers) and an event's number by
 //! its id for the reads, and the events a walk moves.
@@ -17,15 +17,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use crate::merge::Walked;
+use super::table::json_array;
 
 #[derive(Debug, Default)]
 pub(crate) struct Staged {
     inner: Mutex<Inner>,
-    /// Held by the mover's walk (merge.rs) from its first delete to its last move: two walks at
-    /// once (the background one and `SqlStore::merge_recent`) would move the same rows. It holds
-    /// what the last walk moved, for the next to delete.
-    pub(crate) walk: tokio::sync::Mutex<Walked>,
     /// Woken when numbers leave the index (`moved_through`), for ingest waiting for room.
     room: tokio::sync::Notify,
     /// Held by ingest from its transaction's start until it has handed the commit to the flusher
@@ -37,10 +33,10 @@ pub(crate) struct Staged {
 
 /// The most events waiting for a move before ingest waits for the walks (back-pressure): a bound
 /// on a walk's size and on the index (at most this many waiting and a walk's worth moved and not
-/// yet deleted: about 50 MB). Without it an ingest faster than the moves (a bulk load, MQTT
-/// offered beyond what the walks move) grew both without end: seeding 10,000,000 events staged
-/// nearly all of them, since ingest no longer waits for moves. At a rate the walks keep up with,
-/// about 3 s of events wait: this leaves room for 33,000 events/s.
+/// yet deleted). Without it an ingest faster than the moves (a bulk load, MQTT offered beyond
+/// what the walks move) grows both without end. It leaves room for about a walk's period
+/// (`mover::MERGE_EVERY`) of events at the highest rate the targets ask for; measured:
+/// docs/PERFORMANCE.md, "The store's tuned constants".
 pub(crate) const MAX_STAGED: usize = 100_000;
 
 #[derive(Debug, Default)]
@@ -196,20 +192,6 @@ impl Staged {
             .by_seq
             .len()
     }
-}
-
-/// `[1,2,3]`.
-pub(crate) fn json_array(seqs: &[i64]) -> String {
-    let mut text = String::with_capacity(seqs.len() * 8 + 2);
-    text.push('[');
-    for (i, seq) in seqs.iter().enumerate() {
-        if i > 0 {
-            text.push(',');
-        }
-        text.push_str(&seq.to_string());
-    }
-    text.push(']');
-    text
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ impl RouteStore for SqlStore {
         .bind(r.updated_time)
         .execute(self.writes())
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         Ok(())
     }
 
@@ -74,7 +74,7 @@ impl RouteStore for SqlStore {
         .bind(r.id.as_str())
         .execute(self.writes())
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         if done.rows_affected() == 0 {
             return Err(Error::not_found("route", &r.id));
         }
@@ -89,7 +89,7 @@ impl RouteStore for SqlStore {
         .bind(id)
         .fetch_optional(&self.pool)
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         row.as_ref().map(route_from_row).transpose()
     }
 
@@ -129,7 +129,7 @@ impl RouteStore for SqlStore {
         .bind(at)
         .execute(self.writes())
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         if done.rows_affected() == 0 {
             return Err(Error::not_found("route", id));
         }
@@ -143,7 +143,7 @@ impl RouteStore for SqlStore {
         .bind(client_id)
         .fetch_optional(&self.pool)
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         row.as_ref().map(route_from_row).transpose()
     }
 
@@ -164,7 +164,7 @@ impl RouteStore for SqlStore {
         .bind(now)
         .fetch_optional(&self.pool)
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         row.as_ref().map(route_from_row).transpose()
     }
 }

@@ -8,8 +8,9 @@ use gantry_core::ids::{self, DeviceId, ProjectId, TenantId};
 use gantry_core::records::{RecordMeta, Tenant};
 use gantry_core::store::TenantStore;
 
+use crate::SqlStore;
+use crate::error::write_error;
 use crate::row::{bad_value, get, record};
-use crate::{SqlStore, write_error};
 
 #[async_trait]
 impl TenantStore for SqlStore {
@@ -22,7 +23,7 @@ impl TenantStore for SqlStore {
         .bind(now)
         .execute(self.writes())
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         Ok(())
     }
 
@@ -52,7 +53,7 @@ impl TenantStore for SqlStore {
             record.created_time,
         )
         .await?;
-        tx.commit().await.map_err(crate::db_error)
+        tx.commit().await.map_err(crate::error::db_error)
     }
 
     async fn set_system_token(&self, tenant: &TenantId, token_hash: &str) -> Result<()> {
@@ -60,7 +61,7 @@ impl TenantStore for SqlStore {
         sqlx::query("DELETE FROM tokens WHERE kind = 'system'")
             .execute(&mut *tx)
             .await
-            .map_err(crate::db_error)?;
+            .map_err(crate::error::db_error)?;
         insert_token(
             &mut tx,
             token_hash,
@@ -71,14 +72,14 @@ impl TenantStore for SqlStore {
             gantry_core::time::now_ms(),
         )
         .await?;
-        tx.commit().await.map_err(crate::db_error)
+        tx.commit().await.map_err(crate::error::db_error)
     }
 
     async fn has_system_token(&self) -> Result<bool> {
         let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tokens WHERE kind = 'system'")
             .fetch_one(&self.pool)
             .await
-            .map_err(crate::db_error)?;
+            .map_err(crate::error::db_error)?;
         Ok(count > 0)
     }
 
@@ -96,7 +97,7 @@ impl TenantStore for SqlStore {
         .bind(now)
         .fetch_optional(&self.pool)
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         let Some(row) = row else { return Ok(None) };
         let tenant = TenantId::from_string(get::<String>(&row, "tenant_id")?);
         let expires: Option<i64> = get(&row, "expires_at")?;
@@ -136,7 +137,7 @@ impl TenantStore for SqlStore {
         .bind(id.as_str())
         .fetch_optional(&self.pool)
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         row.map(|row| {
             Ok(Tenant {
                 id: TenantId::from_string(get::<String>(&row, "id")?),
@@ -158,7 +159,7 @@ impl TenantStore for SqlStore {
         let mut tx = self.begin_write().await?;
         let kind = if system { "system" } else { "admin" };
         replace_token(&mut tx, kind, Holder::Tenant(tenant), token_hash, old_until, at).await?;
-        tx.commit().await.map_err(crate::db_error)
+        tx.commit().await.map_err(crate::error::db_error)
     }
 }
 
@@ -191,12 +192,12 @@ pub(crate) async fn rotate_record_token(
     .bind(at)
     .execute(&mut *tx)
     .await
-    .map_err(crate::db_error)?;
+    .map_err(crate::error::db_error)?;
     if done.rows_affected() == 0 {
         return Err(gantry_core::Error::not_found(what, id));
     }
     replace_token(&mut tx, kind, holder, token_hash, old_until, at).await?;
-    tx.commit().await.map_err(crate::db_error)
+    tx.commit().await.map_err(crate::error::db_error)
 }
 
 /// Whose tokens `replace_token` replaces: the column of `tokens` that names the holder.
@@ -231,14 +232,14 @@ pub(crate) async fn replace_token(
     .bind(now)
     .execute(&mut **tx)
     .await
-    .map_err(crate::db_error)?;
+    .map_err(crate::error::db_error)?;
     if old_until <= now {
         sqlx::query(&format!("DELETE FROM tokens WHERE kind = $1 AND {column} = $2"))
             .bind(kind)
             .bind(key)
             .execute(&mut **tx)
             .await
-            .map_err(crate::db_error)?;
+            .map_err(crate::error::db_error)?;
     } else {
         sqlx::query(&format!(
             "UPDATE tokens SET expires_at = $3 WHERE kind = $1 AND {column} = $2 \
@@ -249,7 +250,7 @@ pub(crate) async fn replace_token(
         .bind(old_until)
         .execute(&mut **tx)
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
     }
     insert_token(tx, token_hash, kind, tenant, project, device, now).await
 }
@@ -276,6 +277,6 @@ pub(crate) async fn insert_token(
     .bind(now)
     .execute(&mut **tx)
     .await
-    .map_err(crate::db_error)?;
+    .map_err(crate::error::db_error)?;
     Ok(())
 }

@@ -9,10 +9,12 @@ use gantry_core::store::ModelStore;
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
 
+use super::device_count;
+use super::soft_delete::{Intent, MODELS, soft_delete};
+use crate::SqlStore;
+use crate::error::write_error;
 use crate::row::{get, json, record, spelled, to_json};
-use crate::soft_delete::{Intent, MODELS, soft_delete};
 use crate::sql::{Sql, fetch_page};
-use crate::{SqlStore, device_count, write_error};
 
 const COLUMNS: &str = "m.id, m.tenant_id, m.name, m.description, m.device_type, m.image_url, m.attributes, m.actions, \
                        m.metadata, m.gateway_id, m.created_by, m.created_time, m.updated_by, m.updated_time, m.deleted";
@@ -100,7 +102,7 @@ impl ModelStore for SqlStore {
         .bind(id.as_str())
         .fetch_optional(&self.pool)
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         row.as_ref().map(model_from_row).transpose()
     }
 
@@ -130,7 +132,7 @@ impl ModelStore for SqlStore {
         .bind(project.as_str())
         .fetch_all(&self.pool)
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         rows.iter().map(model_from_row).collect()
     }
 
@@ -145,7 +147,7 @@ impl ModelStore for SqlStore {
                 .bind(id.as_str())
                 .fetch_one(&mut *tx)
                 .await
-                .map_err(crate::db_error)?;
+                .map_err(crate::error::db_error)?;
         if users > 0 {
             return Err(Error::Conflict(format!(
                 "the device model is used by {}",
@@ -153,6 +155,6 @@ impl ModelStore for SqlStore {
             )));
         }
         soft_delete(&mut tx, &MODELS, tenant, id.as_str(), by, at).await?;
-        tx.commit().await.map_err(crate::db_error)
+        tx.commit().await.map_err(crate::error::db_error)
     }
 }

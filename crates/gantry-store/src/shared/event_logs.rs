@@ -67,7 +67,7 @@ impl EventLogStore for SqlStore {
         .bind(log.reply_to.as_deref())
         .execute(self.writes())
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         Ok(())
     }
 
@@ -90,7 +90,7 @@ impl EventLogStore for SqlStore {
         .bind(Classification::DeviceControll.as_str())
         .fetch_optional(&mut *tx)
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         let Some(row) = row else { return Ok(None) };
         let mut log = log_from_row(&row)?;
         log.responses.push(response.clone());
@@ -110,8 +110,8 @@ impl EventLogStore for SqlStore {
         .bind(log.id.as_str())
         .execute(&mut *tx)
         .await
-        .map_err(crate::db_error)?;
-        tx.commit().await.map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
+        tx.commit().await.map_err(crate::error::db_error)?;
         Ok(Some(log))
     }
 
@@ -125,7 +125,7 @@ impl EventLogStore for SqlStore {
         .bind(EventLogStatus::Processing.as_str())
         .execute(self.writes())
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         Ok(done.rows_affected())
     }
 

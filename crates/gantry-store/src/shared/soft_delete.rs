@@ -5,7 +5,7 @@ use gantry_core::ids::TenantId;
 use gantry_core::{Error, Result};
 use sqlx::{Any, Transaction};
 
-use crate::{Backend, SqlStore};
+use crate::SqlStore;
 
 /// A table of soft-deleted records.
 pub(crate) struct Table {
@@ -63,7 +63,7 @@ pub(crate) async fn soft_delete(
     .bind(at)
     .execute(&mut **tx)
     .await
-    .map_err(crate::db_error)?;
+    .map_err(crate::error::db_error)?;
     if done.rows_affected() == 0 {
         return Err(Error::not_found(table.kind, id));
     }
@@ -72,16 +72,17 @@ pub(crate) async fn soft_delete(
             .bind(id)
             .execute(&mut **tx)
             .await
-            .map_err(crate::db_error)?;
+            .map_err(crate::error::db_error)?;
     }
     Ok(())
 }
 
 impl SqlStore {
-    /// `NotFound` unless `id` is a live record of the tenant. On PostgreSQL the row stays locked
-    /// until `tx` ends: users share the lock and a delete takes it alone, so a delete that counts
-    /// a record's devices cannot miss one being written. SQLite needs no row locks: its write
-    /// transactions run one at a time (`begin_write`).
+    /// `NotFound` unless `id` is a live record of the tenant. Where the engine has row locks
+    /// (`Dialect::lock_in_use`, `lock_to_delete`) the row stays locked until `tx` ends: users
+    /// share the lock and a delete takes it alone, so a delete that counts a record's devices
+    /// cannot miss one being written. An engine whose write transactions run one at a time needs
+    /// none.
     pub(crate) async fn lock_live(
         &self,
         tx: &mut Transaction<'static, Any>,
@@ -90,11 +91,9 @@ impl SqlStore {
         id: &str,
         intent: Intent,
     ) -> Result<()> {
-        // KEY SHARE rather than SHARE, so that device writes do not wait for updates of the record.
-        let lock = match (self.backend, intent) {
-            (Backend::Sqlite, _) => "",
-            (Backend::Postgres, Intent::Use) => " FOR KEY SHARE",
-            (Backend::Postgres, Intent::Delete) => " FOR UPDATE",
+        let lock = match intent {
+            Intent::Use => self.dialect.lock_in_use,
+            Intent::Delete => self.dialect.lock_to_delete,
         };
         let live: Option<String> = sqlx::query_scalar(&format!(
             "SELECT id FROM {} WHERE tenant_id = $1 AND id = $2 AND deleted = 0{lock}",
@@ -104,7 +103,7 @@ impl SqlStore {
         .bind(id)
         .fetch_optional(&mut **tx)
         .await
-        .map_err(crate::db_error)?;
+        .map_err(crate::error::db_error)?;
         match live {
             Some(_) => Ok(()),
             None => Err(Error::not_found(table.kind, id)),

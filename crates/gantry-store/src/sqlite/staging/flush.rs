@@ -1,4 +1,4 @@
-//! SQLite: the staging file's flushes to disk, apart from its commits. The stager connection
+//! The staging file's flushes to disk, apart from its commits. The stager connection
 //! commits the staging file with `synchronous=NORMAL` (its commits write the WAL file and return
 //! without waiting for the disk), and the flusher puts them on disk: one `fdatasync` of the WAL
 //! file covers every commit written before it began. Ingest commits its next batch while the last
@@ -15,13 +15,8 @@
 //! missing WAL file has nothing left to flush. (SQLite flushes the directory itself when it
 //! creates a WAL file.)
 //!
-//! Measured with gantry-bench ingest-mqtt at 25,000 messages/s offered for 90 s on 2 cores, on a
-//! day whose disk flushed slowly (each ingest commit's own flush: p50 10.3 ms, p99 486 ms, kept
-//! up): p50 4.2 ms, p99 37 ms. With every flush of the disk 10 ms slower (the shim in
-//! docs/PERFORMANCE.md): 22,215 events stored per second against 18,371, both behind. Then about
-//! 65 flushes a second answer 90 ingest commits of 250 events; unslowed, 900 answer 1,060 of 24.
-//! A pause before each flush when the last was slow (a quarter of it, at most 5 ms, for the
-//! acknowledged devices' next messages to join it) changed nothing: 22,135 and 22,056/s.
+//! What the flushes apart buy on a slow disk: docs/PERFORMANCE.md, "Sustainable MQTT rates"
+//! (d29d892's rows).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -31,7 +26,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::staged::Staged;
+use super::staged::Staged;
 
 /// The sending side; the task ends with the last store holding it.
 #[derive(Debug)]

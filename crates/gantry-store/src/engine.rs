@@ -1,0 +1,121 @@
+//! The seam between the shared SQL and an engine: what `SqlStore::connect` gets from the engine
+//! it picked (`Connected`), and the trait the store reaches the engine's event path through
+//! (`EventEngine`). Everything that differs between engines is behind these two, chosen once at
+//! connect: shared code holds no engine branch.
+
+use std::borrow::Cow;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use gantry_core::Result;
+use gantry_core::store::EventStore;
+use sqlx::AnyPool;
+use sqlx::any::AnyPoolOptions;
+use sqlx::migrate::Migrator;
+
+/// An engine, connected, its schema up to date and its background tasks started.
+pub(crate) struct Connected {
+    /// Reads (and, where the engine wants it so, the catalog's writes).
+    pub(crate) pool: AnyPool,
+    /// The catalog's writes (`SqlStore::begin_write`).
+    pub(crate) writer: AnyPool,
+    pub(crate) dialect: &'static Dialect,
+    pub(crate) events: Arc<dyn EventEngine>,
+}
+
+/// What the shared SQL spells differently per engine, as data.
+#[derive(Debug)]
+pub(crate) struct Dialect {
+    /// `sqlite` or `postgres`; migrations whose description starts with another engine's name
+    /// are skipped (`migrator`).
+    pub(crate) name: &'static str,
+    /// After a text column in ORDER BY: names sort by code point on every engine.
+    pub(crate) collate: &'static str,
+    /// After the SELECT that checks a model or project is live, in a transaction that writes a
+    /// device using it, and in one that deletes it (`shared::soft_delete`).
+    pub(crate) lock_in_use: &'static str,
+    pub(crate) lock_to_delete: &'static str,
+}
+
+/// An engine's event path: the events, the shadows and the kept counts (`EventStore`), and its
+/// life cycle. Each engine owns its connections and files; the store calls it once per batch or
+/// request, never per event.
+#[async_trait]
+pub(crate) trait EventEngine: EventStore + Debug {
+    /// Puts every event the engine holds apart from its listing tables there now; returns how
+    /// many. For bulk loads and tests: reads see the events either way.
+    async fn settle(&self) -> Result<u64> {
+        Ok(0)
+    }
+
+    /// Closes the engine's pools, waiting for connections in use, and lets its files go.
+    async fn close(&self);
+}
+
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// The engines whose names may start a migration's description.
+const ENGINES: [&str; 2] = ["sqlite", "postgres"];
+
+/// The migrations of the engine `name`: all of them but those whose description names another
+/// engine (`0007_sqlite_…`, `0008_postgres_…`), for the few statements one engine cannot run.
+/// The numbering stays one sequence. (Built like `migrate!` builds its own, from
+/// `Migrator::DEFAULT`.)
+pub(crate) fn migrator(name: &str) -> Migrator {
+    let others: Vec<String> = ENGINES
+        .iter()
+        .filter(|engine| **engine != name)
+        .map(|engine| format!("{engine} "))
+        .collect();
+    let migrations: Vec<_> = MIGRATOR
+        .iter()
+        .filter(|migration| {
+            !others
+                .iter()
+                .any(|other| migration.description.starts_with(other.as_str()))
+        })
+        .cloned()
+        .collect();
+    Migrator {
+        migrations: Cow::Owned(migrations),
+        ..Migrator::DEFAULT
+    }
+}
+
+/// Connections for reads and the API's writes, on every engine.
+pub(crate) const POOL_SIZE: u32 = 8;
+
+/// A pool of `size` connections. A request waits at most `ACQUIRE_TIMEOUT` for a connection:
+/// while the database is unreachable it then answers 503 (store unavailable) instead of holding
+/// the client for sqlx's default 30 s.
+pub(crate) fn pool_options(size: u32) -> AnyPoolOptions {
+    const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+    AnyPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_engine_skips_the_others_migrations() {
+        let descriptions = |name| -> Vec<String> { migrator(name).iter().map(|m| m.description.to_string()).collect() };
+        let sqlite = descriptions("sqlite");
+        let postgres = descriptions("postgres");
+        assert!(sqlite.contains(&"sqlite staging by device".to_owned()));
+        assert!(!sqlite.iter().any(|d| d.starts_with("postgres ")));
+        assert!(postgres.contains(&"postgres no staging".to_owned()));
+        assert!(!postgres.iter().any(|d| d.starts_with("sqlite ")));
+        assert!(sqlite.contains(&"sqlite staging in arrival order".to_owned()));
+        assert!(sqlite.contains(&"sqlite moved by number".to_owned()));
+        assert!(sqlite.contains(&"sqlite walk syncs".to_owned()));
+        assert!(postgres.contains(&"postgres counts fillfactor".to_owned()));
+        assert!(postgres.contains(&"postgres no event hours".to_owned()));
+        assert!(sqlite.contains(&"event hours".to_owned()) && postgres.contains(&"event hours".to_owned()));
+        assert_eq!(sqlite.len() + postgres.len(), MIGRATOR.iter().count() * 2 - 7);
+    }
+}

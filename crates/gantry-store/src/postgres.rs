@@ -1,0 +1,140 @@
+//! The PostgreSQL engine (scale-out): one pool for reads and writes, and an event path that
+//! writes device_events, the shadows and the kept counts in each ingest transaction, which is
+//! durable when it commits. Several ingest writers commit side by side, each for its own share
+//! of the devices (gantry-core's ingest.rs), so a device's events still commit in order.
+
+use async_trait::async_trait;
+use gantry_core::Result;
+use gantry_core::ids::{DeviceId, EventId, TenantId};
+use gantry_core::paging::{Page, PageRequest};
+use gantry_core::store::EventStore;
+use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute};
+use sqlx::AnyPool;
+
+use crate::engine::{Connected, Dialect, EventEngine};
+use crate::events::counts::Tally;
+use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
+
+/// Rows per multi-row statement, each one a network round trip: 15 values each stays well under
+/// PostgreSQL's 65,535 parameters.
+const ROWS_PER_STATEMENT: usize = 500;
+
+/// Ingest writers: enough that one writer's statements are built and sent while another's
+/// execute; more make smaller batches and more commits. Measured: docs/PERFORMANCE.md, "What
+/// limits the figures" (24a3f37).
+const INGEST_WRITERS: usize = 2;
+
+/// Text compared by code point (not by the database's locale), so name orders match SQLite's.
+/// Row locks keep a model or project live while a device is written into it: KEY SHARE rather
+/// than SHARE, so device writes do not wait for updates of the record.
+const DIALECT: Dialect = Dialect {
+    name: "postgres",
+    collate: " COLLATE \"C\"",
+    lock_in_use: " FOR KEY SHARE",
+    lock_to_delete: " FOR UPDATE",
+};
+
+/// Connects, brings the schema up to date and starts the engine. The pool also holds one
+/// connection for each ingest writer, so that ingest under load leaves the API its share.
+pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::Error> {
+    let pool = crate::engine::pool_options(crate::engine::POOL_SIZE + INGEST_WRITERS as u32)
+        .connect(url)
+        .await?;
+    crate::engine::migrator(DIALECT.name).run(&pool).await?;
+    let events = PostgresEvents {
+        kept: Kept {
+            pool: pool.clone(),
+            // Not kept: the ingest transaction would add five keys per device and attribute of a
+            // batch instead of two (migration 0014; docs/PERFORMANCE.md, "What limits the
+            // figures", 4af3c78): a date range is counted by the index.
+            hours: false,
+        },
+    };
+    Ok(Connected {
+        writer: pool.clone(),
+        pool,
+        dialect: &DIALECT,
+        events: std::sync::Arc::new(events),
+    })
+}
+
+#[derive(Debug)]
+struct PostgresEvents {
+    kept: Kept,
+}
+
+impl PostgresEvents {
+    fn pool(&self) -> &AnyPool {
+        &self.kept.pool
+    }
+}
+
+#[async_trait]
+impl EventEngine for PostgresEvents {
+    async fn close(&self) {
+        self.pool().close().await;
+    }
+}
+
+#[async_trait]
+impl EventStore for PostgresEvents {
+    /// One transaction: the events, each device's and attribute's newest into the shadows, and
+    /// the kept counts, each in statements of `ROWS_PER_STATEMENT` rows (each one a round trip).
+    async fn append_events(&self, events: &[DeviceEvent]) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool().begin().await.map_err(crate::error::db_error)?;
+        for chunk in events.chunks(ROWS_PER_STATEMENT) {
+            let text = format!(
+                "INSERT INTO device_events ({COLUMNS}) VALUES {}",
+                values_clause(chunk.len(), EVENT_FIELDS, false)
+            );
+            let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
+            query.execute(&mut *tx).await.map_err(crate::error::db_error)?;
+        }
+        update_shadows(&mut tx, events, ROWS_PER_STATEMENT).await?;
+        let mut tally = Tally::new(self.kept.hours);
+        for e in events {
+            tally.add(
+                e.device_id.as_str(),
+                &e.attribute_code,
+                e.device_timestamp,
+                e.ingress_time_stamp,
+                1,
+            );
+        }
+        tally.apply(&mut tx, ROWS_PER_STATEMENT).await?;
+        tx.commit().await.map_err(crate::error::db_error)
+    }
+
+    fn ingest_writers(&self) -> usize {
+        INGEST_WRITERS
+    }
+
+    async fn get_event(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
+        self.kept.get(tenant, id).await
+    }
+
+    async fn delete_event(&self, tenant: &TenantId, id: &EventId) -> Result<bool> {
+        let mut tx = self.pool().begin().await.map_err(crate::error::db_error)?;
+        let deleted = self.kept.delete(&mut tx, &by_id(tenant, id)).await?;
+        tx.commit().await.map_err(crate::error::db_error)?;
+        Ok(deleted > 0)
+    }
+
+    async fn list_events(&self, query: &EventQuery, page: PageRequest) -> Result<Page<DeviceEvent>> {
+        self.kept.list(query, page).await
+    }
+
+    async fn delete_events_before(&self, cutoff: i64, limit: i64) -> Result<u64> {
+        let mut tx = self.pool().begin().await.map_err(crate::error::db_error)?;
+        let deleted = self.kept.delete_before(&mut tx, cutoff, limit).await?;
+        tx.commit().await.map_err(crate::error::db_error)?;
+        Ok(deleted)
+    }
+
+    async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
+        self.kept.shadow(tenant, device).await
+    }
+}

@@ -1,0 +1,21 @@
+//! The SQL both engines run as it is: tenants and tokens, device models, projects, devices,
+//! routes and event logs. It reads through `SqlStore::pool` and writes through
+//! `SqlStore::begin_write` / `writes`; what differs between the engines' dialects (text
+//! collation, row locks) comes from `Dialect`, fixed at connect, never from a branch here.
+
+mod devices;
+mod event_logs;
+mod models;
+mod projects;
+mod routes;
+mod soft_delete;
+mod tenants;
+
+/// "1 device", "3 devices".
+pub(crate) fn device_count(count: i64) -> String {
+    if count == 1 {
+        "1 device".to_owned()
+    } else {
+        format!("{count} devices")
+    }
+}

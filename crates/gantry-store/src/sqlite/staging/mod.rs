@@ -1,0 +1,288 @@
+//! The staging engine, SQLite's event path. Ingest commits events into the staging table alone
+//! (a table in arrival order, in a file of its own: file.rs, table.rs) without waiting for the
+//! disk; the flusher puts each commit on disk before it is acknowledged (flush.rs); the mover puts
+//! staged events into device_events in the background, settling the shadows and kept counts they
+//! change (mover.rs); until then reads add a device's staged events, found by the numbers the
+//! store keeps in memory (staged.rs, reads.rs).
+//!
+//! Why: an ingest commit holds at most a few events per device (a device's next message waits for
+//! the acknowledgement of its last), so writing device_events directly would dirty a page of each
+//! of its per-device indexes, and the device's shadow and count rows, for nearly every event.
+//! Staged, they are appended to one table in arrival order, and a move writes each device's
+//! accumulated events together, a page of each index once. What that bought, measured:
+//! docs/PERFORMANCE.md, "The store's tuned constants".
+
+mod file;
+mod flush;
+mod mover;
+mod reads;
+mod staged;
+mod table;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use gantry_core::Result;
+use gantry_core::ids::{DeviceId, EventId, TenantId};
+use gantry_core::paging::{Page, PageRequest};
+use gantry_core::store::{Durable, EventStore};
+use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyConnection, AnyPool, Transaction};
+
+pub(crate) use self::file::{STAGER_PRAGMAS, StagingFile, WRITER_PRAGMAS};
+use self::flush::Flusher;
+use self::mover::{MERGE_EVERY, Mover, PACE};
+use self::staged::{MAX_STAGED, Staged};
+use self::table::{NOT_MOVED, STAGING};
+use super::database::Database;
+use super::task::every;
+use crate::engine::EventEngine;
+use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
+
+/// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
+/// bind as fast as narrow ones, and fewer statements cost fewer steps; 128 × 15 values stays
+/// under SQLite's 32,766. Measured: docs/PERFORMANCE.md, "The store's tuned constants".
+const ROWS_PER_STATEMENT: usize = 128;
+
+/// The engine. Its stager is the one connection that writes the staging file (but for the API's
+/// deletes of staged events, on the main file's writer).
+#[derive(Debug)]
+pub(crate) struct StagingEvents {
+    database: Database,
+    /// Ingest's writes, unsynced (`STAGER_PRAGMAS`): the flusher puts them on disk.
+    stager: AnyPool,
+    /// device_events with the hours kept: the moves add them at no cost to ingest.
+    kept: Kept,
+    mover: Arc<Mover>,
+}
+
+/// Where an ingest batch is written: alone on the stager's connection when it is one statement
+/// (it commits with the statement), else in a transaction, so that a batch commits whole.
+enum Writing {
+    Alone(PoolConnection<Any>),
+    Transaction(Transaction<'static, Any>),
+}
+
+impl StagingEvents {
+    /// Starts the engine on `database`, with `stager` and `file` (whose schema is up to date):
+    /// adopts staged events an earlier version left in the main file, loads the index of staged
+    /// events, and starts the mover.
+    pub(crate) async fn start(
+        database: Database,
+        stager: AnyPool,
+        file: StagingFile,
+    ) -> std::result::Result<Self, sqlx::Error> {
+        let staged = Arc::new(Staged::default());
+        let flusher = Arc::new(Flusher::start(file.wal, staged.clone()));
+        let (reader, writer) = (database.pool.clone(), database.writer.clone());
+        adopt_main_staging(&reader, &writer, &stager, &flusher).await?;
+        staged.add(load_staged(&reader).await?);
+        let mover = Arc::new(Mover {
+            reader: reader.clone(),
+            writer: writer.clone(),
+            stager: stager.clone(),
+            staged,
+            flusher,
+            walked: Default::default(),
+        });
+        tokio::spawn(every(
+            MERGE_EVERY,
+            writer,
+            Arc::downgrade(&database.alive),
+            "moving staged events failed; retrying at the next walk",
+            {
+                let mover = mover.clone();
+                move |_| {
+                    let mover = mover.clone();
+                    async move { mover::walk(&mover, Some(PACE)).await }
+                }
+            },
+        ));
+        Ok(StagingEvents {
+            kept: Kept {
+                pool: reader,
+                hours: true,
+            },
+            database,
+            stager,
+            mover,
+        })
+    }
+
+    pub(crate) fn database(&self) -> &Database {
+        &self.database
+    }
+
+    fn staged(&self) -> &Staged {
+        &self.mover.staged
+    }
+
+    /// A transaction on the main file's writer. Deferred: `BEGIN IMMEDIATE` would take the write
+    /// lock of every attached file, the staging file's too, and hold ingest commits. Each file's
+    /// lock is taken by the transaction's first write to it; only this connection writes the main
+    /// file and its transactions that write the staging file write it before they read it, so no
+    /// upgrade from a read can fail with SQLITE_BUSY_SNAPSHOT. (Another process writing the main
+    /// file meanwhile, the sqlite3 shell say, could make one fail.)
+    async fn begin_write(&self) -> Result<Transaction<'static, Any>> {
+        self.database.writer.begin().await.map_err(crate::error::db_error)
+    }
+}
+
+#[async_trait]
+impl EventEngine for StagingEvents {
+    async fn settle(&self) -> Result<u64> {
+        mover::walk(&self.mover, None).await
+    }
+
+    async fn close(&self) {
+        self.stager.close().await;
+        self.database.close().await;
+    }
+}
+
+#[async_trait]
+impl EventStore for StagingEvents {
+    async fn append_events(&self, events: &[DeviceEvent]) -> Result<()> {
+        self.commit_events(events).await?.await
+    }
+
+    /// One (one stager writes the staging file; its commits already overlap their flushes).
+    fn ingest_writers(&self) -> usize {
+        1
+    }
+
+    /// The commit to the staging file returns before its flush (flush.rs); the staged events
+    /// enter the index when the flush is done, and the returned future resolves then.
+    async fn commit_events(&self, events: &[DeviceEvent]) -> Result<Durable> {
+        if events.is_empty() {
+            return Ok(Box::pin(std::future::ready(Ok(()))));
+        }
+        // Beyond this many staged events ingest waits for the walks (back-pressure), holding
+        // nothing; then it tells the index in commit order (`Staged::committing`).
+        self.staged().wait_for_room(MAX_STAGED).await;
+        let _committing = self.staged().committing.lock().await;
+        let began = Instant::now();
+        let mut numbered = Vec::with_capacity(events.len());
+        // Events that fit one statement commit with it, in one round trip to the stager's thread
+        // with the number query below (four with a transaction around them).
+        let mut writing = if events.len() <= ROWS_PER_STATEMENT {
+            Writing::Alone(self.stager.acquire().await.map_err(crate::error::db_error)?)
+        } else {
+            Writing::Transaction(self.stager.begin().await.map_err(crate::error::db_error)?)
+        };
+        for chunk in events.chunks(ROWS_PER_STATEMENT) {
+            let conn: &mut AnyConnection = match &mut writing {
+                Writing::Transaction(tx) => tx,
+                Writing::Alone(conn) => conn,
+            };
+            // The rows of one INSERT take consecutive numbers in VALUES order (AUTOINCREMENT,
+            // one writer), ending at the last inserted: cheaper than RETURNING a row for each.
+            // (sqlx's Any driver does not pass SQLite's last rowid on.)
+            let text = format!(
+                "INSERT INTO {STAGING} ({COLUMNS}) VALUES {}; SELECT last_insert_rowid()",
+                values_clause(chunk.len(), EVENT_FIELDS, true),
+            );
+            let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
+            // The INSERT returns no row, the SELECT after it one (`fetch_one` ends with the
+            // first statement on sqlx 0.8: RowNotFound).
+            let rows = query.fetch_all(&mut *conn).await.map_err(crate::error::db_error)?;
+            let last: i64 = rows
+                .first()
+                .ok_or(sqlx::Error::RowNotFound)
+                .and_then(|row| sqlx::Row::try_get(row, 0))
+                .map_err(crate::error::db_error)?;
+            let first = last - chunk.len() as i64 + 1;
+            numbered.extend(
+                chunk
+                    .iter()
+                    .zip(first..)
+                    .map(|(e, seq)| (seq, e.device_id.as_str().to_owned(), e.id.as_str().to_owned())),
+            );
+        }
+        if let Writing::Transaction(tx) = writing {
+            tx.commit().await.map_err(crate::error::db_error)?;
+        }
+        // Told in commit order (`committing` is held): the flusher puts the commit on disk and
+        // then the events into the index, before the caller acknowledges them.
+        let flusher = &self.mover.flusher;
+        flusher.stats().committed(began.elapsed());
+        let flushed = flusher.after_commit(numbered);
+        Ok(Box::pin(
+            async move { flushed.await.map_err(crate::error::io_unavailable) },
+        ))
+    }
+
+    async fn get_event(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
+        self.get(tenant, id).await
+    }
+
+    async fn delete_event(&self, tenant: &TenantId, id: &EventId) -> Result<bool> {
+        self.delete(tenant, id).await
+    }
+
+    async fn list_events(&self, query: &EventQuery, page: PageRequest) -> Result<Page<DeviceEvent>> {
+        self.list(query, page).await
+    }
+
+    async fn delete_events_before(&self, cutoff: i64, limit: i64) -> Result<u64> {
+        self.delete_before(cutoff, limit).await
+    }
+
+    async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
+        self.shadow_of(tenant, device).await
+    }
+}
+
+/// The staging table's rows (number, device, id), for the index in memory when the store opens.
+async fn load_staged(pool: &AnyPool) -> std::result::Result<Vec<(i64, String, String)>, sqlx::Error> {
+    sqlx::query_as(&format!("SELECT seq, device_id, id FROM {STAGING} ORDER BY seq"))
+        .fetch_all(pool)
+        .await
+}
+
+/// Opening a store whose staging table is still in the main file (migration 0009, before the
+/// staging file): its rows not yet moved are copied into the staging file, in arrival order, and
+/// then the main file's table is dropped with the move records. Copying skips ids already in the
+/// staging file, so an upgrade cut short between the two transactions copies nothing twice when
+/// it runs again. A new database's migrations create the main file's table too: it is dropped
+/// here, empty.
+async fn adopt_main_staging(
+    reader: &AnyPool,
+    writer: &AnyPool,
+    stager: &AnyPool,
+    flusher: &Flusher,
+) -> std::result::Result<(), sqlx::Error> {
+    let exists: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'device_events_recent'",
+    )
+    .fetch_one(reader)
+    .await?;
+    if exists == 0 {
+        return Ok(());
+    }
+    let copied = sqlx::query(&format!(
+        "INSERT INTO {STAGING} ({COLUMNS}) SELECT {COLUMNS} FROM main.device_events_recent \
+         WHERE {NOT_MOVED} AND id NOT IN (SELECT id FROM {STAGING}) ORDER BY seq"
+    ))
+    .execute(stager)
+    .await?
+    .rows_affected();
+    // On disk before the main file's table goes (the stager commits unsynced).
+    flusher.flush().await?;
+    let mut tx = writer.begin().await?;
+    sqlx::query("DROP TABLE main.device_events_recent")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM main.device_events_recent_moved")
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    if copied > 0 {
+        tracing::info!(copied, "staged events moved into the staging file");
+    }
+    Ok(())
+}

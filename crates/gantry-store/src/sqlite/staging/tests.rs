@@ -1,0 +1,299 @@
+//! The staging engine's own tests: the numbers of staged rows, walks cut short, the files'
+//! durability settings and page sizes. (The store suite runs every behaviour on both engines.)
+
+use gantry_core::enums::{Channel, DataType};
+use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
+use gantry_core::paging::PageRequest;
+use gantry_core::store::EventStore;
+use gantry_core::telemetry::{DeviceEvent, EventQuery, TimeField};
+use serde_json::json;
+
+use sqlx::AnyPool;
+
+use super::StagingEvents;
+use super::mover::{SETTLE, delete_moved, move_devices, sync_main};
+use crate::engine::EventEngine;
+use crate::sqlite::file::sqlite_url;
+
+/// The engine on the database at `url`, as `SqlStore::connect` starts it.
+async fn open_store(url: &str) -> Result<StagingEvents, sqlx::Error> {
+    sqlx::any::install_default_drivers();
+    crate::sqlite::open(url).await
+}
+
+fn event(device: &str, ts: i64) -> DeviceEvent {
+    DeviceEvent {
+        id: EventId::generate(),
+        tenant_id: TenantId::default_tenant(),
+        project_id: ProjectId::from_string("p"),
+        model_id: ModelId::from_string("m"),
+        device_id: DeviceId::from_string(device),
+        attribute_code: "temp".to_owned(),
+        attribute_type: DataType::Float,
+        attribute_data: json!(ts),
+        channel: Channel::M,
+        ingress_time_stamp: ts,
+        device_timestamp: ts,
+        correlation_id: None,
+        context: None,
+        created_by: "DEVICE".to_owned(),
+        created_time: ts,
+        deleted: false,
+    }
+}
+
+/// The value of `PRAGMA name` on a connection of `pool`.
+async fn pragma(pool: &AnyPool, name: &str) -> i64 {
+    sqlx::query_scalar(&format!("PRAGMA {name}"))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// What a user reads of `device`: the listing's total and times, and the shadow's value.
+async fn read(store: &StagingEvents, device: &str) -> (u64, Vec<i64>, Vec<serde_json::Value>) {
+    let query = EventQuery {
+        device: DeviceId::from_string(device),
+        attribute_code: None,
+        time_field: TimeField::Device,
+        start: None,
+        end: None,
+    };
+    let listed = store
+        .list_events(
+            &query,
+            PageRequest {
+                page_no: 1,
+                page_size: 100,
+            },
+        )
+        .await
+        .unwrap();
+    let shadow = store.shadow(&TenantId::default_tenant(), &query.device).await.unwrap();
+    (
+        listed.total,
+        listed.items.iter().map(|e| e.device_timestamp).collect(),
+        shadow.into_iter().map(|(a, _)| a.value).collect(),
+    )
+}
+
+/// The numbers the index holds for a batch are the ones SQLite gave its rows, across the
+/// batch's statements and after a staged event was deleted (AUTOINCREMENT never reuses its
+/// number): reads find staged events by them.
+#[tokio::test]
+async fn staged_numbers_are_the_rows_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&sqlite_url(dir.path())).await.unwrap();
+    let _walking = store.mover.walked.lock().await;
+    let batch = |from: i64| -> Vec<DeviceEvent> {
+        (from..from + 300)
+            .map(|ts| event(["dev-a", "dev-b", "dev-c"][ts as usize % 3], ts))
+            .collect()
+    };
+    store.append_events(&batch(0)).await.unwrap();
+    let last = sqlx::query_scalar::<_, String>("SELECT id FROM staging.device_events_recent ORDER BY seq DESC")
+        .fetch_one(&store.database.pool)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .delete_event(&TenantId::default_tenant(), &EventId::from_string(&last))
+            .await
+            .unwrap()
+    );
+    store.append_events(&batch(300)).await.unwrap();
+    let rows: Vec<(i64, String)> = sqlx::query_as("SELECT seq, id FROM staging.device_events_recent")
+        .fetch_all(&store.database.pool)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 599);
+    for (seq, id) in rows {
+        assert_eq!(store.staged().seq_of(&id), Some(seq), "event {id}");
+    }
+}
+
+/// A walk cut short after its first move (a crash between two of its transactions): reads
+/// stay exact before and after the store reopens, and the next walk moves the rest without
+/// moving anything twice.
+#[tokio::test]
+async fn a_walk_cut_short_is_finished_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let store = open_store(&url).await.unwrap();
+    // The background walk waits: this test makes the walk's first move itself.
+    let walking = store.mover.walked.lock().await;
+    store
+        .append_events(&[event("dev-a", 1), event("dev-b", 2), event("dev-a", 3)])
+        .await
+        .unwrap();
+    let expected_a = (2, vec![3, 1], vec![json!(3)]);
+    let expected_b = (1, vec![2], vec![json!(2)]);
+    let staged: Vec<i64> = sqlx::query_scalar("SELECT seq FROM staging.device_events_recent WHERE device_id = 'dev-a'")
+        .fetch_all(&store.database.pool)
+        .await
+        .unwrap();
+    let moved = move_devices(&store.database.writer, &staged, "dev-a", "dev-a", 3)
+        .await
+        .unwrap();
+    assert_eq!(moved, 2);
+    assert_eq!(
+        read(&store, "dev-a").await,
+        expected_a,
+        "moved, not yet deleted from staging"
+    );
+    assert_eq!(read(&store, "dev-b").await, expected_b);
+    EventEngine::close(&store).await;
+    drop(walking);
+    drop(store);
+
+    let store = open_store(&url).await.unwrap();
+    assert_eq!(read(&store, "dev-a").await, expected_a, "after reopening");
+    assert_eq!(read(&store, "dev-b").await, expected_b);
+    store.settle().await.unwrap();
+    let count = |table: &'static str| {
+        let pool = store.database.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(&format!("SELECT COUNT(*) FROM {table}"))
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let counts = || async {
+        (
+            count("device_events").await,
+            count("staging.device_events_recent").await,
+            count("device_events_recent_moved").await,
+        )
+    };
+    assert_eq!(counts().await.0, 3, "each event moved once");
+    assert_eq!(read(&store, "dev-a").await, expected_a, "after the next walk");
+    assert_eq!(read(&store, "dev-b").await, expected_b);
+    // The walk after, once the moves have settled, deletes what was moved from staging.
+    tokio::time::sleep(SETTLE).await;
+    store.settle().await.unwrap();
+    assert_eq!(counts().await, (3, 0, 0), "staging emptied, records cleared");
+    let syncs: i64 = sqlx::query_scalar("SELECT syncs FROM main.walk_syncs")
+        .fetch_one(&store.database.pool)
+        .await
+        .unwrap();
+    // The background walk may have deleted too.
+    assert!(syncs >= 1, "a walk that deleted moved rows synced the main file");
+    assert_eq!(read(&store, "dev-a").await, expected_a, "after the deletes");
+    assert_eq!(read(&store, "dev-b").await, expected_b);
+}
+
+/// A sync commits a change to the main file: a connection reading the file sees a new
+/// version of it (`data_version`), so the commit wrote pages and flushed the WAL. An UPDATE
+/// that leaves its row as it was commits no change, and so flushes nothing: why a sync counts.
+#[tokio::test]
+async fn a_sync_commits_a_change_to_the_main_file() {
+    async fn version(conn: &mut sqlx::AnyConnection) -> i64 {
+        sqlx::query_scalar("PRAGMA main.data_version")
+            .fetch_one(conn)
+            .await
+            .unwrap()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&sqlite_url(dir.path())).await.unwrap();
+    let _walking = store.mover.walked.lock().await;
+    let mut reader = store.database.pool.acquire().await.unwrap();
+    let before = version(&mut reader).await;
+    sync_main(&store.database.writer).await.unwrap();
+    let synced = version(&mut reader).await;
+    assert_ne!(synced, before, "the first sync");
+    sqlx::query("UPDATE main.walk_syncs SET syncs = syncs")
+        .execute(&store.database.writer)
+        .await
+        .unwrap();
+    assert_eq!(version(&mut reader).await, synced, "an unchanged row");
+    sync_main(&store.database.writer).await.unwrap();
+    assert_ne!(version(&mut reader).await, synced, "the second sync");
+    let syncs: i64 = sqlx::query_scalar("SELECT syncs FROM main.walk_syncs")
+        .fetch_one(&store.database.writer)
+        .await
+        .unwrap();
+    assert_eq!(syncs, 2);
+}
+
+/// A move commits unsynced on the writer's connection and sets it back to FULL after: the
+/// API's writes that take the connection next are synced.
+#[tokio::test]
+async fn the_writer_is_synced_again_after_a_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&sqlite_url(dir.path())).await.unwrap();
+    let _walking = store.mover.walked.lock().await;
+    store
+        .append_events(&[event("dev-a", 1), event("dev-a", 2)])
+        .await
+        .unwrap();
+    let moved = move_devices(&store.database.writer, &[1, 2], "dev-a", "dev-a", 2)
+        .await
+        .unwrap();
+    assert_eq!(moved, 2);
+    assert_eq!(pragma(&store.database.writer, "main.synchronous").await, 2, "FULL");
+    assert_eq!(read(&store, "dev-a").await, (2, vec![2, 1], vec![json!(2)]));
+}
+
+/// The stager commits the staging file without waiting for the disk (NORMAL), every other
+/// connection with FULL; an ingest commit is answered after the flusher's flush, and its
+/// events are in the index then. A delete of moved rows needs the flusher too.
+#[tokio::test]
+async fn the_stager_commits_unsynced_and_the_flusher_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&sqlite_url(dir.path())).await.unwrap();
+    let _walking = store.mover.walked.lock().await;
+    let flusher = store.mover.flusher.clone();
+    flusher.stats().taken();
+    let events = [event("dev-a", 1), event("dev-a", 2), event("dev-a", 3)];
+    store.append_events(&events).await.unwrap();
+    let taken = flusher.stats().taken();
+    assert!(taken.flushes >= 1 && taken.requests == 1, "{taken:?}");
+    assert_eq!(store.staged().seq_of(events[2].id.as_str()), Some(3));
+    assert_eq!(pragma(&store.stager, "staging.synchronous").await, 1, "NORMAL");
+    assert_eq!(pragma(&store.database.writer, "staging.synchronous").await, 2, "FULL");
+    assert_eq!(pragma(&store.database.pool, "staging.synchronous").await, 2, "FULL");
+    delete_moved(&store.stager, 0, 2).await.unwrap();
+    let left: Vec<i64> = sqlx::query_scalar("SELECT seq FROM staging.device_events_recent")
+        .fetch_all(&store.database.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, vec![3]);
+}
+
+/// A new staging file has small pages (`STAGING_PAGE_SIZE`); one written before keeps its
+/// pages, and ingest and the moves go on with it.
+#[tokio::test]
+async fn a_new_staging_file_has_small_pages_and_an_old_one_keeps_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&sqlite_url(dir.path())).await.unwrap();
+    assert_eq!(pragma(&store.database.pool, "staging.page_size").await, 2048);
+    EventEngine::close(&store).await;
+
+    let old = tempfile::tempdir().unwrap();
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(old.path().join("gantry-staging.db"))
+        .create_if_missing(true)
+        .page_size(4096)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+    let mut file = sqlx::ConnectOptions::connect(&options).await.unwrap();
+    sqlx::query(include_str!("../../../migrations/staging/0001_staging_table.sql"))
+        .execute(&mut file)
+        .await
+        .unwrap();
+    sqlx::Connection::close(file).await.unwrap();
+    let store = open_store(&sqlite_url(old.path())).await.unwrap();
+    assert_eq!(pragma(&store.database.pool, "staging.page_size").await, 4096);
+    store
+        .append_events(&[event("dev-a", 1), event("dev-a", 2)])
+        .await
+        .unwrap();
+    // This walk or the background's moves them.
+    store.settle().await.unwrap();
+    let moved: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM main.device_events")
+        .fetch_one(&store.database.pool)
+        .await
+        .unwrap();
+    assert_eq!(moved, 2);
+    assert_eq!(read(&store, "dev-a").await, (2, vec![2, 1], vec![json!(2)]));
+}
