@@ -4,6 +4,7 @@
 mod devices;
 mod event_logs;
 mod events;
+mod figures;
 mod flush;
 mod merge;
 mod models;
@@ -30,6 +31,8 @@ use sqlx::{Any, Executor, Transaction};
 
 use crate::flush::Flusher;
 use crate::staged::Staged;
+
+pub use crate::figures::{PoolFigures, StoreFigures};
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
