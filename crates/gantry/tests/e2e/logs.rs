@@ -271,6 +271,20 @@ async fn json_logs_have_a_line_per_request_and_per_connection() {
     let generated = refused.headers()["x-request-id"].to_str().unwrap().to_owned();
     assert_ne!(generated, "forged\tline");
 
+    // An external broker's login check: its caller is the system administrator.
+    let verdict: Value = app
+        .client
+        .post(format!("{}/mqtt/auth", served.base))
+        .bearer_auth(&served.admin)
+        .json(&json!({"clientid": device, "username": device, "password": token}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(verdict["result"], "allow");
+
     // A device over MQTT/TCP, in and out; a refused login.
     let client = DeviceClient::connect(served.mqtt, "gantry", device, token)
         .await
@@ -312,6 +326,12 @@ async fn json_logs_have_a_line_per_request_and_per_connection() {
     assert_eq!(
         (line["status"].clone(), line["principal"].clone()),
         (json!(401), json!("none"))
+    );
+
+    let line = find(&|o| o["message"] == "request" && o["route"] == "/mqtt/auth").expect("the /mqtt/auth line");
+    assert_eq!(
+        (line["status"].clone(), line["principal"].clone()),
+        (json!(200), json!("system_admin"))
     );
 
     let line = find(&|o| o["message"] == "device connected").expect("the connect line");
