@@ -156,6 +156,16 @@ mod tests {
     }
 
     #[test]
+    fn listener_ids_name_their_transport() {
+        // As EmbeddedBroker::bind lists them with MQTT/TLS off: ids 1, 2, 3.
+        let transports = Transports(vec!["tcp", "ws", "wss"]);
+        assert_eq!(
+            [0, 1, 2, 3, 4].map(|id| transports.of(id)),
+            ["unknown", "tcp", "ws", "wss", "unknown"]
+        );
+    }
+
+    #[test]
     fn reasons_read_as_text() {
         assert_eq!(
             describe(&Reason::ConnectRemoteClose),
