@@ -50,6 +50,7 @@ pub struct LogParams {
     params(("deviceId" = String, Path)),
     responses((status = 200, body = Done), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, description = "the device is Locked", body = ErrorBody)))]
+#[tracing::instrument(name = "sendControl", skip_all, fields(device = %id))]
 pub async fn send(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -66,6 +67,7 @@ pub async fn send(
 /// Lists the event logs of a project: controls (DeviceControll) and device responses (Response).
 #[utoipa::path(get, path = "/api/v1/projects/{projectId}/eventLogs", operation_id = "listEventLogs", tag = "Projects", params(("projectId" = String, Path), LogParams),
     responses((status = 200, body = Envelope<Paged<EventLog>>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "listEventLogs", skip_all, fields(project = %id))]
 pub async fn logs(
     State(s): State<AppState>,
     Auth(who): Auth,

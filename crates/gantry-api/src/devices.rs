@@ -23,6 +23,7 @@ pub fn routes() -> Router<AppState> {
 /// Creates a device with a generated `accessToken`. `deviceName` must be unique; `status` defaults to Active, `virtual` to false.
 #[utoipa::path(post, path = "/api/v1/devices", operation_id = "createDevice", tag = "Devices", request_body = DeviceInput,
     responses((status = 200, body = Envelope<Device>), (status = 400, body = ErrorBody), (status = 404, description = "unknown project or model", body = ErrorBody), (status = 409, body = ErrorBody)))]
+#[tracing::instrument(name = "createDevice", skip_all)]
 pub async fn create(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -34,6 +35,7 @@ pub async fn create(
 /// Updates a device (name, project, status Active/Locked, comments, virtual, metadata); absent fields keep their values.
 #[utoipa::path(put, path = "/api/v1/devices/{deviceId}", operation_id = "updateDevice", tag = "Devices", request_body = DeviceInput, params(("deviceId" = String, Path)),
     responses((status = 200, body = Envelope<Device>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+#[tracing::instrument(name = "updateDevice", skip_all, fields(device = %id))]
 pub async fn update(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -50,6 +52,7 @@ pub async fn update(
 /// Returns one device.
 #[utoipa::path(get, path = "/api/v1/devices/{deviceId}", operation_id = "getDevice", tag = "Devices", params(("deviceId" = String, Path)),
     responses((status = 200, body = Envelope<Device>), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "getDevice", skip_all, fields(device = %id))]
 pub async fn read(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -65,6 +68,7 @@ pub async fn read(
 /// Deletes a device (soft delete; its access token stops working, its name is free again).
 #[utoipa::path(delete, path = "/api/v1/devices/{deviceId}", operation_id = "deleteDevice", tag = "Devices", params(("deviceId" = String, Path)),
     responses((status = 200, body = Done), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "deleteDevice", skip_all, fields(device = %id))]
 pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
     s.services
         .catalog
@@ -83,6 +87,7 @@ pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<S
     params(("deviceId" = String, Path)),
     responses((status = 200, body = Envelope<Device>), (status = 400, description = "graceSeconds out of range", body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "rotateDeviceAccessToken", skip_all, fields(device = %id))]
 pub async fn rotate(
     State(s): State<AppState>,
     Auth(who): Auth,

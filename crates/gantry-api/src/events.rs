@@ -72,6 +72,7 @@ pub struct AttributeParams {
     responses((status = 200, body = Envelope<Message>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, description = "the device is Locked", body = ErrorBody),
               (status = 429, body = ErrorBody)))]
+#[tracing::instrument(name = "createDeviceEvent", skip_all)]
 pub async fn create(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -83,6 +84,7 @@ pub async fn create(
 /// Returns an event as a Message (`meta.id` is the event id).
 #[utoipa::path(get, path = "/api/v1/deviceEvents/{eventId}", operation_id = "getDeviceEvent", tag = "Device events", params(("eventId" = String, Path)),
     responses((status = 200, body = Envelope<Message>), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "getDeviceEvent", skip_all, fields(event = %id))]
 pub async fn read(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -98,6 +100,7 @@ pub async fn read(
 /// Deletes an event: it is gone from reads and listings. The shadow keeps its value.
 #[utoipa::path(delete, path = "/api/v1/deviceEvents/{eventId}", operation_id = "deleteDeviceEvent", tag = "Device events", params(("eventId" = String, Path)),
     responses((status = 200, body = Done), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "deleteDeviceEvent", skip_all, fields(event = %id))]
 pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
     s.services
         .telemetry
@@ -109,6 +112,7 @@ pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<S
 /// Lists a device's events, newest first by the filtered time (ties by id).
 #[utoipa::path(get, path = "/api/v1/devices/{deviceId}/events", operation_id = "listDeviceEvents", tag = "Device events", params(("deviceId" = String, Path), EventParams),
     responses((status = 200, body = Envelope<Paged<DeviceEvent>>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "listDeviceEvents", skip_all, fields(device = %id))]
 pub async fn list(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -133,6 +137,7 @@ pub async fn list(
 /// Lists the events of one attribute of a device, newest first by device time.
 #[utoipa::path(get, path = "/api/v1/devices/{deviceId}/attributeCode", operation_id = "listAttributeEvents", tag = "Device events", params(("deviceId" = String, Path), AttributeParams),
     responses((status = 200, body = Envelope<Paged<DeviceEvent>>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "listAttributeEvents", skip_all, fields(device = %id))]
 pub async fn list_attribute(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -160,6 +165,7 @@ pub async fn list_attribute(
 /// Returns the device shadow: per attribute the value with the newest device time.
 #[utoipa::path(get, path = "/api/v1/devices/{deviceId}/shadows", operation_id = "getDeviceShadow", tag = "Device shadows", params(("deviceId" = String, Path)),
     responses((status = 200, body = Envelope<Shadow>), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "getDeviceShadow", skip_all, fields(device = %id))]
 pub async fn shadow(
     State(s): State<AppState>,
     Auth(who): Auth,

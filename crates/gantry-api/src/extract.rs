@@ -51,6 +51,9 @@ impl FromRequestParts<AppState> for Auth {
             tracing::warn!(address = %ip, "too many failed logins: address banned");
         }
         let principal = principal?;
+        if let Some(caller) = parts.extensions.get::<crate::request_log::Caller>() {
+            caller.set(&principal);
+        }
         if let Some(limiter) = &state.limiter
             && !limiter.allow(token)
         {

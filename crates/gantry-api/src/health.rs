@@ -23,5 +23,5 @@ pub async fn healthz() -> &'static str {
 /// Prometheus text: request counts and latencies per route, and the ingest pipeline's counters.
 #[utoipa::path(get, path = "/metrics", operation_id = "metrics", tag = "Operations", responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
-    ([(CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render())
+    ([(CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render().await)
 }

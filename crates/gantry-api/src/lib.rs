@@ -13,6 +13,7 @@ pub mod metrics;
 mod models;
 pub mod openapi;
 mod projects;
+pub mod request_log;
 mod routes;
 mod tenants;
 
@@ -31,7 +32,6 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use gantry_core::Services;
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
 
@@ -85,6 +85,6 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::middleware::from_fn(extract::checked_path))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
-        .layer(TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn(request_log::log_request))
         .with_state(state)
 }

@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::Mutex;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -24,15 +26,24 @@ struct RouteStats {
 /// Something else in the process that adds its own lines to `/metrics`.
 pub type Collector = Box<dyn Fn(&mut String) + Send + Sync>;
 
+/// A collector that has to wait for its figures (a database query, say): its lines, read
+/// afresh at each scrape.
+pub type AsyncCollector = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = String> + Send>> + Send + Sync>;
+
 #[derive(Default)]
 pub struct Metrics {
     routes: Mutex<BTreeMap<(String, String), RouteStats>>,
     collectors: Mutex<Vec<Collector>>,
+    async_collectors: Mutex<Vec<AsyncCollector>>,
 }
 
 impl Metrics {
     pub fn add_collector(&self, collector: Collector) {
         self.collectors.lock().expect("metrics lock").push(collector);
+    }
+
+    pub fn add_async_collector(&self, collector: AsyncCollector) {
+        self.async_collectors.lock().expect("metrics lock").push(collector);
     }
 
     fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
@@ -46,7 +57,17 @@ impl Metrics {
         }
     }
 
-    pub fn render(&self) -> String {
+    pub async fn render(&self) -> String {
+        let mut out = self.render_now();
+        let waiting: Vec<AsyncCollector> = self.async_collectors.lock().expect("metrics lock").clone();
+        for collector in waiting {
+            out.push_str(&collector().await);
+        }
+        out
+    }
+
+    /// Everything but the async collectors' lines.
+    fn render_now(&self) -> String {
         let mut out = String::new();
         out.push_str("# HELP gantry_http_requests_total HTTP requests by route and status.\n");
         out.push_str("# TYPE gantry_http_requests_total counter\n");
@@ -119,13 +140,14 @@ pub async fn track(State(state): State<AppState>, request: Request, next: Next) 
 mod tests {
     use super::*;
 
-    #[test]
-    fn renders_counts_and_cumulative_buckets() {
+    #[tokio::test]
+    async fn renders_counts_and_cumulative_buckets() {
         let m = Metrics::default();
         m.observe("GET", "/api/v1/devices/{deviceId}", 200, 0.002);
         m.observe("GET", "/api/v1/devices/{deviceId}", 404, 0.2);
         m.add_collector(Box::new(|out| out.push_str("gantry_extra 1\n")));
-        let text = m.render();
+        m.add_async_collector(Arc::new(|| Box::pin(async { "gantry_later 2\n".to_owned() })));
+        let text = m.render().await;
         assert!(text.contains(
             "gantry_http_requests_total{method=\"GET\",route=\"/api/v1/devices/{deviceId}\",status=\"404\"} 1"
         ));
@@ -134,6 +156,6 @@ mod tests {
         assert!(text.contains(
             "gantry_http_request_duration_seconds_count{method=\"GET\",route=\"/api/v1/devices/{deviceId}\"} 2"
         ));
-        assert!(text.ends_with("gantry_extra 1\n"));
+        assert!(text.ends_with("gantry_extra 1\ngantry_later 2\n"));
     }
 }

@@ -36,6 +36,7 @@ pub struct ListParams {
 /// Creates a device model. `name` must be unique; `attributesMap` and `actionsMap` must not both be empty.
 #[utoipa::path(post, path = "/api/v1/deviceModels", operation_id = "createDeviceModel", tag = "Device models", request_body = ModelInput,
     responses((status = 200, body = Envelope<DeviceModel>), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
+#[tracing::instrument(name = "createDeviceModel", skip_all)]
 pub async fn create(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -48,6 +49,7 @@ pub async fn create(
 #[utoipa::path(put, path = "/api/v1/deviceModels/{modelId}", operation_id = "updateDeviceModel", tag = "Device models", request_body = ModelInput,
     params(("modelId" = String, Path)),
     responses((status = 200, body = Envelope<DeviceModel>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+#[tracing::instrument(name = "updateDeviceModel", skip_all, fields(model = %id))]
 pub async fn update(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -64,6 +66,7 @@ pub async fn update(
 /// Returns one device model.
 #[utoipa::path(get, path = "/api/v1/deviceModels/{modelId}", operation_id = "getDeviceModel", tag = "Device models", params(("modelId" = String, Path)),
     responses((status = 200, body = Envelope<DeviceModel>), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "getDeviceModel", skip_all, fields(model = %id))]
 pub async fn read(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -79,6 +82,7 @@ pub async fn read(
 /// Lists the device models of the caller's tenant, oldest first.
 #[utoipa::path(get, path = "/api/v1/deviceModels", operation_id = "listDeviceModels", tag = "Device models", params(ListParams),
     responses((status = 200, body = Envelope<Paged<DeviceModel>>), (status = 400, body = ErrorBody)))]
+#[tracing::instrument(name = "listDeviceModels", skip_all)]
 pub async fn list(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -91,6 +95,7 @@ pub async fn list(
 /// Lists the devices of a model (an application sees those of its project only).
 #[utoipa::path(get, path = "/api/v1/deviceModels/{modelId}/devices", operation_id = "listDeviceModelDevices", tag = "Device models", params(("modelId" = String, Path), ListParams),
     responses((status = 200, body = Envelope<Paged<Device>>), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "listDeviceModelDevices", skip_all, fields(model = %id))]
 pub async fn devices(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -109,6 +114,7 @@ pub async fn devices(
 /// Deletes a device model (soft delete: hidden from reads and listings, its name free again). 409 while devices use it.
 #[utoipa::path(delete, path = "/api/v1/deviceModels/{modelId}", operation_id = "deleteDeviceModel", tag = "Device models", params(("modelId" = String, Path)),
     responses((status = 200, body = Done), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+#[tracing::instrument(name = "deleteDeviceModel", skip_all, fields(model = %id))]
 pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
     s.services.catalog.delete_model(&who, &ModelId::from_string(id)).await?;
     Ok(done())

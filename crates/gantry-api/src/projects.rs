@@ -107,6 +107,7 @@ impl DeviceParams {
 /// Creates a project with its `applicationAccessToken`. `name` must be unique; `status` defaults to development.
 #[utoipa::path(post, path = "/api/v1/projects", operation_id = "createProject", tag = "Projects", request_body = ProjectInput,
     responses((status = 200, body = Envelope<Project>), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
+#[tracing::instrument(name = "createProject", skip_all)]
 pub async fn create(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -118,6 +119,7 @@ pub async fn create(
 /// Updates a project; fields absent from the body keep their values.
 #[utoipa::path(put, path = "/api/v1/projects/{projectId}", operation_id = "updateProject", tag = "Projects", request_body = ProjectInput, params(("projectId" = String, Path)),
     responses((status = 200, body = Envelope<Project>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+#[tracing::instrument(name = "updateProject", skip_all, fields(project = %id))]
 pub async fn update(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -134,6 +136,7 @@ pub async fn update(
 /// Returns one project.
 #[utoipa::path(get, path = "/api/v1/projects/{projectId}", operation_id = "getProject", tag = "Projects", params(("projectId" = String, Path)),
     responses((status = 200, body = Envelope<Project>), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "getProject", skip_all, fields(project = %id))]
 pub async fn read(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -149,6 +152,7 @@ pub async fn read(
 /// Lists the projects the caller can access, oldest first.
 #[utoipa::path(get, path = "/api/v1/projects", operation_id = "listProjects", tag = "Projects", params(ListParams),
     responses((status = 200, body = Envelope<Paged<Project>>), (status = 400, body = ErrorBody)))]
+#[tracing::instrument(name = "listProjects", skip_all)]
 pub async fn list(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -166,6 +170,7 @@ pub async fn list(
 /// The distinct models of the project's devices, as a plain array (no paging).
 #[utoipa::path(get, path = "/api/v1/projects/{projectId}/models", operation_id = "listProjectModels", tag = "Projects", params(("projectId" = String, Path)),
     responses((status = 200, body = Envelope<Vec<DeviceModel>>), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "listProjectModels", skip_all, fields(project = %id))]
 pub async fn models(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -181,6 +186,7 @@ pub async fn models(
 /// Lists the devices of a project with filters and order.
 #[utoipa::path(get, path = "/api/v1/projects/{projectId}/devices", operation_id = "listProjectDevices", tag = "Projects", params(("projectId" = String, Path), DeviceParams),
     responses((status = 200, body = Envelope<Paged<Device>>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "listProjectDevices", skip_all, fields(project = %id))]
 pub async fn devices(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -200,6 +206,7 @@ pub async fn devices(
 /// Deletes a project (soft delete; its application token stops working). 409 while it has devices.
 #[utoipa::path(delete, path = "/api/v1/projects/{projectId}", operation_id = "deleteProject", tag = "Projects", params(("projectId" = String, Path)),
     responses((status = 200, body = Done), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+#[tracing::instrument(name = "deleteProject", skip_all, fields(project = %id))]
 pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
     s.services
         .catalog
@@ -216,6 +223,7 @@ pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<S
     params(("projectId" = String, Path)),
     responses((status = 200, body = Envelope<Project>), (status = 400, description = "graceSeconds out of range", body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "rotateApplicationAccessToken", skip_all, fields(project = %id))]
 pub async fn rotate(
     State(s): State<AppState>,
     Auth(who): Auth,

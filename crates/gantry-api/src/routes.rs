@@ -41,6 +41,7 @@ pub struct ListParams {
     params(("deviceId" = String, Path)),
     responses((status = 200, body = Envelope<Route>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, description = "the device is Locked", body = ErrorBody)))]
+#[tracing::instrument(name = "createRoute", skip_all, fields(device = %id))]
 pub async fn create(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -59,6 +60,7 @@ pub async fn create(
 #[utoipa::path(post, path = "/api/v1/routes/{routeId}/refresh", operation_id = "refreshRoute", tag = "Routes", params(("routeId" = String, Path)),
     responses((status = 200, body = Envelope<Route>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+#[tracing::instrument(name = "refreshRoute", skip_all, fields(route = %id))]
 pub async fn refresh(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -72,6 +74,7 @@ pub async fn refresh(
 #[utoipa::path(get, path = "/api/v1/devices/{deviceId}/routes", operation_id = "listRoutes", tag = "Routes", params(("deviceId" = String, Path), ListParams),
     responses((status = 200, body = Envelope<Paged<Route>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "listRoutes", skip_all, fields(device = %id))]
 pub async fn list(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -89,6 +92,7 @@ pub async fn list(
 #[utoipa::path(delete, path = "/api/v1/routes/{routeId}", operation_id = "revokeRoute", tag = "Routes", params(("routeId" = String, Path)),
     responses((status = 200, body = Done), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "revokeRoute", skip_all, fields(route = %id))]
 pub async fn revoke(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> ApiResult<Json<Done>> {
     s.services.routes.revoke(&who, &id).await?;
     Ok(done())

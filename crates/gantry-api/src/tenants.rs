@@ -23,6 +23,7 @@ pub fn routes() -> Router<AppState> {
     responses((status = 200, body = Envelope<CreatedTenant>), (status = 400, body = ErrorBody),
               (status = 403, description = "not the system administrator", body = ErrorBody),
               (status = 409, description = "name taken", body = ErrorBody)))]
+#[tracing::instrument(name = "createTenant", skip_all)]
 pub async fn create(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -43,6 +44,7 @@ pub async fn create(
     responses((status = 200, body = Envelope<CreatedTenant>), (status = 400, description = "graceSeconds out of range", body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, description = "not an administrator token", body = ErrorBody),
               (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "rotateAdminToken", skip_all, fields(tenant = %id))]
 pub async fn rotate(
     State(s): State<AppState>,
     Auth(who): Auth,

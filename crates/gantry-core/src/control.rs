@@ -1,6 +1,7 @@
 //! Control messages sent down to devices, their acks, and the event logs that record both.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -116,6 +117,19 @@ pub struct ControlService {
     catalog: Arc<CatalogService>,
     downlink: Arc<dyn Downlink>,
     ack_timeout: Duration,
+    stats: ControlStats,
+}
+
+/// What became of the controls that wait for an ack, counted by this process (exported at
+/// `/metrics`; how many are pending now is the store's figure, which every node shares).
+#[derive(Debug, Default)]
+pub struct ControlStats {
+    /// Controls sent (or relayed along a route) that wait for an ack.
+    pub awaiting_ack: AtomicU64,
+    /// Controls completed by their first ack.
+    pub completed: AtomicU64,
+    /// Controls ended in `exception` by the ack sweep.
+    pub exception: AtomicU64,
 }
 
 impl ControlService {
@@ -130,7 +144,12 @@ impl ControlService {
             catalog,
             downlink,
             ack_timeout,
+            stats: ControlStats::default(),
         }
+    }
+
+    pub fn stats(&self) -> &ControlStats {
+        &self.stats
     }
 
     /// Validates a control message against the device's model, records it as an event log and
@@ -183,6 +202,9 @@ impl ControlService {
         );
         let deadline = input.needack.then(|| now + self.ack_timeout.as_millis() as i64);
         self.store.insert_event_log(&log, deadline).await?;
+        if input.needack {
+            self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
+        }
         self.downlink.send(device.id.as_str(), &message).await?;
         Ok(message)
     }
@@ -206,7 +228,11 @@ impl ControlService {
         let mut log = new_log(device, Classification::DeviceControll, status, message, None, by, now);
         log.reply_to = reply_to;
         let deadline = needack.then(|| now + self.ack_timeout.as_millis() as i64);
-        self.store.insert_event_log(&log, deadline).await
+        self.store.insert_event_log(&log, deadline).await?;
+        if needack {
+            self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// A device's ack (`type` ack with `correlationId`): completes the control it answers and
@@ -222,6 +248,14 @@ impl ControlService {
             }
             None => None,
         };
+        // The first response completes a control still processing; a later one, or one after
+        // the `exception`, leaves its status as it was.
+        if let Some(log) = &answered
+            && log.status == EventLogStatus::Completed
+            && log.responses.len() == 1
+        {
+            self.stats.completed.fetch_add(1, Ordering::Relaxed);
+        }
         if let Some(owner) = answered.as_ref().and_then(|log| log.reply_to.as_deref())
             && let Err(e) = self.downlink.send(owner, ack).await
         {
@@ -242,7 +276,9 @@ impl ControlService {
 
     /// Marks controls whose ack did not come in time as `exception`; returns how many.
     pub async fn expire_overdue(&self) -> Result<u64> {
-        self.store.expire_event_logs(now_ms()).await
+        let expired = self.store.expire_event_logs(now_ms()).await?;
+        self.stats.exception.fetch_add(expired, Ordering::Relaxed);
+        Ok(expired)
     }
 
     pub fn ack_timeout(&self) -> Duration {

@@ -11,10 +11,11 @@ use std::hash::{BuildHasher, RandomState};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
 
 use crate::ids::DeviceId;
 use crate::store::Store;
@@ -56,6 +57,8 @@ pub struct IngestStats {
     pub batches: AtomicU64,
     pub rejected_busy: AtomicU64,
     pub failed: AtomicU64,
+    /// From a batch's start of commit until it is durable (its callers are answered then).
+    pub commit_seconds: crate::histogram::Histogram,
 }
 
 struct Job {
@@ -232,14 +235,18 @@ async fn commit(
         events.extend(job.events);
         spans.push((start..events.len(), job.done));
     }
-    match store.commit_events(&events).await {
+    // Per batch, at debug: the span costs nothing when the level is off.
+    let span = tracing::debug_span!("ingest_commit", events = events.len(), submissions = spans.len());
+    let started = Instant::now();
+    match store.commit_events(&events).instrument(span.clone()).await {
         Ok(durable) => {
             let stats = stats.clone();
-            flushing.spawn(async move {
+            let flushed = async move {
                 let result = durable.await;
                 drop(permit);
                 match &result {
                     Ok(()) => {
+                        stats.commit_seconds.observe(started.elapsed());
                         stats.batches.fetch_add(1, Ordering::Relaxed);
                         stats.committed.fetch_add(events.len() as u64, Ordering::Relaxed);
                     }
@@ -254,7 +261,8 @@ async fn commit(
                         Err(e) => Err(e.duplicate_for_waiter()),
                     });
                 }
-            });
+            };
+            flushing.spawn(flushed.instrument(span));
         }
         Err(batch_error) => {
             tracing::warn!(error = %batch_error, events = events.len(), "batch commit failed; committing submissions one by one");
@@ -262,6 +270,7 @@ async fn commit(
                 let result = store.append_events(&events[range.clone()]).await;
                 match &result {
                     Ok(()) => {
+                        stats.commit_seconds.observe(started.elapsed());
                         stats.batches.fetch_add(1, Ordering::Relaxed);
                         stats.committed.fetch_add(range.len() as u64, Ordering::Relaxed);
                     }

@@ -8,6 +8,7 @@ pub mod control;
 pub mod enums;
 pub mod error;
 pub mod guard;
+pub mod histogram;
 pub mod ids;
 pub mod ingest;
 pub mod names;

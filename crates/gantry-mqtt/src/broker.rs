@@ -21,6 +21,7 @@ use rmqtt::types::{ClientId, From, Id, Publish};
 use rustls::ServerConfig;
 use tokio::task::JoinHandle;
 
+use crate::connections::{Connections, Transports};
 use crate::hooks::GantryHooks;
 use crate::policy::Policy;
 use crate::sessions::{SWEEP_PERIOD, Sessions};
@@ -73,6 +74,8 @@ pub struct MqttStats {
     pub ingest_failures: AtomicU64,
     pub messages_out: AtomicU64,
     pub publishes_over_rate: AtomicU64,
+    /// The embedded broker's connected clients (an external broker counts its own).
+    pub(crate) connections: Option<Connections>,
 }
 
 impl MqttStats {
@@ -126,6 +129,9 @@ impl MqttStats {
                 value.load(Ordering::Relaxed)
             );
         }
+        if let Some(connections) = &self.connections {
+            connections.render(out);
+        }
     }
 }
 
@@ -141,7 +147,15 @@ impl MqttStats {
         if !outcome.refused.is_empty() {
             self.entries_refused
                 .fetch_add(outcome.refused.len() as u64, Ordering::Relaxed);
-            tracing::info!(device, refused = ?outcome.refused, "upstream entries refused");
+            let refused: Vec<String> = outcome
+                .refused
+                .iter()
+                .map(|r| match r.code.is_empty() {
+                    true => r.reason.clone(),
+                    false => format!("{}: {}", r.code, r.reason),
+                })
+                .collect();
+            tracing::info!(device, refused = %refused.join("; "), "upstream entries refused");
         }
         if let Some(reply) = outcome.reply
             && let Err(e) = downlink.send(device, &reply).await
@@ -162,6 +176,8 @@ pub struct EmbeddedBroker {
     topics: Topics,
     stats: Arc<MqttStats>,
     sessions: Arc<Sessions>,
+    /// Each listener's transport, in the order of `listeners`.
+    transports: Transports,
     /// Publishes per second per connection (`BrokerLimits::publishes_per_second`).
     publish_rate: u32,
     task: Option<JoinHandle<()>>,
@@ -208,6 +224,7 @@ impl EmbeddedBroker {
             .ws()?;
         let (tcp_addr, ws_addr) = (tcp.local_addr()?, ws.local_addr()?);
         let mut listeners = vec![tcp, ws];
+        let mut transports = vec!["tcp", "ws"];
         let (mut mqtts_addr, mut wss_addr) = (None, None);
         if let Some(tls) = &config.tls {
             if let Some(addr) = tls.mqtts_addr {
@@ -221,6 +238,7 @@ impl EmbeddedBroker {
                     .tls()?;
                 mqtts_addr = Some(mqtts.local_addr()?);
                 listeners.push(mqtts);
+                transports.push("tls");
             }
             if let Some(addr) = tls.wss_addr {
                 let wss = listener("wss", addr)
@@ -230,6 +248,7 @@ impl EmbeddedBroker {
                     .wss()?;
                 wss_addr = Some(wss.local_addr()?);
                 listeners.push(wss);
+                transports.push("wss");
             }
         }
         Ok(Self {
@@ -240,8 +259,12 @@ impl EmbeddedBroker {
             mqtts_addr,
             wss_addr,
             topics: config.topics.clone(),
-            stats: Arc::new(MqttStats::default()),
+            stats: Arc::new(MqttStats {
+                connections: Some(Connections::default()),
+                ..MqttStats::default()
+            }),
             sessions: Arc::default(),
+            transports: Transports(transports),
             publish_rate: config.limits.publishes_per_second,
             task: None,
             sweeper: None,
@@ -289,18 +312,22 @@ impl EmbeddedBroker {
             self.stats.clone(),
             self.sessions.clone(),
             self.publish_rate,
+            self.transports.clone(),
         );
         let register = self.scx.extends.hook_mgr().register();
         for hook in [
             Type::ClientAuthenticate,
             Type::ClientSubscribeCheckAcl,
             Type::MessagePublishCheckAcl,
+            Type::ClientConnected,
+            Type::ClientDisconnected,
         ] {
             register.add(hook, Box::new(hooks.clone())).await;
         }
         register.start().await;
         let mut server = MqttServer::new(self.scx.clone());
-        // Ids given explicitly: rmqtt would key listeners by their configured port, 0 for both.
+        // Ids given explicitly (rmqtt would key listeners by their configured port, 0 for both),
+        // in the order of `transports`.
         for (id, listener) in self.listeners.drain(..).enumerate() {
             server = server.listener_by_id(listener, id as u16 + 1);
         }

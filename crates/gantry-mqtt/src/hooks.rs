@@ -11,9 +11,14 @@ use gantry_core::routes::RouteGrant;
 use gantry_core::telemetry::Rejection;
 use rmqtt::codec::v5::{PublishAckReason, SubscribeAckReason};
 use rmqtt::hook::{Handler, HookResult, Parameter, ReturnType};
-use rmqtt::types::{AuthResult, ConnectInfo, LastWill, Publish, PublishAclResult, PublishResult, SubscribeAclResult};
+use rmqtt::session::Session;
+use rmqtt::types::{
+    AuthResult, ConnectInfo, LastWill, Publish, PublishAclResult, PublishResult, Reason, SubscribeAclResult,
+};
+use tracing::instrument;
 
 use crate::broker::MqttStats;
+use crate::connections::{self, Kind, Transports};
 use crate::policy::{Login, Policy, Publishing, Refusal};
 use crate::rate::PublishRate;
 use crate::sessions::Sessions;
@@ -25,6 +30,7 @@ pub(crate) struct GantryHooks {
     stats: Arc<MqttStats>,
     sessions: Arc<Sessions>,
     publish_rate: Arc<PublishRate>,
+    transports: Transports,
 }
 
 impl GantryHooks {
@@ -34,6 +40,7 @@ impl GantryHooks {
         stats: Arc<MqttStats>,
         sessions: Arc<Sessions>,
         publishes_per_second: u32,
+        transports: Transports,
     ) -> Self {
         Self {
             policy,
@@ -41,9 +48,16 @@ impl GantryHooks {
             stats,
             sessions,
             publish_rate: Arc::new(PublishRate::new(publishes_per_second)),
+            transports,
         }
     }
 
+    /// Per connection, at info: the span of a login, with the client id and address.
+    #[instrument(
+        name = "mqtt_login",
+        skip_all,
+        fields(client_id = %info.client_id(), address = %info.id().remote_addr.map(|a| a.ip().to_string()).unwrap_or_default())
+    )]
     async fn authenticate(&self, info: &ConnectInfo) -> AuthResult {
         let client_id = info.client_id().to_string();
         let username = info.username().map(|u| u.to_string()).unwrap_or_default();
@@ -74,7 +88,12 @@ impl GantryHooks {
             }
             Err(refusal) => {
                 self.stats.logins_refused.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(client_id, address = ?peer, "MQTT login refused");
+                let address = peer.map(|ip| ip.to_string()).unwrap_or_default();
+                let why = match refusal {
+                    Refusal::BadCredentials => "unknown client or wrong password",
+                    Refusal::NotAuthorized => "not authorized (Locked, or a Last Will the ACL refuses)",
+                };
+                tracing::info!(client_id, address, reason = why, "MQTT login refused");
                 if let (Some(ip), Some(guard)) = (peer, &guard)
                     && guard.failed(ip)
                 {
@@ -113,6 +132,8 @@ impl GantryHooks {
         Ok(login)
     }
 
+    /// Per message, at debug: nothing is recorded or allocated when the level is off.
+    #[instrument(level = "debug", name = "mqtt_publish", skip_all, fields(client_id = client_id))]
     async fn check_publish(&self, client_id: &str, publish: &Publish) -> PublishAclResult {
         let Some(identity) = self.sessions.identity(client_id) else {
             return PublishAclResult::rejected(true, None);
@@ -169,6 +190,7 @@ impl GantryHooks {
 
     /// What a device publishes to its upstream topic is ingested before the publish is
     /// acknowledged, so a QoS 1 PUBACK means the events are durable.
+    #[instrument(level = "debug", name = "mqtt_ingest", skip_all, fields(device = client_id, tenant = tenant.as_str()))]
     async fn ingest(&self, client_id: &str, tenant: TenantId, publish: &Publish) -> PublishAclResult {
         let Some(services) = self.policy.services() else {
             return PublishAclResult::rejected(true, None);
@@ -206,6 +228,48 @@ impl GantryHooks {
         }
     }
 
+    /// A client is in: counted by kind and transport, and a line says who, from where, how.
+    async fn connected(&self, session: &Session) {
+        let client_id = &session.id.client_id;
+        let kind = match self.sessions.identity(client_id) {
+            Some(crate::policy::Identity::Route(_)) => Kind::Temporary,
+            _ => Kind::Device,
+        };
+        let transport = self.transports.of(session.id.lid);
+        if let Some(connections) = &self.stats.connections {
+            connections.connected(&session.id, kind, transport);
+        }
+        let protocol = connections::protocol_name(session.protocol().await.unwrap_or_default());
+        let address = session.id.remote_addr.map(|a| a.to_string()).unwrap_or_default();
+        match kind {
+            Kind::Device => tracing::info!(device = %client_id, address, protocol, transport, "device connected"),
+            Kind::Temporary => {
+                tracing::info!(client_id = %client_id, address, protocol, transport, "route identity connected")
+            }
+        }
+    }
+
+    /// A client is gone: its count ends, and a line says why.
+    fn disconnected(&self, session: &Session, reason: &Reason) {
+        let Some((kind, transport)) = self
+            .stats
+            .connections
+            .as_ref()
+            .and_then(|c| c.disconnected(&session.id))
+        else {
+            return;
+        };
+        let client_id = &session.id.client_id;
+        let address = session.id.remote_addr.map(|a| a.to_string()).unwrap_or_default();
+        let reason = connections::describe(reason);
+        match kind {
+            Kind::Device => tracing::info!(device = %client_id, address, transport, reason, "device disconnected"),
+            Kind::Temporary => {
+                tracing::info!(client_id = %client_id, address, transport, reason, "route identity disconnected")
+            }
+        }
+    }
+
     fn check_subscribe(&self, client_id: &str, filter: &str, qos: rmqtt::codec::types::QoS) -> SubscribeAclResult {
         let known = self.sessions.is_known(client_id);
         if known && self.policy.may_subscribe(client_id, filter) {
@@ -238,6 +302,14 @@ impl Handler for GantryHooks {
                     self.check_publish(&session.id.client_id, publish).await,
                 )),
             ),
+            Parameter::ClientConnected(session) => {
+                self.connected(session).await;
+                (true, acc)
+            }
+            Parameter::ClientDisconnected(session, reason) => {
+                self.disconnected(session, reason);
+                (true, acc)
+            }
             _ => (true, acc),
         }
     }

@@ -3,6 +3,7 @@
 //! same core services as REST; and the downlink that publishes control messages.
 
 mod broker;
+mod connections;
 mod external;
 mod hooks;
 pub mod policy;

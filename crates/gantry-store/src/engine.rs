@@ -52,6 +52,18 @@ pub(crate) trait EventEngine: EventStore + Debug {
 
     /// Closes the engine's pools, waiting for connections in use, and lets its files go.
     async fn close(&self);
+
+    /// What an operator watches of the engine (`SqlStore::figures`): its pools, and what it
+    /// holds apart and on disk where it keeps such things.
+    fn figures(&self) -> EngineFigures;
+}
+
+/// An engine's part of `StoreFigures`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EngineFigures {
+    pub(crate) pools: Vec<crate::figures::PoolFigures>,
+    pub(crate) staged_events: Option<usize>,
+    pub(crate) wal_bytes: Vec<(&'static str, u64)>,
 }
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations");

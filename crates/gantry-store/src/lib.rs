@@ -10,6 +10,7 @@
 mod engine;
 mod error;
 mod events;
+mod figures;
 mod postgres;
 mod row;
 mod shared;
@@ -26,6 +27,7 @@ use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute};
 use sqlx::{Any, AnyPool, Transaction};
 
 use crate::engine::{Connected, Dialect, EventEngine};
+pub use crate::figures::{PoolFigures, StoreFigures};
 pub use crate::sqlite::sqlite_url;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

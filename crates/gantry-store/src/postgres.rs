@@ -11,7 +11,7 @@ use gantry_core::store::EventStore;
 use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute};
 use sqlx::AnyPool;
 
-use crate::engine::{Connected, Dialect, EventEngine};
+use crate::engine::{Connected, Dialect, EngineFigures, EventEngine};
 use crate::events::counts::Tally;
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
 
@@ -73,6 +73,14 @@ impl PostgresEvents {
 impl EventEngine for PostgresEvents {
     async fn close(&self) {
         self.pool().close().await;
+    }
+
+    /// One pool serves reads, the catalog's writes and ingest; nothing is held apart.
+    fn figures(&self) -> EngineFigures {
+        EngineFigures {
+            pools: vec![crate::figures::pool("main", self.pool())],
+            ..EngineFigures::default()
+        }
     }
 }
 

@@ -6,7 +6,8 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, header::AUTHORIZATION};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
+use gantry_api::request_log::Caller;
 use gantry_api::{ApiError, AppJson, ErrorBody};
 use gantry_core::Error;
 use gantry_mqtt::Policy;
@@ -54,6 +55,7 @@ pub fn routes(policy: Policy) -> Router {
     Router::new()
         .route("/mqtt/auth", post(auth))
         .route("/mqtt/acl", post(acl))
+        .layer(axum::middleware::from_fn(gantry_api::request_log::log_request))
         .with_state(policy)
 }
 
@@ -67,7 +69,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// Only the system administrator's token may ask.
-async fn caller_is_system(policy: &Policy, headers: &HeaderMap) -> Result<(), ApiError> {
+/// The caller goes into the request's log line (`request_log`).
+async fn caller_is_system(policy: &Policy, headers: &HeaderMap, caller: Option<&Caller>) -> Result<(), ApiError> {
     let services = policy.services().ok_or(Error::Unavailable)?;
     let token = headers
         .get(AUTHORIZATION)
@@ -79,6 +82,9 @@ async fn caller_is_system(policy: &Policy, headers: &HeaderMap) -> Result<(), Ap
         .authenticate(token)
         .await
         .map_err(|_| Error::Unauthorized)?;
+    if let Some(caller) = caller {
+        caller.set(&principal);
+    }
     Ok(principal.require_system()?)
 }
 
@@ -95,9 +101,10 @@ async fn caller_is_system(policy: &Policy, headers: &HeaderMap) -> Result<(), Ap
 async fn auth(
     State(policy): State<Policy>,
     headers: HeaderMap,
+    caller: Option<Extension<Caller>>,
     AppJson(request): AppJson<AuthRequest>,
 ) -> Result<Json<Verdict>, ApiError> {
-    caller_is_system(&policy, &headers).await?;
+    caller_is_system(&policy, &headers, caller.as_deref()).await?;
     Ok(verdict(
         policy
             .login(&request.clientid, &request.username, &request.password, None)
@@ -119,9 +126,10 @@ async fn auth(
 async fn acl(
     State(policy): State<Policy>,
     headers: HeaderMap,
+    caller: Option<Extension<Caller>>,
     AppJson(request): AppJson<AclRequest>,
 ) -> Result<Json<Verdict>, ApiError> {
-    caller_is_system(&policy, &headers).await?;
+    caller_is_system(&policy, &headers, caller.as_deref()).await?;
     let Some(identity) = policy.identify(&request.clientid).await else {
         return Ok(verdict(false));
     };

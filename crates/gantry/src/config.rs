@@ -50,6 +50,9 @@ pub struct ServeConfig {
     /// Where the embedded database and generated secrets live.
     #[arg(long, env = "GANTRY_DATA_DIR", default_value = "./gantry-data")]
     pub data_dir: PathBuf,
+    /// How log lines are written: `text`, or `json` (one object per line).
+    #[arg(long, env = "GANTRY_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: crate::logging::LogFormat,
     /// `sqlite://...` or `postgres://...`; default: SQLite in the data dir.
     #[arg(long, env = "GANTRY_DATABASE_URL")]
     pub database_url: Option<String>,
@@ -150,6 +153,7 @@ impl ServeConfig {
         let any: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
         Self {
             data_dir,
+            log_format: crate::logging::LogFormat::Text,
             database_url: None,
             http_addr: any,
             mqtt_addr: any,

@@ -115,6 +115,9 @@ impl DeviceClient {
                     Ok(Event::Incoming(Packet::Publish(p))) => Incoming::Publish(p),
                     Ok(Event::Incoming(Packet::PubAck(_))) => Incoming::PubAck,
                     Ok(Event::Incoming(Packet::SubAck(s))) => Incoming::SubAck(s.return_codes),
+                    // The connection is closed once DISCONNECT is sent, as MQTT asks of a
+                    // client (the broker waits for it to close).
+                    Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) => return,
                     Ok(_) => continue,
                     Err(e) => {
                         // No reconnect: a closed connection is something to observe here.
@@ -263,8 +266,11 @@ impl DeviceClient {
         }
     }
 
-    pub async fn disconnect(self) {
-        let _ = self.client.disconnect().await;
+    /// Sends DISCONNECT and closes the connection; returns once it is closed.
+    pub async fn disconnect(mut self) {
+        if self.client.disconnect().await.is_ok() {
+            let _ = self.closed_within(WAIT).await;
+        }
     }
 }
 

@@ -6,6 +6,8 @@ pub mod config;
 pub mod device;
 mod http;
 mod limits;
+pub mod logging;
+mod metrics;
 mod mqtt;
 pub mod simulate;
 pub mod tls;
@@ -100,7 +102,8 @@ impl Application {
             mq: config.mq_api_addr(broker.tcp_addr()),
         };
 
-        let store: Arc<dyn gantry_core::store::Store> = Arc::new(store);
+        let sql_store = Arc::new(store);
+        let store: Arc<dyn gantry_core::store::Store> = sql_store.clone();
         let (ingest, ingest_writer) = Ingest::start(store.clone(), IngestConfig::default());
         let ack_timeout = Duration::from_secs(config.ack_timeout);
         let (tcp_port, ws_port) = if config.route_tls() {
@@ -145,7 +148,7 @@ impl Application {
         }
 
         let metrics = Arc::new(gantry_api::metrics::Metrics::default());
-        metrics.add_collector(ingest_metrics(&ingest));
+        metrics::register(&metrics, &ingest, services.control.clone(), sql_store);
         let mqtt_stats = broker.stats();
         metrics.add_collector(Box::new(move |out: &mut String| mqtt_stats.render(out)));
         let guard = services.login_guard.clone();
@@ -310,50 +313,6 @@ async fn sweep_overdue_acks(services: Arc<Services>) {
             Err(e) => tracing::warn!(error = %e, "ack sweep failed"),
         }
     }
-}
-
-/// The ingest pipeline's counters as Prometheus text.
-fn ingest_metrics(ingest: &Ingest) -> gantry_api::metrics::Collector {
-    let ingest = ingest.clone();
-    Box::new(move |out: &mut String| {
-        use std::fmt::Write;
-        use std::sync::atomic::Ordering::Relaxed;
-        let s = ingest.stats();
-        for (name, help, value) in [
-            (
-                "gantry_ingest_submitted_total",
-                "Events queued for commit.",
-                s.submitted.load(Relaxed),
-            ),
-            (
-                "gantry_ingest_committed_total",
-                "Events committed.",
-                s.committed.load(Relaxed),
-            ),
-            (
-                "gantry_ingest_batches_total",
-                "Commits (batches) made.",
-                s.batches.load(Relaxed),
-            ),
-            (
-                "gantry_ingest_rejected_busy_total",
-                "Events refused because the queue stayed full.",
-                s.rejected_busy.load(Relaxed),
-            ),
-            (
-                "gantry_ingest_failed_total",
-                "Events whose commit failed.",
-                s.failed.load(Relaxed),
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
-        }
-        let _ = writeln!(
-            out,
-            "# HELP gantry_ingest_backlog Submissions waiting for the writer.\n# TYPE gantry_ingest_backlog gauge\ngantry_ingest_backlog {}",
-            ingest.backlog()
-        );
-    })
 }
 
 /// The data directory holds the database (every token in it) and generated secrets: it is

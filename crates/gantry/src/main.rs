@@ -11,15 +11,11 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    // The broker's own lines (each refused CONNECT writes two at info) stay at warn unless
-    // RUST_LOG asks for them: Gantry logs one line per refusal itself. Colour only on a terminal.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn,rmqtt=warn,rmqtt_net=warn".into()),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+    let log_format = match &cli.command {
+        Command::Serve(config) => config.log_format,
+        _ => gantry::logging::LogFormat::Text,
+    };
+    gantry::logging::init(log_format);
     match cli.command {
         Command::Serve(config) => {
             let app = gantry::Application::build(*config).await?;

@@ -55,6 +55,17 @@ pub(crate) struct Database {
 }
 
 impl Database {
+    /// The main file's write-ahead log (an in-memory database has none: an empty path).
+    pub(crate) fn wal_file(&self) -> std::path::PathBuf {
+        let url = &self.pool.connect_options().database_url;
+        let Ok(Some(file)) = super::file::database_file(url.as_str()) else {
+            return std::path::PathBuf::new();
+        };
+        let mut wal = file.into_os_string();
+        wal.push("-wal");
+        wal.into()
+    }
+
     /// Closes the pools, waiting for connections in use, and lets the files go.
     pub(crate) async fn close(&self) {
         self.writer.close().await;

@@ -11,6 +11,7 @@ mod external;
 mod faults;
 mod helpers;
 mod logs;
+mod metrics;
 mod mqtt;
 mod openapi;
 mod operations;

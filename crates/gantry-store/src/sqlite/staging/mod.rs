@@ -21,6 +21,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -40,7 +41,7 @@ use self::staged::{MAX_STAGED, Staged};
 use self::table::{NOT_MOVED, STAGING};
 use super::database::Database;
 use super::task::every;
-use crate::engine::EventEngine;
+use crate::engine::{EngineFigures, EventEngine};
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
@@ -58,6 +59,8 @@ pub(crate) struct StagingEvents {
     /// device_events with the hours kept: the moves add them at no cost to ingest.
     kept: Kept,
     mover: Arc<Mover>,
+    /// The write-ahead logs an operator watches: the main file's and the staging file's.
+    wal: [(&'static str, PathBuf); 2],
 }
 
 /// Where an ingest batch is written: alone on the stager's connection when it is one statement
@@ -77,6 +80,7 @@ impl StagingEvents {
         file: StagingFile,
     ) -> std::result::Result<Self, sqlx::Error> {
         let staged = Arc::new(Staged::default());
+        let wal = [("main", database.wal_file()), ("staging", file.wal.clone())];
         let flusher = Arc::new(Flusher::start(file.wal, staged.clone()));
         let (reader, writer) = (database.pool.clone(), database.writer.clone());
         adopt_main_staging(&reader, &writer, &stager, &flusher).await?;
@@ -110,6 +114,7 @@ impl StagingEvents {
             database,
             stager,
             mover,
+            wal,
         })
     }
 
@@ -141,6 +146,21 @@ impl EventEngine for StagingEvents {
     async fn close(&self) {
         self.stager.close().await;
         self.database.close().await;
+    }
+
+    /// The read, writer and ingest pools, the staged events no move has taken, and the size of
+    /// each file's write-ahead log.
+    fn figures(&self) -> EngineFigures {
+        use crate::figures::{file_size, pool};
+        EngineFigures {
+            pools: vec![
+                pool("read", &self.database.pool),
+                pool("writer", &self.database.writer),
+                pool("ingest", &self.stager),
+            ],
+            staged_events: Some(self.staged().waiting()),
+            wal_bytes: self.wal.iter().map(|(name, path)| (*name, file_size(path))).collect(),
+        }
     }
 }
 

@@ -105,7 +105,7 @@ impl Staged {
     }
 
     /// Held events no move has taken yet.
-    fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         let inner = self.inner.lock().expect("the staged index is never poisoned");
         inner.by_seq.len().saturating_sub(inner.moved)
     }

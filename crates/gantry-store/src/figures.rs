@@ -1,0 +1,67 @@
+//! What an operator watches of the store, read when `/metrics` is scraped: the pools' use,
+//! SQLite's staged backlog and WAL sizes, and the controls waiting for an ack (shared by every
+//! node, so read from the database rather than counted in one process).
+
+use gantry_core::enums::EventLogStatus;
+use sqlx::AnyPool;
+
+use crate::SqlStore;
+
+/// One reading of the store's figures.
+#[derive(Debug, Clone)]
+pub struct StoreFigures {
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+    /// Each pool's connections.
+    pub pools: Vec<PoolFigures>,
+    /// SQLite: events committed to the staging file that no move has taken yet.
+    pub staged_events: Option<usize>,
+    /// SQLite: the size of each write-ahead log (`main`, `staging`) in bytes; a missing file is 0.
+    pub wal_bytes: Vec<(&'static str, u64)>,
+    /// Controls in `processing`: sent, waiting for their ack.
+    pub controls_pending: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct PoolFigures {
+    /// `read`, `writer` or `ingest` on SQLite; `main` on PostgreSQL, whose one pool serves all.
+    pub name: &'static str,
+    /// Connections open, and of those the idle ones.
+    pub open: u32,
+    pub idle: u32,
+    pub max: u32,
+}
+
+impl SqlStore {
+    /// Reads the figures: one indexed count, and what the engine keeps of its own.
+    pub async fn figures(&self) -> gantry_core::Result<StoreFigures> {
+        let controls_pending: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM event_logs WHERE status = $1")
+            .bind(EventLogStatus::Processing.as_str())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(crate::error::db_error)?;
+        let engine = self.events.figures();
+        Ok(StoreFigures {
+            backend: self.backend(),
+            pools: engine.pools,
+            staged_events: engine.staged_events,
+            wal_bytes: engine.wal_bytes,
+            controls_pending: controls_pending.max(0) as u64,
+        })
+    }
+}
+
+/// One pool's figures, under `name`.
+pub(crate) fn pool(name: &'static str, pool: &AnyPool) -> PoolFigures {
+    PoolFigures {
+        name,
+        open: pool.size(),
+        idle: pool.num_idle() as u32,
+        max: pool.options().get_max_connections(),
+    }
+}
+
+/// A file's size in bytes; a missing file is 0.
+pub(crate) fn file_size(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}

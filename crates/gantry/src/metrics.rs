@@ -1,0 +1,300 @@
+//! The `/metrics` lines the binary adds to the API's own: the ingest pipeline, controls, the
+//! store (read at each scrape), the process (from /proc/self, as Prometheus' usual process
+//! collector names them) and the build.
+
+use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use gantry_api::metrics::{AsyncCollector, Collector, Metrics};
+use gantry_core::control::ControlService;
+use gantry_core::ingest::Ingest;
+use gantry_store::SqlStore;
+
+/// Adds every collector of this module to `metrics`.
+pub(crate) fn register(metrics: &Metrics, ingest: &Ingest, control: Arc<ControlService>, store: Arc<SqlStore>) {
+    metrics.add_collector(ingest_metrics(ingest));
+    metrics.add_collector(Box::new(move |out: &mut String| control_metrics(&control, out)));
+    metrics.add_collector(Box::new(|out: &mut String| {
+        process_metrics(out);
+        build_info(out);
+    }));
+    metrics.add_async_collector(store_metrics(store));
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// The ingest pipeline's counters, queue and commit latency.
+fn ingest_metrics(ingest: &Ingest) -> Collector {
+    let ingest = ingest.clone();
+    Box::new(move |out: &mut String| {
+        let s = ingest.stats();
+        for (name, help, value) in [
+            (
+                "gantry_ingest_submitted_total",
+                "Events queued for commit.",
+                &s.submitted,
+            ),
+            ("gantry_ingest_committed_total", "Events committed.", &s.committed),
+            ("gantry_ingest_batches_total", "Commits (batches) made.", &s.batches),
+            (
+                "gantry_ingest_rejected_busy_total",
+                "Events refused because the queue stayed full.",
+                &s.rejected_busy,
+            ),
+            ("gantry_ingest_failed_total", "Events whose commit failed.", &s.failed),
+        ] {
+            header(out, name, "counter", help);
+            let _ = writeln!(out, "{name} {}", value.load(Relaxed));
+        }
+        header(
+            out,
+            "gantry_ingest_backlog",
+            "gauge",
+            "Submissions waiting for the writer.",
+        );
+        let _ = writeln!(out, "gantry_ingest_backlog {}", ingest.backlog());
+        s.commit_seconds.render(
+            out,
+            "gantry_ingest_commit_seconds",
+            "Time from a batch's commit to its being durable (when its callers are answered).",
+        );
+    })
+}
+
+/// What became of controls that wait for an ack, as counted by this process.
+fn control_metrics(control: &ControlService, out: &mut String) {
+    let s = control.stats();
+    for (name, help, value) in [
+        (
+            "gantry_controls_awaiting_ack_total",
+            "Controls sent (or relayed along a route) that wait for an ack.",
+            &s.awaiting_ack,
+        ),
+        (
+            "gantry_controls_completed_total",
+            "Controls completed by the device's ack.",
+            &s.completed,
+        ),
+        (
+            "gantry_controls_exception_total",
+            "Controls ended in exception: no ack within the ack timeout.",
+            &s.exception,
+        ),
+    ] {
+        header(out, name, "counter", help);
+        let _ = writeln!(out, "{name} {}", value.load(Relaxed));
+    }
+}
+
+/// The store's figures, read at each scrape; a failed read leaves them out and says so in a
+/// gauge, so that an unreachable database shows on the dashboard rather than a stale figure.
+fn store_metrics(store: Arc<SqlStore>) -> AsyncCollector {
+    Arc::new(move || {
+        let store = store.clone();
+        Box::pin(async move {
+            let mut out = String::new();
+            let figures = store.figures().await;
+            header(
+                &mut out,
+                "gantry_store_up",
+                "gauge",
+                "1 when the store answered the last scrape's query.",
+            );
+            let _ = writeln!(out, "gantry_store_up {}", u8::from(figures.is_ok()));
+            let figures = match figures {
+                Ok(figures) => figures,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the store's figures for /metrics failed");
+                    return out;
+                }
+            };
+            header(
+                &mut out,
+                "gantry_controls_pending",
+                "gauge",
+                "Controls waiting for their ack (processing), in the whole store.",
+            );
+            let _ = writeln!(out, "gantry_controls_pending {}", figures.controls_pending);
+            header(
+                &mut out,
+                "gantry_store_pool_connections",
+                "gauge",
+                "Database connections by pool and state (idle, in_use) and the pool's max.",
+            );
+            for pool in &figures.pools {
+                let (name, backend) = (pool.name, figures.backend);
+                for (state, n) in [
+                    ("idle", pool.idle),
+                    ("in_use", pool.open.saturating_sub(pool.idle)),
+                    ("max", pool.max),
+                ] {
+                    let _ = writeln!(
+                        out,
+                        "gantry_store_pool_connections{{backend=\"{backend}\",pool=\"{name}\",state=\"{state}\"}} {n}"
+                    );
+                }
+            }
+            header(
+                &mut out,
+                "gantry_store_staged_events",
+                "gauge",
+                "SQLite: events in the staging file waiting to be moved into the events table.",
+            );
+            if let Some(staged) = figures.staged_events {
+                let _ = writeln!(out, "gantry_store_staged_events {staged}");
+            }
+            header(
+                &mut out,
+                "gantry_store_wal_bytes",
+                "gauge",
+                "SQLite: size of the write-ahead log of the database (main) and of the staging file.",
+            );
+            for (file, bytes) in &figures.wal_bytes {
+                let _ = writeln!(out, "gantry_store_wal_bytes{{file=\"{file}\"}} {bytes}");
+            }
+            out
+        })
+    })
+}
+
+/// `gantry_build_info{version, commit} 1`.
+fn build_info(out: &mut String) {
+    header(
+        out,
+        "gantry_build_info",
+        "gauge",
+        "The running build: its version and commit (always 1).",
+    );
+    let _ = writeln!(
+        out,
+        "gantry_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION"),
+        env!("GANTRY_COMMIT")
+    );
+}
+
+/// Linux's clock ticks per second in /proc (USER_HZ), fixed for user space.
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// Memory, CPU time, open files and threads of this process, from /proc/self. Missing figures
+/// (not Linux) are left out.
+fn process_metrics(out: &mut String) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let status_kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    if let Some(kib) = status_kib("VmRSS:") {
+        header(
+            out,
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory size in bytes.",
+        );
+        let _ = writeln!(out, "process_resident_memory_bytes {}", kib * 1024);
+    }
+    if let Some(kib) = status_kib("VmSize:") {
+        header(
+            out,
+            "process_virtual_memory_bytes",
+            "gauge",
+            "Virtual memory size in bytes.",
+        );
+        let _ = writeln!(out, "process_virtual_memory_bytes {}", kib * 1024);
+    }
+    if let Some(threads) = status_kib("Threads:") {
+        header(out, "process_threads", "gauge", "OS threads of the process.");
+        let _ = writeln!(out, "process_threads {threads}");
+    }
+    // /proc/self/stat: the fields after the command name's closing parenthesis start at the
+    // third (state); utime and stime are the 14th and 15th, starttime the 22nd.
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+    if let (Some(user), Some(system)) = (field(14), field(15)) {
+        header(
+            out,
+            "process_cpu_seconds_total",
+            "counter",
+            "User and system CPU time spent, in seconds.",
+        );
+        let _ = writeln!(
+            out,
+            "process_cpu_seconds_total {}",
+            (user + system) as f64 / TICKS_PER_SECOND
+        );
+    }
+    let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    });
+    if let (Some(boot), Some(start)) = (boot, field(22)) {
+        header(
+            out,
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since the Unix epoch, in seconds.",
+        );
+        let _ = writeln!(
+            out,
+            "process_start_time_seconds {}",
+            boot as f64 + start as f64 / TICKS_PER_SECOND
+        );
+    }
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        header(out, "process_open_fds", "gauge", "Open file descriptors.");
+        let _ = writeln!(out, "process_open_fds {}", fds.count());
+    }
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    if let Some(max) = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        header(
+            out,
+            "process_max_fds",
+            "gauge",
+            "The soft limit of open file descriptors.",
+        );
+        let _ = writeln!(out, "process_max_fds {max}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_figures_are_read_from_proc() {
+        let mut out = String::new();
+        process_metrics(&mut out);
+        let value = |name: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("{name} in {out}"))
+        };
+        assert!(value("process_resident_memory_bytes") > 1_000_000.0);
+        assert!(value("process_open_fds") >= 3.0);
+        assert!(value("process_max_fds") >= value("process_open_fds"));
+        assert!(value("process_cpu_seconds_total") >= 0.0);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let started = value("process_start_time_seconds");
+        assert!(started <= now + 1.0 && started > now - 86_400.0, "{started} vs {now}");
+    }
+}
