@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use super::client::{Client, segment};
-use super::output::{DEVICE_COLUMNS, MODEL_COLUMNS, Output, PROJECT_COLUMNS};
+use super::output::{DEVICE_COLUMNS, MODEL_COLUMNS, Output, PROJECT_COLUMNS, TENANT_COLUMNS};
 use super::{DeviceCommand, DeviceListArgs, ModelCommand, ProjectCommand, TenantCommand};
 
 pub async fn tenants(client: &Client, out: Output, command: TenantCommand) -> anyhow::Result<()> {
@@ -15,6 +15,7 @@ pub async fn tenants(client: &Client, out: Output, command: TenantCommand) -> an
             let tenant = client.post("/tenants", &json!({"name": name})).await?;
             out.record(&tenant);
         }
+        TenantCommand::List { limit } => out.list(&client.all("/tenants", &[], limit).await?, TENANT_COLUMNS),
     }
     Ok(())
 }

@@ -31,7 +31,7 @@ pub struct AdminArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
-    /// Tenants (system administrator only)
+    /// Tenants (created by the system administrator)
     #[command(subcommand)]
     Tenants(TenantCommand),
     /// Projects and their application tokens
@@ -52,6 +52,11 @@ pub enum AdminCommand {
 pub enum TenantCommand {
     /// Create a tenant; prints its administrator token (shown this once)
     Create { name: String },
+    /// List tenants: all for the system administrator, its own for a tenant administrator
+    List {
+        #[arg(long)]
+        limit: Option<u64>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -20,6 +20,7 @@ pub const MODEL_COLUMNS: &[Column] = &[
     ("ATTRIBUTES", "attributesMap"),
     ("ACTIONS", "actionsMap"),
 ];
+pub const TENANT_COLUMNS: &[Column] = &[("ID", "id"), ("NAME", "name"), ("CREATED", "createdTime")];
 pub const DEVICE_COLUMNS: &[Column] = &[
     ("ID", "id"),
     ("NAME", "deviceName"),

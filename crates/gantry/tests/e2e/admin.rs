@@ -410,7 +410,7 @@ async fn devices_are_created_listed_locked_rotated_and_deleted() {
 }
 
 #[tokio::test]
-async fn tenants_are_created_by_the_system_administrator_only() {
+async fn tenants_are_created_by_the_system_administrator_and_listed_per_administrator() {
     let app = spawn_app().await;
     let name = unique("acme");
     let tenant = admin(&app, &app.admin, &["--json", "tenants", "create", &name])
@@ -430,6 +430,55 @@ async fn tenants_are_created_by_the_system_administrator_only() {
     );
     let taken = admin(&app, &app.admin, &["tenants", "create", &name]).await;
     assert!(taken.err().contains("HTTP 409"), "{}", taken.stderr);
+    let other = app
+        .post("/api/v1/tenants", &app.admin, json!({"name": unique("other")}))
+        .await
+        .result();
+
+    // the system administrator lists every tenant, oldest first, without tokens
+    let names = |listing: Value| -> Vec<String> {
+        listing
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let all = admin(&app, &app.admin, &["tenants", "list", "--json"]).await.json();
+    assert_eq!(
+        names(all.clone()),
+        ["default", name.as_str(), other["name"].as_str().unwrap()]
+    );
+    assert!(
+        all.as_array().unwrap().iter().all(|t| t.get("adminToken").is_none()),
+        "{all}"
+    );
+    let table = admin(&app, &app.admin, &["tenants", "list"]).await;
+    assert!(
+        table.out().contains(&name) && table.out().contains("3 records"),
+        "{}",
+        table.stdout
+    );
+    // a tenant administrator sees its own tenant only
+    let own = admin(&app, tenant_admin, &["tenants", "list", "--json"]).await.json();
+    assert_eq!(names(own.clone()), [name.as_str()]);
+    assert_eq!(own[0]["id"], tenant["id"]);
+    let paged = app
+        .get("/api/v1/tenants?pageSize=1&pageNo=2", &app.admin)
+        .await
+        .result();
+    assert_eq!(
+        (paged["totalResults"].clone(), paged["results"][0]["name"].clone()),
+        (json!(3), json!(name))
+    );
+    app.get("/api/v1/tenants?pageSize=0", &app.admin).await.error(400);
+    // application and device tokens administer no tenant
+    let world = app.world().await;
+    for token in [&world.project["applicationAccessToken"], &world.device["accessToken"]] {
+        let refused = admin(&app, token.as_str().unwrap(), &["tenants", "list"]).await;
+        assert!(refused.err().contains("HTTP 403"), "{}", refused.stderr);
+    }
+    app.get("/api/v1/tenants", "no-such-token").await.error(401);
 }
 
 #[tokio::test]
