@@ -413,7 +413,10 @@ async fn tenants_are_listed_oldest_first(store: SqlStore) {
     let listed: Vec<_> = every.items.iter().map(|t| (t.id.clone(), t.name.as_str())).collect();
     let expected: Vec<_> = ids.iter().cloned().zip(["default", "zeta", "alpha", "mid"]).collect();
     assert_eq!(listed, expected);
-    assert_eq!(every.items[1].record.tenant_id, ids[1], "a tenant's records are its own");
+    assert_eq!(
+        every.items[1].record.tenant_id, ids[1],
+        "a tenant's records are its own"
+    );
     assert_eq!(every.items[1].record.created_time, 10);
 
     let second = store.list_tenants(None, page(2, 3)).await.unwrap();

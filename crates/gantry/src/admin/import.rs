@@ -74,8 +74,22 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
     let (skip, create): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|row| existing.contains(&row.name));
 
     let progress = progress_bar(create.len() as u64);
-    let mut created = 0u64;
+    let (mut created, mut attempted) = (0u64, 0usize);
+    let to_create = create.len();
+    // Ctrl-C stops new creates; those in flight finish and their tokens are written.
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = {
+        let interrupted = interrupted.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.store(true, std::sync::atomic::Ordering::Relaxed);
+            } else {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
     let mut results = futures::stream::iter(create)
+        .take_until(Box::pin(stop))
         .map(|mut row| {
             row.body["projectId"] = json!(project);
             row.body["modelId"] = json!(model);
@@ -86,11 +100,14 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
         })
         .buffer_unordered(usize::from(args.concurrency));
     while let Some((row, result)) = results.next().await {
+        attempted += 1;
         match result {
             Ok(device) => {
                 let id = device["id"].as_str().unwrap_or_default();
                 let token = device["accessToken"].as_str().unwrap_or_default();
+                // On disk at once: the token of a created device must outlive a kill.
                 tokens.write_record([row.name.as_str(), id, token])?;
+                tokens.flush()?;
                 created += 1;
             }
             Err(error) => failed.push(Failure {
@@ -108,8 +125,10 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
     failed.sort_by_key(|f| f.line);
 
     let skipped = skip.len();
+    let not_attempted = to_create - attempted;
     if out.json {
-        let summary = json!({"created": created, "skipped": skipped, "failed": failed, "output": args.output});
+        let summary = json!({"created": created, "skipped": skipped, "failed": failed,
+                             "notAttempted": not_attempted, "output": args.output});
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!(
@@ -119,10 +138,16 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
         for failure in &failed {
             println!("  line {} ({}): {}", failure.line, failure.name, failure.reason);
         }
+        if not_attempted > 0 {
+            println!("interrupted: {not_attempted} not attempted; run the import again to create them");
+        }
         println!(
             "ids and access tokens of the created devices: {}",
             args.output.display()
         );
+    }
+    if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+        bail!("interrupted");
     }
     if !failed.is_empty() {
         bail!("{} of the file's devices were not created", failed.len());

@@ -569,6 +569,10 @@ async fn import_of_2000_devices_writes_owner_only_tokens_and_a_rerun_skips_them(
             assert_eq!(device["deviceName"], &row[0]);
         })
         .await;
+    // and logs the device in over MQTT
+    gantry::device::DeviceClient::connect(app.mqtt, "gantry", &rows[1999][1], &rows[1999][2])
+        .await
+        .expect("an imported device logs in with its token");
     let sample = app
         .get(format!("/api/v1/devices/{}", &rows[0][1]), &app.admin)
         .await
@@ -607,7 +611,7 @@ async fn import_of_2000_devices_writes_owner_only_tokens_and_a_rerun_skips_them(
         .json();
     assert_eq!(
         rerun,
-        json!({"created": 0, "skipped": 2000, "failed": [], "output": again})
+        json!({"created": 0, "skipped": 2000, "failed": [], "notAttempted": 0, "output": again})
     );
     assert_eq!(csv::Reader::from_path(&again).unwrap().records().count(), 0);
     let listed = app
@@ -999,4 +1003,103 @@ async fn completions_are_generated_for_bash_zsh_and_fish() {
     }
     let unknown = gantry(&["completions", "tcsh"], &[]).await;
     assert!(unknown.err().contains("tcsh"), "{}", unknown.stderr);
+}
+
+#[tokio::test]
+async fn an_interrupted_import_keeps_every_token_and_a_rerun_finishes_it() {
+    let app = spawn_app().await;
+    let project = app.create_project(&app.admin).await;
+    let model = app.create_model(&app.admin).await;
+    let (project_id, model_id) = (project["id"].as_str().unwrap(), model["id"].as_str().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let csv: String = std::iter::once("deviceName\n".to_owned())
+        .chain((0..2000).map(|i| format!("unit-{i:04}\n")))
+        .collect();
+    let input = write(dir.path(), "devices.csv", &csv);
+    let tokens = dir.path().join("tokens.csv");
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args([
+            "admin", "--url", &app.base, "--token", &app.admin, "devices", "import", &input,
+        ])
+        .args([
+            "--project",
+            project_id,
+            "--model",
+            model_id,
+            "--concurrency",
+            "1",
+            "-o",
+            tokens.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rows = || std::fs::read_to_string(&tokens).map_or(0, |t| t.lines().count().saturating_sub(1));
+    assert!(
+        crate::helpers::wait_for(std::time::Duration::from_secs(60), async || rows() >= 20).await,
+        "the import started"
+    );
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let output = child.wait_with_output().await.unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(
+        !output.status.success() && stderr.contains("interrupted"),
+        "{stdout}\n{stderr}"
+    );
+
+    // every device the server created has its token in the file
+    let written = rows();
+    let total = app
+        .get(format!("/api/v1/projects/{project_id}/devices?pageSize=1"), &app.admin)
+        .await
+        .result()["totalResults"]
+        .clone();
+    assert_eq!(total, json!(written), "{stdout}");
+    assert!(written < 2000, "{stdout}");
+    assert!(stdout.contains(&format!("created {written}, skipped 0")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("interrupted: {} not attempted", 2000 - written)),
+        "{stdout}"
+    );
+
+    let rest = dir.path().join("rest.csv");
+    let rerun = admin(
+        &app,
+        &app.admin,
+        &[
+            "devices",
+            "import",
+            &input,
+            "--project",
+            project_id,
+            "--model",
+            model_id,
+            "-o",
+            rest.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(
+        rerun
+            .out()
+            .contains(&format!("created {}, skipped {written} ", 2000 - written)),
+        "{}",
+        rerun.stdout
+    );
+    let listed = app
+        .get(format!("/api/v1/projects/{project_id}/devices?pageSize=1"), &app.admin)
+        .await
+        .result();
+    assert_eq!(listed["totalResults"], 2000);
 }
