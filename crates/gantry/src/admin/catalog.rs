@@ -113,11 +113,8 @@ pub async fn devices(client: &Client, out: Output, command: DeviceCommand) -> an
             out.record(&client.post(&path, &json!({"graceSeconds": grace})).await?);
         }
         DeviceCommand::Delete { id } => {
-            let result = client.delete(&device_path(&id)).await?;
-            out.done(
-                &format!("deleted device {id}"),
-                &json!({"id": id, "deleted": true, "result": result}),
-            );
+            client.delete(&device_path(&id)).await?;
+            out.done(&format!("deleted device {id}"), &json!({"id": id, "deleted": true}));
         }
         DeviceCommand::Import(_) => unreachable!("run() hands imports to import::run"),
     }

@@ -115,6 +115,16 @@ impl ConnectionArgs {
 }
 
 fn read_profiles(path: &Path) -> anyhow::Result<BTreeMap<String, Profile>> {
+    use std::os::unix::fs::PermissionsExt;
+    // It holds tokens: say so when others may read it, as ssh does for its keys.
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        eprintln!(
+            "warning: {} holds tokens and others may read it (chmod 600 it)",
+            path.display()
+        );
+    }
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("{} is not a valid admin config file", path.display()))
 }

@@ -910,7 +910,13 @@ async fn the_server_and_token_come_from_env_a_profile_or_the_data_dir() {
         &[("GANTRY_ADMIN_CONFIG", &config)],
     )
     .await;
+    assert!(
+        profile.stderr.contains("holds tokens and others may read it"),
+        "{}",
+        profile.stderr
+    );
     assert_eq!(names(profile), [name.as_str()]);
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
     // a flag wins over the profile
     let flag = gantry(
         &[
@@ -919,6 +925,7 @@ async fn the_server_and_token_come_from_env_a_profile_or_the_data_dir() {
         &[("GANTRY_ADMIN_CONFIG", &config)],
     )
     .await;
+    assert!(flag.stderr.is_empty(), "{}", flag.stderr);
     assert_eq!(names(flag), [name.as_str()]);
     let unreachable = gantry(
         &["admin", "--token", "t", "projects", "list"],
