@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -77,15 +78,11 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
     let (mut created, mut attempted) = (0u64, 0usize);
     let to_create = create.len();
     // Ctrl-C stops new creates; those in flight finish and their tokens are written.
-    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop = {
-        let interrupted = interrupted.clone();
-        async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                interrupted.store(true, std::sync::atomic::Ordering::Relaxed);
-            } else {
-                std::future::pending::<()>().await;
-            }
+    let interrupted = AtomicBool::new(false);
+    let stop = async {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => interrupted.store(true, Ordering::Relaxed),
+            Err(_) => std::future::pending().await,
         }
     };
     let mut results = futures::stream::iter(create)
@@ -113,7 +110,7 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
             Err(error) => failed.push(Failure {
                 line: row.line,
                 name: row.name,
-                reason: error.to_string(),
+                reason: format!("{:#}", anyhow::Error::from(error)),
             }),
         }
         progress.inc(1);
@@ -146,7 +143,7 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
             args.output.display()
         );
     }
-    if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+    if interrupted.load(Ordering::Relaxed) {
         bail!("interrupted");
     }
     if !failed.is_empty() {
