@@ -102,7 +102,7 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
             Ok(device) => {
                 let id = device["id"].as_str().unwrap_or_default();
                 let token = device["accessToken"].as_str().unwrap_or_default();
-                // On disk at once: the token of a created device must outlive a kill.
+                // Handed to the OS at once: the token of a created device must outlive a kill.
                 tokens.write_record([row.name.as_str(), id, token])?;
                 tokens.flush()?;
                 created += 1;
@@ -117,7 +117,9 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
     }
     progress.finish_and_clear();
     tokens
-        .flush()
+        .into_inner()
+        .map_err(|e| anyhow::Error::new(e.into_error()))
+        .and_then(|file| Ok(file.sync_all()?))
         .with_context(|| format!("writing {}", args.output.display()))?;
     failed.sort_by_key(|f| f.line);
 
