@@ -24,7 +24,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
 `applicationAccessToken` or a device's `accessToken`."
     ),
     paths(
-        tenants::create, tenants::rotate,
+        tenants::create, tenants::list, tenants::rotate,
         models::create, models::update, models::read, models::list, models::devices, models::delete,
         projects::create, projects::update, projects::read, projects::list, projects::models, projects::devices, projects::delete, projects::rotate,
         devices::create, devices::update, devices::read, devices::delete, devices::rotate,

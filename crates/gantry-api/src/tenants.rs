@@ -1,20 +1,21 @@
-//! Tenants: the system administrator creates them; administrators rotate their tokens.
+//! Tenants: the system administrator creates and lists them; administrators rotate their tokens.
 
 use axum::extract::{Path, State};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use gantry_core::auth::RotateInput;
 use gantry_core::catalog::{CreatedTenant, TenantInput};
 use gantry_core::ids::TenantId;
+use gantry_core::records::Tenant;
 
 use crate::AppState;
-use crate::envelope::{Envelope, ok};
+use crate::envelope::{Envelope, Paged, ok, paged};
 use crate::error::{ApiResult, ErrorBody};
-use crate::extract::{AppJson, Auth, OptionalJson};
+use crate::extract::{AppJson, AppQuery, Auth, OptionalJson, page};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/tenants", post(create))
+        .route("/tenants", get(list).post(create))
         .route("/tenants/{tenantId}/adminToken/rotate", post(rotate))
 }
 
@@ -30,6 +31,34 @@ pub async fn create(
     AppJson(input): AppJson<TenantInput>,
 ) -> ApiResult<Json<Envelope<CreatedTenant>>> {
     Ok(ok(s.services.catalog.create_tenant(&who, input).await?))
+}
+
+/// Paging of the tenant listing.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Records per page, 1 to 1000 (default 20).
+    #[param(minimum = 1, maximum = 1000)]
+    page_size: Option<i64>,
+    /// Page number from 1 (default 1).
+    #[param(minimum = 1, maximum = 4294967295.0)]
+    page_no: Option<i64>,
+}
+
+/// Lists tenants, oldest first (the default tenant among them), without their tokens: every
+/// tenant for the system administrator, its own for a tenant administrator; application and
+/// device tokens get 403.
+#[utoipa::path(get, path = "/api/v1/tenants", operation_id = "listTenants", tag = "Tenants", params(ListParams),
+    responses((status = 200, body = Envelope<Paged<Tenant>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 403, description = "not an administrator token", body = ErrorBody)))]
+pub async fn list(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    AppQuery(q): AppQuery<ListParams>,
+) -> ApiResult<Json<Envelope<Paged<Tenant>>>> {
+    let page = page(q.page_no, q.page_size, 20)?;
+    Ok(paged(s.services.catalog.list_tenants(&who, page).await?))
 }
 
 /// Replaces the tenant's administrator token and returns the tenant with the new `adminToken`

@@ -191,6 +191,17 @@ impl CatalogService {
         Ok(CreatedTenant { tenant, admin_token })
     }
 
+    /// The tenants the caller administers: every tenant for the system administrator, its own
+    /// for a tenant administrator. Application and device tokens administer none.
+    pub async fn list_tenants(&self, who: &Principal, page: PageRequest) -> Result<Page<Tenant>> {
+        let only = match who {
+            Principal::Admin { system: true, .. } => None,
+            Principal::Admin { tenant, .. } => Some(tenant),
+            _ => return Err(Error::forbidden("listing tenants needs an administrator token")),
+        };
+        self.store.list_tenants(only, page).await
+    }
+
     /// Replaces the tenant's administrator token (the system administrator's for the default
     /// tenant): the system administrator for any tenant, a tenant administrator for its own.
     /// The old token keeps working for the grace period; it only ever served HTTP.

@@ -32,6 +32,8 @@ pub trait TenantStore: Send + Sync {
     }
     /// A live tenant.
     async fn get_tenant(&self, id: &TenantId) -> Result<Option<Tenant>>;
+    /// Live tenants (only `only`, when given), ordered by creation time, then id.
+    async fn list_tenants(&self, only: Option<&TenantId>, page: PageRequest) -> Result<Page<Tenant>>;
     /// Replaces the tenant's administrator token (the system administrator's when `system`):
     /// the tokens it had keep working until `old_until` (epoch ms; at once when not after `at`).
     async fn rotate_admin_token(

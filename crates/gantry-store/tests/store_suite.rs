@@ -49,6 +49,7 @@ macro_rules! store_suite {
 store_suite!(
     placeholders_bind_by_number,
     tenants_and_administrator_tokens,
+    tenants_are_listed_oldest_first,
     project_and_device_tokens,
     rotated_tokens_end_after_their_grace,
     routes_are_listed_and_revoked,
@@ -392,6 +393,45 @@ async fn tenants_and_administrator_tokens(store: SqlStore) {
     );
 
     assert_eq!(store.principal_for_token("no-such-token").await.unwrap(), None);
+}
+
+async fn tenants_are_listed_oldest_first(store: SqlStore) {
+    store.ensure_default_tenant(1).await.unwrap();
+    let mut ids = vec![TenantId::default_tenant()];
+    for (i, name) in ["zeta", "alpha", "mid"].into_iter().enumerate() {
+        let id = TenantId::generate();
+        let tenant = Tenant {
+            id: id.clone(),
+            name: name.to_owned(),
+            record: RecordMeta::created(id.clone(), "system", 10 + i as i64),
+        };
+        store.insert_tenant(&tenant, &format!("admin-{name}")).await.unwrap();
+        ids.push(id);
+    }
+    let every = store.list_tenants(None, all()).await.unwrap();
+    assert_eq!(every.total, 4);
+    let listed: Vec<_> = every.items.iter().map(|t| (t.id.clone(), t.name.as_str())).collect();
+    let expected: Vec<_> = ids.iter().cloned().zip(["default", "zeta", "alpha", "mid"]).collect();
+    assert_eq!(listed, expected);
+    assert_eq!(
+        every.items[1].record.tenant_id, ids[1],
+        "a tenant's records are its own"
+    );
+    assert_eq!(every.items[1].record.created_time, 10);
+
+    let second = store.list_tenants(None, page(2, 3)).await.unwrap();
+    assert_eq!((second.total, second.items.len()), (4, 1));
+    assert_eq!(second.items[0].name, "mid");
+    let own = store.list_tenants(Some(&ids[2]), all()).await.unwrap();
+    assert_eq!((own.total, own.items[0].name.as_str()), (1, "alpha"));
+    assert_eq!(
+        store
+            .list_tenants(Some(&TenantId::generate()), all())
+            .await
+            .unwrap()
+            .total,
+        0
+    );
 }
 
 async fn rotated_tokens_end_after_their_grace(store: SqlStore) {

@@ -18,6 +18,10 @@ pub enum Command {
     Serve(Box<ServeConfig>),
     /// Simulate a device: connect over MQTT, publish attribute values, answer controls with acks.
     Device(DeviceConfig),
+    /// Manage a running Gantry over its REST API: tenants, projects, models, devices, events.
+    Admin(Box<crate::admin::AdminArgs>),
+    /// Print the shell completion script of `gantry` (bash, zsh or fish) to stdout.
+    Completions(crate::admin::CompletionsArgs),
 }
 
 #[derive(Debug, Clone, Args)]

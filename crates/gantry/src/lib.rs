@@ -1,6 +1,7 @@
 //! The Gantry service assembled: configuration, wiring of store, services and front ends, and
 //! the process lifecycle (start, serve, drain on shutdown).
 
+pub mod admin;
 mod broker_auth;
 pub mod config;
 pub mod device;

@@ -11,6 +11,15 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // The client commands print for people and scripts: no log lines on their stdout.
+    match cli.command {
+        Command::Admin(args) => gantry::admin::main(*args).await,
+        Command::Completions(args) => {
+            gantry::admin::completions(&args);
+            return Ok(());
+        }
+        Command::Serve(_) | Command::Device(_) => {}
+    }
     let log_format = match &cli.command {
         Command::Serve(config) => config.log_format,
         _ => gantry::logging::LogFormat::Text,
@@ -22,5 +31,6 @@ async fn main() -> anyhow::Result<()> {
             app.run_until(gantry::shutdown_signal()).await
         }
         Command::Device(config) => gantry::simulate::run(config).await,
+        Command::Admin(_) | Command::Completions(_) => unreachable!("handled before logging starts"),
     }
 }

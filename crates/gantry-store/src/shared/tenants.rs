@@ -5,12 +5,27 @@ use gantry_core::Result;
 use gantry_core::auth::{Principal, TokenOwner};
 use gantry_core::enums::DeviceStatus;
 use gantry_core::ids::{self, DeviceId, ProjectId, TenantId};
+use gantry_core::paging::{Page, PageRequest};
 use gantry_core::records::{RecordMeta, Tenant};
 use gantry_core::store::TenantStore;
+use sqlx::any::AnyRow;
 
 use crate::SqlStore;
 use crate::error::write_error;
 use crate::row::{bad_value, get, record};
+use crate::sql::{Sql, fetch_page};
+
+/// A tenant's columns; its own id is its records' `tenantId`.
+const TENANT_COLUMNS: &str =
+    "t.id, t.name, t.id AS tenant_id, t.created_by, t.created_time, t.updated_by, t.updated_time, t.deleted";
+
+fn tenant_from_row(row: &AnyRow) -> Result<Tenant> {
+    Ok(Tenant {
+        id: TenantId::from_string(get::<String>(row, "id")?),
+        name: get(row, "name")?,
+        record: record(row)?,
+    })
+}
 
 #[async_trait]
 impl TenantStore for SqlStore {
@@ -130,22 +145,30 @@ impl TenantStore for SqlStore {
     }
 
     async fn get_tenant(&self, id: &TenantId) -> Result<Option<Tenant>> {
-        let row = sqlx::query(
-            "SELECT id, name, id AS tenant_id, created_by, created_time, updated_by, updated_time, deleted \
-             FROM tenants WHERE id = $1 AND deleted = 0",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT {TENANT_COLUMNS} FROM tenants t WHERE t.id = $1 AND t.deleted = 0"
+        ))
         .bind(id.as_str())
         .fetch_optional(&self.pool)
         .await
         .map_err(crate::error::db_error)?;
-        row.map(|row| {
-            Ok(Tenant {
-                id: TenantId::from_string(get::<String>(&row, "id")?),
-                name: get(&row, "name")?,
-                record: record(&row)?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(tenant_from_row).transpose()
+    }
+
+    async fn list_tenants(&self, only: Option<&TenantId>, page: PageRequest) -> Result<Page<Tenant>> {
+        let mut from_where = Sql::new(" FROM tenants t WHERE t.deleted = 0");
+        if let Some(only) = only {
+            from_where.push(" AND t.id = ").bind(only.as_str());
+        }
+        fetch_page(
+            &self.pool,
+            TENANT_COLUMNS,
+            &from_where,
+            "t.created_time, t.id",
+            page,
+            tenant_from_row,
+        )
+        .await
     }
 
     async fn rotate_admin_token(

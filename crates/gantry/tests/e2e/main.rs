@@ -2,6 +2,7 @@
 //! SQLite file in a temp dir, or a fresh PostgreSQL database per app when
 //! `GANTRY_E2E_POSTGRES_URL` names a server.
 
+mod admin;
 mod auth;
 mod catalog;
 mod crash;

@@ -1,0 +1,239 @@
+//! `gantry admin`: a command-line client of the REST API (never the database) for operators:
+//! tenants, projects, models, devices, bulk device import and event export; and `gantry
+//! completions`. See the README's "Admin CLI" section.
+
+mod catalog;
+mod client;
+mod export;
+mod import;
+mod output;
+mod profile;
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+pub use profile::ConnectionArgs;
+
+use client::Client;
+use output::Output;
+
+#[derive(Debug, Args)]
+pub struct AdminArgs {
+    #[command(flatten, next_help_heading = "Connection")]
+    pub connection: ConnectionArgs,
+    /// Print the API's JSON instead of tables
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Tenants (created by the system administrator)
+    #[command(subcommand)]
+    Tenants(TenantCommand),
+    /// Projects and their application tokens
+    #[command(subcommand)]
+    Projects(ProjectCommand),
+    /// Device models
+    #[command(subcommand)]
+    Models(ModelCommand),
+    /// Devices, one at a time or imported in bulk
+    #[command(subcommand)]
+    Devices(DeviceCommand),
+    /// Device events
+    #[command(subcommand)]
+    Events(EventCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// Create a tenant; prints its administrator token (shown this once)
+    Create { name: String },
+    /// List tenants: all for the system administrator, its own for a tenant administrator
+    List {
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProjectCommand {
+    /// Create a project; prints its applicationAccessToken
+    Create {
+        name: String,
+        #[arg(long)]
+        description: Option<String>,
+        /// development, product or closed [server default: development]
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// List the projects the token can see
+    List {
+        /// Only projects in this status: development, product or closed
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// Show one project (by id or name)
+    Get { project: String },
+    /// Replace the project's applicationAccessToken; prints the new one
+    RotateToken {
+        project: String,
+        /// Seconds the old token keeps working (0 to 86400)
+        #[arg(long, default_value_t = 0)]
+        grace: u32,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Create a model from a JSON or YAML file, or update the model of that name
+    Apply {
+        /// The model as the API takes it (name, deviceType, attributesMap, actionsMap, ...);
+        /// YAML unless the name ends in .json
+        file: PathBuf,
+    },
+    /// List the tenant's models
+    List {
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// Show one model (by id or name)
+    Get { model: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeviceCommand {
+    /// Create a device; prints its accessToken
+    Create {
+        name: String,
+        /// Project id or name
+        #[arg(long)]
+        project: String,
+        /// Model id or name
+        #[arg(long)]
+        model: String,
+        #[arg(long)]
+        comments: Option<String>,
+        /// Mark the device virtual
+        #[arg(long)]
+        r#virtual: bool,
+        /// Create it Locked
+        #[arg(long)]
+        locked: bool,
+    },
+    /// Show one device
+    Get { id: String },
+    /// List a project's devices (or a model's, with --model alone)
+    List(DeviceListArgs),
+    /// Lock a device: its token is refused for writes, it cannot log in over MQTT
+    Lock { id: String },
+    /// Unlock a device
+    Unlock { id: String },
+    /// Replace a device's accessToken; prints the new one
+    RotateToken {
+        id: String,
+        /// Seconds the old token keeps working (0 to 86400)
+        #[arg(long, default_value_t = 0)]
+        grace: u32,
+    },
+    /// Delete a device (its token stops working, its name is free again)
+    Delete { id: String },
+    /// Create devices from a CSV file (header `deviceName`, optional `comments`, `virtual`,
+    /// `status`, `metadata`); names that exist in the project are skipped
+    Import(import::ImportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DeviceListArgs {
+    /// Project id or name
+    #[arg(long, required_unless_present = "model")]
+    pub project: Option<String>,
+    /// Model id or name: with --project a filter, alone the model's devices
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Devices whose name contains this (case-insensitive)
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Devices of models of this deviceType
+    #[arg(long = "type")]
+    pub device_type: Option<String>,
+    /// Active or Locked
+    #[arg(long)]
+    pub status: Option<String>,
+    /// Only virtual (true) or only real (false) devices
+    #[arg(long)]
+    pub r#virtual: Option<bool>,
+    /// updatedTime (default), createdTime, deviceName or status
+    #[arg(long)]
+    pub sort_by: Option<String>,
+    /// ASC or DESC (default DESC)
+    #[arg(long)]
+    pub sort_order: Option<String>,
+    /// At most this many
+    #[arg(long)]
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EventCommand {
+    /// Write a device's events as CSV or JSON lines, newest first, page by page
+    Export(export::ExportArgs),
+}
+
+/// `gantry completions <shell>`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// Prints the completion script of the whole `gantry` command for `shell`.
+pub fn completions(args: &CompletionsArgs) {
+    use clap::CommandFactory;
+    let shell = match args.shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut command = crate::config::Cli::command();
+    clap_complete::generate(shell, &mut command, "gantry", &mut std::io::stdout());
+}
+
+/// Runs one admin command; a failure is printed as one line with its causes (the API's
+/// `message` and `returnCode` among them) and the process exits with status 1.
+pub async fn main(args: AdminArgs) -> ! {
+    let code = match run(args).await {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+async fn run(args: AdminArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.connection.resolve()?)?;
+    let out = Output { json: args.json };
+    match args.command {
+        AdminCommand::Tenants(command) => catalog::tenants(&client, out, command).await,
+        AdminCommand::Projects(command) => catalog::projects(&client, out, command).await,
+        AdminCommand::Models(command) => catalog::models(&client, out, command).await,
+        AdminCommand::Devices(DeviceCommand::Import(import)) => import::run(&client, out, import).await,
+        AdminCommand::Devices(command) => catalog::devices(&client, out, command).await,
+        AdminCommand::Events(EventCommand::Export(export)) => export::run(&client, export).await,
+    }
+}
