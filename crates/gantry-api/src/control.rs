@@ -4,9 +4,11 @@
 use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use gantry_core::control::{ControlInput, EventLog, EventLogQuery, EventLogSort};
+use gantry_core::control::ControlInput;
 use gantry_core::enums::SortOrder;
+use gantry_core::event_log::EventLog;
 use gantry_core::ids::{DeviceId, ProjectId};
+use gantry_core::query::{EventLogQuery, EventLogSort};
 use serde::Deserialize;
 
 use crate::AppState;

@@ -4,8 +4,11 @@
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use gantry_core::event::{DeviceEvent, Shadow};
 use gantry_core::ids::{DeviceId, EventId};
-use gantry_core::telemetry::{DeviceEvent, EventFilter, EventInput, Message, Shadow};
+use gantry_core::message::Message;
+use gantry_core::query::EventFilter;
+use gantry_core::telemetry::EventInput;
 use serde::Deserialize;
 
 use crate::AppState;

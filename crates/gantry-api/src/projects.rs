@@ -7,8 +7,8 @@ use gantry_core::auth::RotateInput;
 use gantry_core::catalog::ProjectInput;
 use gantry_core::enums::{DeviceStatus, DeviceType, ProjectStatus, SortOrder};
 use gantry_core::ids::{ModelId, ProjectId};
+use gantry_core::query::{DeviceQuery, DeviceSort};
 use gantry_core::records::{Device, DeviceModel, Project};
-use gantry_core::store::{DeviceQuery, DeviceSort};
 use serde::Deserialize;
 
 use crate::AppState;

@@ -4,7 +4,8 @@ use axum::extract::{Path, State};
 use axum::routing::{delete, post};
 use axum::{Json, Router};
 use gantry_core::ids::DeviceId;
-use gantry_core::routes::{Route, RouteInput};
+use gantry_core::route::Route;
+use gantry_core::routes::RouteInput;
 
 use crate::AppState;
 use crate::envelope::{Done, Envelope, Paged, done, ok, paged};

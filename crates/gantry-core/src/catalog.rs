@@ -6,19 +6,22 @@ use std::sync::Arc;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::auth::{Principal, RotateInput, TokenCache, TokenSubject, generate_token, hash_token};
+use crate::auth::{RotateInput, TokenCache};
 use crate::cache::TtlCache;
-use crate::control::Downlink;
+use crate::downlink::Downlink;
 use crate::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable};
 use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
 use crate::names::{Code, Name};
 use crate::paging::{Page, PageRequest};
+use crate::principal::{Principal, TokenSubject};
+use crate::query::{DeviceQuery, ProjectQuery};
 use crate::records::{
     ActionParams, Device, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant,
 };
-use crate::store::{DeviceQuery, ProjectQuery, Store};
+use crate::store::Store;
 use crate::time::now_ms;
-use crate::{Error, PublicAddrs, Result};
+use crate::token::{generate_token, hash_token};
+use crate::{Error, Result};
 
 /// `POST /api/v1/tenants` body.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -129,6 +132,15 @@ pub struct DeviceInput {
     pub virtual_: Option<bool>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<JsonMap>,
+}
+
+/// Addresses that projects advertise to their applications.
+#[derive(Debug, Clone)]
+pub struct PublicAddrs {
+    /// `restfulApiAddr` of every project.
+    pub rest: String,
+    /// `mqApiAddr` of every project.
+    pub mq: String,
 }
 
 pub struct CatalogService {

@@ -143,6 +143,20 @@ impl DataType {
     }
 }
 
+impl DataType {
+    /// Checks that `value` is of this type, naming `field` in the error.
+    pub fn check(self, field: &str, value: &serde_json::Value) -> crate::Result<()> {
+        if self.accepts(value) {
+            Ok(())
+        } else {
+            Err(crate::Error::invalid(
+                field,
+                format!("`{value}` is not a value of type {self}"),
+            ))
+        }
+    }
+}
+
 impl Readable {
     /// Whether values of the attribute may be sent down to the device.
     pub fn writable(self) -> bool {

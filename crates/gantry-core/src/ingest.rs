@@ -16,9 +16,9 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::event::DeviceEvent;
 use crate::ids::DeviceId;
 use crate::store::Store;
-use crate::telemetry::DeviceEvent;
 use crate::{Error, Result};
 
 #[derive(Debug, Clone)]

@@ -476,10 +476,11 @@ impl Drop for Unsynced {
 #[cfg(test)]
 mod tests {
     use gantry_core::enums::{Channel, DataType};
+    use gantry_core::event::DeviceEvent;
     use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
     use gantry_core::paging::PageRequest;
+    use gantry_core::query::{EventQuery, TimeField};
     use gantry_core::store::EventStore;
-    use gantry_core::telemetry::{DeviceEvent, EventQuery, TimeField};
     use serde_json::json;
 
     use super::*;
