@@ -15,6 +15,7 @@ pub mod openapi;
 mod projects;
 mod routes;
 mod tenants;
+pub mod wire;
 
 /// The query-parameter types of the listings, so the fuzz targets parse query strings into the
 /// very types the handlers take.

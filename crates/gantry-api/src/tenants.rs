@@ -3,14 +3,13 @@
 use axum::extract::{Path, State};
 use axum::routing::post;
 use axum::{Json, Router};
-use gantry_core::auth::RotateInput;
-use gantry_core::catalog::{CreatedTenant, TenantInput};
 use gantry_core::ids::TenantId;
 
 use crate::AppState;
 use crate::envelope::{Envelope, ok};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{AppJson, Auth, OptionalJson};
+use crate::wire::{CreatedTenant, RotateInput, TenantInput};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -28,7 +27,7 @@ pub async fn create(
     Auth(who): Auth,
     AppJson(input): AppJson<TenantInput>,
 ) -> ApiResult<Json<Envelope<CreatedTenant>>> {
-    Ok(ok(s.services.catalog.create_tenant(&who, input).await?))
+    Ok(ok(s.services.catalog.create_tenant(&who, &input.name).await?.into()))
 }
 
 /// Replaces the tenant's administrator token and returns the tenant with the new `adminToken`
@@ -52,6 +51,7 @@ pub async fn rotate(
     Ok(ok(s
         .services
         .catalog
-        .rotate_admin_token(&who, &TenantId::from_string(id), input)
-        .await?))
+        .rotate_admin_token(&who, &TenantId::from_string(id), input.grace_seconds)
+        .await?
+        .into()))
 }

@@ -7,24 +7,8 @@ use crate::cache::TtlCache;
 use crate::ids::{DeviceId, TenantId};
 use crate::principal::{Principal, TokenOwner};
 use crate::store::Store;
-use crate::token::{generate_token, grace_ms, hash_token, token_digest};
+use crate::token::{generate_token, hash_token, token_digest};
 use crate::{Error, Result};
-
-/// Body of the rotation endpoints: how long the replaced token keeps working.
-#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RotateInput {
-    /// 0 (default: the old token stops at once) to 86400 seconds.
-    #[schema(minimum = 0, maximum = 86400)]
-    pub grace_seconds: Option<i64>,
-}
-
-impl RotateInput {
-    /// The grace period in milliseconds, checked.
-    pub fn grace_ms(&self) -> Result<i64> {
-        grace_ms(self.grace_seconds)
-    }
-}
 
 /// Recently seen tokens (by the SHA-256 of the token, kept as its 32 bytes rather than its hex
 /// text: one entry per device that logged in), so that a request does not cost a store lookup.

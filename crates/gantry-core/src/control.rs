@@ -4,13 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
-use utoipa::ToSchema;
-
 use crate::catalog::CatalogService;
 use crate::downlink::Downlink;
 use crate::enums::{Classification, DeviceStatus, EventLogStatus, MessageType};
 use crate::event_log::EventLog;
+use crate::fields::ControlFields;
 use crate::ids::{DeviceId, EventId};
 use crate::message::{MESSAGE_VERSION, Message, MessageMeta, Payload};
 use crate::paging::{Page, PageRequest};
@@ -20,21 +18,6 @@ use crate::records::{Device, DeviceModel};
 use crate::store::Store;
 use crate::time::now_ms;
 use crate::{Error, Result};
-
-/// `PUT /api/v1/devices/{deviceId}/shadows` body.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ControlInput {
-    /// m (default), ack or c.
-    #[serde(rename = "type")]
-    pub message_type: Option<MessageType>,
-    #[serde(default)]
-    pub needack: bool,
-    /// Required for type ack: the id of the request message.
-    pub correlation_id: Option<String>,
-    pub context_id: Option<String>,
-    pub payload: Option<Payload>,
-}
 
 pub struct ControlService {
     store: Arc<dyn Store>,
@@ -60,7 +43,7 @@ impl ControlService {
 
     /// Validates a control message against the device's model, records it as an event log and
     /// publishes it to the device's inbox with a new `meta.id`.
-    pub async fn send_control(&self, who: &Principal, device_id: &DeviceId, input: ControlInput) -> Result<Message> {
+    pub async fn send_control(&self, who: &Principal, device_id: &DeviceId, input: ControlFields) -> Result<Message> {
         let device = self.catalog.load_device(who.tenant(), device_id).await?;
         who.require_device_manage(&device.project_id)?;
         let message_type = input.message_type.unwrap_or(MessageType::M);

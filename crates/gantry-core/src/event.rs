@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::enums::{Channel, DataType};
 use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use crate::records::JsonMap;
 
 /// A stored device event (`DeviceEvent`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceEvent {
     pub id: EventId,
@@ -23,7 +23,7 @@ pub struct DeviceEvent {
     /// The model's data type of the attribute.
     pub attribute_type: DataType,
     /// The value.
-    #[schema(value_type = serde_json::Value)]
+    #[cfg_attr(feature = "openapi", schema(value_type = serde_json::Value))]
     pub attribute_data: serde_json::Value,
     pub channel: Channel,
     /// When the event arrived, epoch milliseconds.
@@ -35,7 +35,7 @@ pub struct DeviceEvent {
     pub correlation_id: Option<String>,
     /// Additional attributes sent with the event (`context`), as sent.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub context: Option<JsonMap>,
     /// `DEVICE` for events a device sent; otherwise the REST caller.
     pub created_by: String,
@@ -44,28 +44,30 @@ pub struct DeviceEvent {
 }
 
 /// One attribute of a shadow.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ShadowAttribute {
     pub code: String,
-    #[schema(value_type = serde_json::Value)]
+    #[cfg_attr(feature = "openapi", schema(value_type = serde_json::Value))]
     pub value: serde_json::Value,
     /// Device time of the value, epoch milliseconds.
     pub timestamp: i64,
 }
 
 /// A device shadow: the latest value of each attribute, by device time.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Shadow {
     /// The device id: a device has exactly one shadow.
     pub id: DeviceId,
     #[serde(rename = "attributeMap")]
     pub attribute_map: BTreeMap<String, ShadowAttribute>,
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub metadata: JsonMap,
     /// The same map under the name the specification's sample response uses.
     #[serde(rename = "metadataMap")]
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub metadata_map: JsonMap,
     pub tenant_id: TenantId,
     pub created_by: String,

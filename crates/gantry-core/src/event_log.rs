@@ -3,13 +3,13 @@
 //! deadline, whichever comes first.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::enums::{Classification, EventLogStatus};
 use crate::ids::{DeviceId, ProjectId, TenantId};
 
 /// An event log (`EventLog`): a control message and what became of it, or a device's response.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EventLog {
     pub id: String,
@@ -20,12 +20,12 @@ pub struct EventLog {
     pub device_id: DeviceId,
     pub device_name: String,
     /// The message sent (DeviceControll) or received (Response).
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub event_data: serde_json::Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_id: Option<String>,
     /// The device's acks to a control message, oldest first.
-    #[schema(value_type = Vec<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub responses: Vec<serde_json::Value>,
     /// `meta.id` of the message the log records; the `eventId` filter matches it.
     pub event_id: String,

@@ -4,7 +4,7 @@
 //! Three layers, each importing only from those above it in this list:
 //! - the domain: plain types and the rules that need nothing but their values (`error`, `ids`,
 //!   `enums`, `names`, `time`, `text`, `paging`, `records`, `principal`, `token`, `event`,
-//!   `message`, `event_log`, `route`, `query`);
+//!   `message`, `event_log`, `route`, `query`, `fields`);
 //! - the ports the services need from outside: the store traits (`store`) and the way down to
 //!   devices (`downlink`);
 //! - the services (`auth`, `catalog`, `control`, `telemetry`, `routes`, `ingest`) and their helpers
@@ -18,6 +18,7 @@ pub mod enums;
 pub mod error;
 pub mod event;
 pub mod event_log;
+pub mod fields;
 pub mod ids;
 pub mod message;
 pub mod names;

@@ -3,7 +3,6 @@
 //! can never disagree on it.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::enums::{Channel, MessageType};
 use crate::event::DeviceEvent;
@@ -12,7 +11,8 @@ use crate::records::JsonMap;
 use crate::{Error, Result};
 
 /// `meta` of a Message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MessageMeta {
     /// A device may leave it out; the service then assigns one (see `Message::from_device`).
     #[serde(default)]
@@ -37,10 +37,11 @@ fn default_type() -> MessageType {
 }
 
 /// An attribute value in a Message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PayloadAttribute {
     pub code: String,
-    #[schema(value_type = serde_json::Value)]
+    #[cfg_attr(feature = "openapi", schema(value_type = serde_json::Value))]
     pub value: serde_json::Value,
     #[serde(default = "default_channel")]
     pub channel: Channel,
@@ -51,16 +52,18 @@ fn default_channel() -> Channel {
 }
 
 /// An action call in a Message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PayloadAction {
     pub code: String,
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub params: JsonMap,
 }
 
 /// `payload` of a Message.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Payload {
     #[serde(default)]
     pub attrs: Vec<PayloadAttribute>,
@@ -72,7 +75,8 @@ pub struct Payload {
 }
 
 /// An entry of an upstream message that was not stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Refusal {
     /// The attribute code, or empty when the whole message was refused.
     pub code: String,
@@ -80,7 +84,8 @@ pub struct Refusal {
 }
 
 /// The Message: what devices and the service exchange, and what an event reads as.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Message {
     pub meta: MessageMeta,
     #[serde(default)]

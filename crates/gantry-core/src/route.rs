@@ -3,13 +3,13 @@
 //! route is created.
 
 use serde::Serialize;
-use utoipa::ToSchema;
 
 use crate::enums::SourceType;
 use crate::ids::{DeviceId, ProjectId, TenantId};
 
 /// The temporary MQTT identity of a WEB or APP route.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TemporaryRole {
     pub host: String,
@@ -24,7 +24,8 @@ pub struct TemporaryRole {
 }
 
 /// The topics of a route.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MessageRoute {
     /// `<prefix>/out/json/<target device>`: where the caller publishes.
@@ -34,7 +35,8 @@ pub struct MessageRoute {
 }
 
 /// A route (`Route`).
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Route {
     /// `routePolicy:<uuid>`.

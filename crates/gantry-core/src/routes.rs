@@ -4,13 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
-use utoipa::ToSchema;
-
 use crate::catalog::CatalogService;
 use crate::control::ControlService;
 use crate::downlink::Downlink;
 use crate::enums::{DeviceStatus, SourceType};
+use crate::fields::RouteFields;
 use crate::ids::{DeviceId, TenantId};
 use crate::message::Message;
 use crate::paging::{Page, PageRequest};
@@ -20,22 +18,6 @@ use crate::store::Store;
 use crate::time::now_ms;
 use crate::token::{generate_token, hash_token};
 use crate::{Error, Result};
-
-/// `POST /api/v1/devices/{deviceId}/routes` body.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RouteInput {
-    /// APP (application), WEB (web page) or DEVICE (another device).
-    #[schema(required = true)]
-    pub source_type: Option<SourceType>,
-    /// Whether the target device's acks are forwarded to the caller's ack topic.
-    #[serde(default)]
-    pub need_resp: bool,
-    /// Required for DEVICE: the device that will send.
-    pub source_device_id: Option<DeviceId>,
-    /// Required for DEVICE: that device's accessToken.
-    pub source_device_key: Option<String>,
-}
 
 /// Where route callers connect and what topics look like.
 #[derive(Debug, Clone)]
@@ -80,7 +62,7 @@ impl RouteService {
         format!("{}/out/json/{owner}", self.config.topic_prefix)
     }
 
-    pub async fn create_route(&self, who: &Principal, device_id: &DeviceId, input: RouteInput) -> Result<Route> {
+    pub async fn create_route(&self, who: &Principal, device_id: &DeviceId, input: RouteFields) -> Result<Route> {
         let device = self.catalog.load_device(who.tenant(), device_id).await?;
         who.require_device_manage(&device.project_id)?;
         let source_type = input

@@ -5,14 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::Deserialize;
-use utoipa::ToSchema;
-
 use crate::cache::TtlCache;
 use crate::catalog::CatalogService;
 use crate::control::ControlService;
-use crate::enums::{Channel, DataType, DeviceStatus, EventSource, MessageType};
+use crate::enums::{DeviceStatus, EventSource, MessageType};
 use crate::event::{DeviceEvent, Shadow, ShadowAttribute};
+use crate::fields::EventFields;
 use crate::ids::{DeviceId, EventId, TenantId};
 use crate::ingest::Ingest;
 use crate::message::{MESSAGE_VERSION, Message, MessageMeta, Payload, Refusal};
@@ -28,35 +26,6 @@ use crate::{Error, Result};
 /// How long a shadow read stays cached. Writes in this process drop it at once; this bounds how
 /// late a write through another node on the same database shows.
 const SHADOW_CACHE_TTL: Duration = Duration::from_secs(2);
-
-/// `POST /api/v1/deviceEvents` body.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EventInput {
-    #[schema(required = true)]
-    pub device_id: Option<DeviceId>,
-    /// Display name; not stored (the model holds the attribute's name).
-    pub attribute_name: Option<String>,
-    #[schema(required = true)]
-    pub attribute_code: Option<String>,
-    /// The value; its type must be the model's dataType of the attribute.
-    #[schema(value_type = serde_json::Value, required = true)]
-    pub attribute_data: Option<serde_json::Value>,
-    /// When given, must equal the model's dataType.
-    pub attribute_data_type: Option<DataType>,
-    /// yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm; default: when the request arrives.
-    #[schema(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
-    pub ingress_time: Option<String>,
-    /// yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm; default: when the request arrives.
-    #[schema(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
-    pub device_time: Option<String>,
-    pub source: Option<EventSource>,
-    /// Default: the model's channel of the attribute.
-    pub channel: Option<Channel>,
-    #[schema(value_type = Option<Object>)]
-    pub context: Option<JsonMap>,
-    pub correlation_id: Option<String>,
-}
 
 pub struct TelemetryService {
     store: Arc<dyn Store>,
@@ -226,7 +195,7 @@ impl TelemetryService {
 
     /// Validates an event against the device's model, stores it durably (with the shadow
     /// update) and returns it as a Message.
-    pub async fn post_event(&self, who: &Principal, input: EventInput) -> Result<Message> {
+    pub async fn post_event(&self, who: &Principal, input: EventFields) -> Result<Message> {
         let arrival = now_ms();
         let device_id = input
             .device_id
