@@ -2,6 +2,7 @@
 //! the catalog clears whenever it changes or rotates a token.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::cache::TtlCache;
 use crate::ids::{DeviceId, TenantId};
@@ -9,6 +10,11 @@ use crate::principal::{Principal, TokenOwner};
 use crate::store::Store;
 use crate::token::{generate_token, hash_token, token_digest};
 use crate::{Error, Result};
+
+/// How long a token's principal is served from the cache: a rotation or deletion made through
+/// another process on the same database takes this long to be seen here (README, "Rotating
+/// tokens"); a longer time spares more store lookups.
+pub const TOKEN_CACHE_TTL: Duration = Duration::from_secs(5);
 
 /// Recently seen tokens (by the SHA-256 of the token, kept as its 32 bytes rather than its hex
 /// text: one entry per device that logged in), so that a request does not cost a store lookup.

@@ -1,4 +1,6 @@
-//! Use cases of the catalog: tenants, device models, projects and devices.
+//! Use cases of the catalog: tenants, device models, projects and devices. Every change drops
+//! what this process cached of the record (and of the tokens it owns), so a change is seen at
+//! once here and within the caches' time limit on other processes sharing the database.
 
 use std::sync::Arc;
 

@@ -73,7 +73,7 @@ impl Services {
         route_config: routes::RouteConfig,
         login_guard: guard::LoginGuardConfig,
     ) -> Self {
-        let tokens = Arc::new(auth::TokenCache::new(std::time::Duration::from_secs(5)));
+        let tokens = Arc::new(auth::TokenCache::new(auth::TOKEN_CACHE_TTL));
         let catalog = Arc::new(catalog::CatalogService::new(
             store.clone(),
             addrs,

@@ -1,5 +1,6 @@
 //! Message routes: short-lived MQTT identities (WEB, APP) or grants (DEVICE) that let a caller
-//! talk to one device in real time, and what the broker asks of them.
+//! talk to one device in real time, and what the broker asks of them. A grant is given only
+//! while its route is live: not expired, not revoked, its target device there and not Locked.
 
 use std::sync::Arc;
 use std::time::Duration;

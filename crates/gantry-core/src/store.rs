@@ -1,5 +1,6 @@
 //! What the services need from storage: small traits per resource, combined into one `Store`.
-//! Every read and write is scoped by tenant, so one tenant never sees another's records.
+//! Every read and write is scoped by tenant, so one tenant never sees another's records. The
+//! traits speak only domain types, so a store knows nothing of the services.
 
 use async_trait::async_trait;
 

@@ -1,5 +1,6 @@
-//! Device events and shadows: validation of incoming values against the device's model, the
-//! Message shape, listings and the shadow read. Writes go through the ingest pipeline.
+//! Device events and shadows: upstream messages and REST events checked against the device's
+//! model, listings and the shadow read. Every write goes through the ingest pipeline, so an
+//! event is answered only once it is durable, and an entry the model refuses is never stored.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,6 +40,10 @@ pub struct TelemetryService {
     /// Most entries an upstream message may carry; a larger one is refused whole.
     max_attributes: usize,
 }
+
+/// Events one retention step deletes: each step is a short transaction, so ingest commits go on
+/// between the steps of a long purge.
+const RETENTION_BATCH: i64 = 5_000;
 
 /// The default of `--mqtt-max-attributes`.
 pub const MAX_ATTRIBUTES: usize = 1000;
@@ -334,9 +339,9 @@ impl TelemetryService {
         let cutoff = now_ms() - i64::from(days) * 86_400_000;
         let mut deleted = 0;
         loop {
-            let n = self.store.delete_events_before(cutoff, 5_000).await?;
+            let n = self.store.delete_events_before(cutoff, RETENTION_BATCH).await?;
             deleted += n;
-            if n < 5_000 {
+            if n < RETENTION_BATCH as u64 {
                 return Ok(deleted);
             }
         }
