@@ -7,9 +7,10 @@
 use std::sync::LazyLock;
 
 use gantry_api::extract::parse_json;
-use gantry_core::catalog::{ModelInput, parse_actions, parse_attributes};
-use gantry_core::control::{ControlInput, validate_control};
+use gantry_api::wire::{ControlInput, ModelInput};
+use gantry_core::control::validate_control;
 use gantry_core::enums::DeviceType;
+use gantry_core::fields::{ModelFields, parse_actions, parse_attributes};
 use gantry_core::ids::{ModelId, TenantId};
 use gantry_core::records::{DeviceModel, RecordMeta};
 use libfuzzer_sys::fuzz_target;
@@ -33,6 +34,7 @@ const MODEL: &str = r#"{
 
 static CRANE: LazyLock<DeviceModel> = LazyLock::new(|| {
     let input: ModelInput = serde_json::from_str(MODEL).expect("the model parses");
+    let input = ModelFields::from(input);
     DeviceModel {
         id: ModelId::generate(),
         name: "crane".into(),

@@ -3,7 +3,7 @@
 
 #![no_main]
 
-use gantry_core::telemetry::Message;
+use gantry_core::message::Message;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

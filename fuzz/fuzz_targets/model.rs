@@ -5,7 +5,8 @@
 #![no_main]
 
 use gantry_api::extract::parse_json;
-use gantry_core::catalog::{ModelInput, parse_actions, parse_attributes};
+use gantry_api::wire::ModelInput;
+use gantry_core::fields::{ModelFields, parse_actions, parse_attributes};
 use gantry_core::names::{Code, Name};
 use libfuzzer_sys::fuzz_target;
 
@@ -13,6 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(input) = parse_json::<ModelInput>(data) else {
         return;
     };
+    let input = ModelFields::from(input);
     if let Some(name) = &input.name
         && let Ok(parsed) = Name::parse("name", name)
     {

@@ -6,9 +6,8 @@
 
 use gantry_api::extract::{check_path, parse_query};
 use gantry_api::query::*;
-use gantry_core::control::EventLogSort;
 use gantry_core::paging::PageRequest;
-use gantry_core::telemetry::TimeField;
+use gantry_core::query::{EventLogSort, TimeField};
 use libfuzzer_sys::fuzz_target;
 
 /// The paging parameters every listing has, read as the handlers read them.

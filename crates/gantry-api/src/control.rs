@@ -4,15 +4,17 @@
 use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use gantry_core::control::{ControlInput, EventLog, EventLogQuery, EventLogSort};
 use gantry_core::enums::SortOrder;
+use gantry_core::event_log::EventLog;
 use gantry_core::ids::{DeviceId, ProjectId};
+use gantry_core::query::{EventLogQuery, EventLogSort};
 use serde::Deserialize;
 
 use crate::AppState;
 use crate::envelope::{Done, Envelope, Paged, done, paged};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{AppJson, AppQuery, Auth, page};
+use crate::wire::ControlInput;
 
 pub fn routes() -> Router<AppState> {
     // PUT /devices/{deviceId}/shadows is routed beside its GET in events.rs.
@@ -59,7 +61,7 @@ pub async fn send(
 ) -> ApiResult<Json<Done>> {
     s.services
         .control
-        .send_control(&who, &DeviceId::from_string(id), input)
+        .send_control(&who, &DeviceId::from_string(id), input.into())
         .await?;
     Ok(done())
 }

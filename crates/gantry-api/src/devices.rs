@@ -3,8 +3,6 @@
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use gantry_core::auth::RotateInput;
-use gantry_core::catalog::DeviceInput;
 use gantry_core::ids::DeviceId;
 use gantry_core::records::Device;
 
@@ -12,6 +10,7 @@ use crate::AppState;
 use crate::envelope::{Done, Envelope, done, ok};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{AppJson, Auth, OptionalJson};
+use crate::wire::{DeviceInput, RotateInput};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -29,7 +28,7 @@ pub async fn create(
     Auth(who): Auth,
     AppJson(input): AppJson<DeviceInput>,
 ) -> ApiResult<Json<Envelope<Device>>> {
-    Ok(ok(s.services.catalog.create_device(&who, input).await?))
+    Ok(ok(s.services.catalog.create_device(&who, input.into()).await?))
 }
 
 /// Updates a device (name, project, status Active/Locked, comments, virtual, metadata); absent fields keep their values.
@@ -45,7 +44,7 @@ pub async fn update(
     Ok(ok(s
         .services
         .catalog
-        .update_device(&who, &DeviceId::from_string(id), input)
+        .update_device(&who, &DeviceId::from_string(id), input.into())
         .await?))
 }
 
@@ -97,6 +96,6 @@ pub async fn rotate(
     Ok(ok(s
         .services
         .catalog
-        .rotate_device_token(&who, &DeviceId::from_string(id), input)
+        .rotate_device_token(&who, &DeviceId::from_string(id), input.grace_seconds)
         .await?))
 }

@@ -4,14 +4,17 @@
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use gantry_core::event::{DeviceEvent, Shadow};
 use gantry_core::ids::{DeviceId, EventId};
-use gantry_core::telemetry::{DeviceEvent, EventFilter, EventInput, Message, Shadow};
+use gantry_core::message::Message;
+use gantry_core::query::EventFilter;
 use serde::Deserialize;
 
 use crate::AppState;
 use crate::envelope::{Done, Envelope, Paged, done, ok, paged};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{AppJson, AppQuery, Auth, page};
+use crate::wire::EventInput;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -78,7 +81,7 @@ pub async fn create(
     Auth(who): Auth,
     AppJson(input): AppJson<EventInput>,
 ) -> ApiResult<Json<Envelope<Message>>> {
-    Ok(ok(s.services.telemetry.post_event(&who, input).await?))
+    Ok(ok(s.services.telemetry.post_event(&who, input.into()).await?))
 }
 
 /// Returns an event as a Message (`meta.id` is the event id).

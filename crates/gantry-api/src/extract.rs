@@ -9,8 +9,8 @@ use axum::http::StatusCode;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
 use gantry_core::Error;
-use gantry_core::auth::Principal;
 use gantry_core::paging::PageRequest;
+use gantry_core::principal::Principal;
 use serde::de::DeserializeOwned;
 
 use crate::AppState;

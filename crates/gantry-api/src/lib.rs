@@ -16,6 +16,7 @@ mod projects;
 pub mod request_log;
 mod routes;
 mod tenants;
+pub mod wire;
 
 /// The query-parameter types of the listings, so the fuzz targets parse query strings into the
 /// very types the handlers take.

@@ -3,7 +3,6 @@
 use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use gantry_core::catalog::ModelInput;
 use gantry_core::ids::ModelId;
 use gantry_core::records::{Device, DeviceModel};
 use serde::Deserialize;
@@ -12,6 +11,7 @@ use crate::AppState;
 use crate::envelope::{Done, Envelope, Paged, done, ok, paged};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{AppJson, AppQuery, Auth, page};
+use crate::wire::ModelInput;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -42,7 +42,7 @@ pub async fn create(
     Auth(who): Auth,
     AppJson(input): AppJson<ModelInput>,
 ) -> ApiResult<Json<Envelope<DeviceModel>>> {
-    Ok(ok(s.services.catalog.create_model(&who, input).await?))
+    Ok(ok(s.services.catalog.create_model(&who, input.into()).await?))
 }
 
 /// Updates a device model; fields absent from the body keep their values, maps sent replace the stored maps.
@@ -59,7 +59,7 @@ pub async fn update(
     Ok(ok(s
         .services
         .catalog
-        .update_model(&who, &ModelId::from_string(id), input)
+        .update_model(&who, &ModelId::from_string(id), input.into())
         .await?))
 }
 

@@ -3,18 +3,17 @@
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use gantry_core::auth::RotateInput;
-use gantry_core::catalog::ProjectInput;
 use gantry_core::enums::{DeviceStatus, DeviceType, ProjectStatus, SortOrder};
 use gantry_core::ids::{ModelId, ProjectId};
+use gantry_core::query::{DeviceQuery, DeviceSort};
 use gantry_core::records::{Device, DeviceModel, Project};
-use gantry_core::store::{DeviceQuery, DeviceSort};
 use serde::Deserialize;
 
 use crate::AppState;
 use crate::envelope::{Done, Envelope, Paged, done, ok, paged};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{AppJson, AppQuery, Auth, OptionalJson, page};
+use crate::wire::{ProjectInput, RotateInput};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -113,7 +112,7 @@ pub async fn create(
     Auth(who): Auth,
     AppJson(input): AppJson<ProjectInput>,
 ) -> ApiResult<Json<Envelope<Project>>> {
-    Ok(ok(s.services.catalog.create_project(&who, input).await?))
+    Ok(ok(s.services.catalog.create_project(&who, input.into()).await?))
 }
 
 /// Updates a project; fields absent from the body keep their values.
@@ -129,7 +128,7 @@ pub async fn update(
     Ok(ok(s
         .services
         .catalog
-        .update_project(&who, &ProjectId::from_string(id), input)
+        .update_project(&who, &ProjectId::from_string(id), input.into())
         .await?))
 }
 
@@ -233,6 +232,6 @@ pub async fn rotate(
     Ok(ok(s
         .services
         .catalog
-        .rotate_application_token(&who, &ProjectId::from_string(id), input)
+        .rotate_application_token(&who, &ProjectId::from_string(id), input.grace_seconds)
         .await?))
 }

@@ -11,7 +11,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
-use gantry_core::auth::Principal;
+use gantry_core::principal::Principal;
 use tracing::Instrument;
 use tracing::field::Empty;
 

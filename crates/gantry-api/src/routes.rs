@@ -4,12 +4,13 @@ use axum::extract::{Path, State};
 use axum::routing::{delete, post};
 use axum::{Json, Router};
 use gantry_core::ids::DeviceId;
-use gantry_core::routes::{Route, RouteInput};
+use gantry_core::route::Route;
 
 use crate::AppState;
 use crate::envelope::{Done, Envelope, Paged, done, ok, paged};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{AppJson, AppQuery, Auth, page};
+use crate::wire::RouteInput;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -51,7 +52,7 @@ pub async fn create(
     Ok(ok(s
         .services
         .routes
-        .create_route(&who, &DeviceId::from_string(id), input)
+        .create_route(&who, &DeviceId::from_string(id), input.into())
         .await?))
 }
 

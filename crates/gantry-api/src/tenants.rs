@@ -3,8 +3,6 @@
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use gantry_core::auth::RotateInput;
-use gantry_core::catalog::{CreatedTenant, TenantInput};
 use gantry_core::ids::TenantId;
 use gantry_core::records::Tenant;
 
@@ -12,6 +10,7 @@ use crate::AppState;
 use crate::envelope::{Envelope, Paged, ok, paged};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{AppJson, AppQuery, Auth, OptionalJson, page};
+use crate::wire::{CreatedTenant, RotateInput, TenantInput};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -30,7 +29,7 @@ pub async fn create(
     Auth(who): Auth,
     AppJson(input): AppJson<TenantInput>,
 ) -> ApiResult<Json<Envelope<CreatedTenant>>> {
-    Ok(ok(s.services.catalog.create_tenant(&who, input).await?))
+    Ok(ok(s.services.catalog.create_tenant(&who, &input.name).await?.into()))
 }
 
 /// Paging of the tenant listing.
@@ -83,6 +82,7 @@ pub async fn rotate(
     Ok(ok(s
         .services
         .catalog
-        .rotate_admin_token(&who, &TenantId::from_string(id), input)
-        .await?))
+        .rotate_admin_token(&who, &TenantId::from_string(id), input.grace_seconds)
+        .await?
+        .into()))
 }

@@ -505,7 +505,7 @@ async fn local_on(
     out: &Path,
 ) -> anyhow::Result<()> {
     let name = database.backend.name();
-    let token = gantry_core::auth::generate_token();
+    let token = gantry_core::token::generate_token();
     let setup_log = out.join(format!("gantry-{name}-setup.log"));
     let log = out.join(format!("gantry-{name}.log"));
     let options = |log| ServerOptions {

@@ -1,134 +1,39 @@
-//! Use cases of the catalog: tenants, device models, projects and devices.
+//! Use cases of the catalog: tenants, device models, projects and devices. Every change drops
+//! what this process cached of the record (and of the tokens it owns), so a change is seen at
+//! once here and within the caches' time limit on other processes sharing the database.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Deserialize;
-use utoipa::ToSchema;
-
-use crate::auth::{Principal, RotateInput, TokenCache, TokenSubject, generate_token, hash_token};
+use crate::auth::TokenCache;
 use crate::cache::TtlCache;
-use crate::control::Downlink;
-use crate::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable};
+use crate::downlink::Downlink;
+use crate::enums::{DeviceStatus, DeviceType, ProjectStatus};
+use crate::fields::{DeviceFields, ModelFields, ProjectFields, parse_actions, parse_attributes};
 use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
-use crate::names::{Code, Name};
+use crate::names::Name;
 use crate::paging::{Page, PageRequest};
-use crate::records::{
-    ActionParams, Device, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant,
-};
-use crate::store::{DeviceQuery, ProjectQuery, Store};
+use crate::principal::{Principal, TokenSubject};
+use crate::query::{DeviceQuery, ProjectQuery};
+use crate::records::{Device, DeviceModel, Project, RecordMeta, Tenant};
+use crate::store::Store;
 use crate::time::now_ms;
-use crate::{Error, PublicAddrs, Result};
-
-/// `POST /api/v1/tenants` body.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-pub struct TenantInput {
-    /// 1 to 128 characters, no control characters; trimmed.
-    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
-    pub name: String,
-}
+use crate::token::{generate_token, grace_ms, hash_token};
+use crate::{Error, Result};
 
 /// A tenant just created, with its administrator's token (shown this once).
-#[derive(Debug, Clone, serde::Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CreatedTenant {
-    #[serde(flatten)]
+#[derive(Debug, Clone)]
+pub struct TenantAdmin {
     pub tenant: Tenant,
     pub admin_token: String,
 }
 
-/// An attribute as a request sends it.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AttributeInput {
-    pub name: Option<String>,
-    /// Defaults to the map key; when given it must equal the key.
-    pub code: Option<String>,
-    pub data_type: DataType,
-    pub description: Option<String>,
-    /// Defaults to R.
-    pub readable: Option<Readable>,
-    /// Defaults to m.
-    pub channel: Option<Channel>,
-}
-
-/// An action parameter as a request sends it.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ParamInput {
-    pub name: Option<String>,
-    pub code: Option<String>,
-    pub description: Option<String>,
-    pub required: Option<bool>,
-    #[serde(rename = "type")]
-    pub data_type: DataType,
-}
-
-/// An action as a request sends it.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ActionInput {
-    pub name: Option<String>,
-    pub code: Option<String>,
-    pub description: Option<String>,
-    pub params_map: Option<BTreeMap<String, ParamInput>>,
-}
-
-/// Body of model creation and update. On update, absent fields keep their stored values.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelInput {
-    /// 1 to 128 characters, no control characters; trimmed. Required on creation.
-    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
-    pub name: Option<String>,
-    pub description: Option<String>,
-    /// Defaults to ROOT on creation.
-    pub device_type: Option<DeviceType>,
-    pub image_url: Option<String>,
-    pub attributes_map: Option<BTreeMap<String, AttributeInput>>,
-    pub actions_map: Option<BTreeMap<String, ActionInput>>,
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<JsonMap>,
-    pub gateway_id: Option<String>,
-}
-
-/// Body of project creation and update. On update, absent fields keep their stored values.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProjectInput {
-    /// 1 to 128 characters, no control characters; trimmed. Required on creation.
-    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
-    pub name: Option<String>,
-    pub description: Option<String>,
-    pub image_url: Option<String>,
-    /// Defaults to development on creation.
-    pub status: Option<ProjectStatus>,
-    pub address: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    pub map_info: Option<JsonMap>,
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<JsonMap>,
-    pub template_id: Option<String>,
-}
-
-/// Body of device creation and update. On update, absent fields keep their stored values and
-/// `modelId` cannot change.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DeviceInput {
-    /// 1 to 128 characters, no control characters; trimmed. Required on creation.
-    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
-    pub device_name: Option<String>,
-    pub project_id: Option<ProjectId>,
-    pub model_id: Option<ModelId>,
-    /// Defaults to Active on creation.
-    pub status: Option<DeviceStatus>,
-    pub comments: Option<String>,
-    /// Defaults to false on creation. `isVirtual`, the name responses use, is accepted too.
-    #[serde(rename = "virtual", alias = "isVirtual")]
-    pub virtual_: Option<bool>,
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<JsonMap>,
+/// Addresses that projects advertise to their applications.
+#[derive(Debug, Clone)]
+pub struct PublicAddrs {
+    /// `restfulApiAddr` of every project.
+    pub rest: String,
+    /// `mqApiAddr` of every project.
+    pub mq: String,
 }
 
 pub struct CatalogService {
@@ -171,9 +76,9 @@ impl CatalogService {
 
     // ---- tenants ---------------------------------------------------------------------------
 
-    pub async fn create_tenant(&self, who: &Principal, input: TenantInput) -> Result<CreatedTenant> {
+    pub async fn create_tenant(&self, who: &Principal, name: &str) -> Result<TenantAdmin> {
         who.require_system()?;
-        let name = Name::parse("name", &input.name)?.into_inner();
+        let name = Name::parse("name", name)?.into_inner();
         let tenant = Tenant {
             id: TenantId::generate(),
             name,
@@ -188,7 +93,7 @@ impl CatalogService {
         };
         let admin_token = generate_token();
         self.store.insert_tenant(&tenant, &hash_token(&admin_token)).await?;
-        Ok(CreatedTenant { tenant, admin_token })
+        Ok(TenantAdmin { tenant, admin_token })
     }
 
     /// The tenants the caller administers: every tenant for the system administrator, its own
@@ -209,9 +114,9 @@ impl CatalogService {
         &self,
         who: &Principal,
         id: &TenantId,
-        input: RotateInput,
-    ) -> Result<CreatedTenant> {
-        let grace = input.grace_ms()?;
+        grace_seconds: Option<i64>,
+    ) -> Result<TenantAdmin> {
+        let grace = grace_ms(grace_seconds)?;
         match who {
             Principal::Admin { system: true, .. } => {}
             Principal::Admin { tenant, .. } if tenant == id => {}
@@ -234,12 +139,12 @@ impl CatalogService {
         } else {
             TokenSubject::Admin(id.clone())
         });
-        Ok(CreatedTenant { tenant, admin_token })
+        Ok(TenantAdmin { tenant, admin_token })
     }
 
     // ---- device models ---------------------------------------------------------------------
 
-    pub async fn create_model(&self, who: &Principal, input: ModelInput) -> Result<DeviceModel> {
+    pub async fn create_model(&self, who: &Principal, input: ModelFields) -> Result<DeviceModel> {
         let tenant = who.require_admin()?.clone();
         let name = Name::parse(
             "name",
@@ -265,7 +170,7 @@ impl CatalogService {
         Ok(model)
     }
 
-    pub async fn update_model(&self, who: &Principal, id: &ModelId, input: ModelInput) -> Result<DeviceModel> {
+    pub async fn update_model(&self, who: &Principal, id: &ModelId, input: ModelFields) -> Result<DeviceModel> {
         let tenant = who.require_admin()?;
         let mut model = Arc::unwrap_or_clone(self.load_model(tenant, id).await?);
         if let Some(name) = input.name {
@@ -351,7 +256,7 @@ impl CatalogService {
 
     // ---- projects --------------------------------------------------------------------------
 
-    pub async fn create_project(&self, who: &Principal, input: ProjectInput) -> Result<Project> {
+    pub async fn create_project(&self, who: &Principal, input: ProjectFields) -> Result<Project> {
         let tenant = who.require_admin()?.clone();
         let name = Name::parse(
             "name",
@@ -380,7 +285,7 @@ impl CatalogService {
         Ok(project)
     }
 
-    pub async fn update_project(&self, who: &Principal, id: &ProjectId, input: ProjectInput) -> Result<Project> {
+    pub async fn update_project(&self, who: &Principal, id: &ProjectId, input: ProjectFields) -> Result<Project> {
         who.require_project(id)?;
         let mut project = self.get_project(who, id).await?;
         if let Some(name) = input.name {
@@ -461,9 +366,9 @@ impl CatalogService {
         &self,
         who: &Principal,
         id: &ProjectId,
-        input: RotateInput,
+        grace_seconds: Option<i64>,
     ) -> Result<Project> {
-        let grace = input.grace_ms()?;
+        let grace = grace_ms(grace_seconds)?;
         let mut project = self.get_project(who, id).await?;
         let token = generate_token();
         let now = now_ms();
@@ -485,7 +390,7 @@ impl CatalogService {
 
     // ---- devices ---------------------------------------------------------------------------
 
-    pub async fn create_device(&self, who: &Principal, input: DeviceInput) -> Result<Device> {
+    pub async fn create_device(&self, who: &Principal, input: DeviceFields) -> Result<Device> {
         let name = Name::parse(
             "deviceName",
             input
@@ -501,7 +406,7 @@ impl CatalogService {
         let project = self.get_project(who, &project_id).await?;
         let model = self.load_model(who.tenant(), &model_id).await?;
         let token = generate_token();
-        let is_virtual = input.virtual_.unwrap_or(false);
+        let is_virtual = input.is_virtual.unwrap_or(false);
         let device = Device {
             id: DeviceId::generate(),
             device_name: name.into_inner(),
@@ -524,7 +429,7 @@ impl CatalogService {
         Ok(device)
     }
 
-    pub async fn update_device(&self, who: &Principal, id: &DeviceId, input: DeviceInput) -> Result<Device> {
+    pub async fn update_device(&self, who: &Principal, id: &DeviceId, input: DeviceFields) -> Result<Device> {
         let mut device = Arc::unwrap_or_clone(self.load_device(who.tenant(), id).await?);
         who.require_device_manage(&device.project_id)?;
         if let Some(model_id) = &input.model_id
@@ -546,7 +451,7 @@ impl CatalogService {
             device.status = status;
         }
         set_if_some(&mut device.comments, input.comments);
-        if let Some(is_virtual) = input.virtual_ {
+        if let Some(is_virtual) = input.is_virtual {
             device.is_virtual = is_virtual;
             device.virtual_ = is_virtual;
         }
@@ -582,8 +487,13 @@ impl CatalogService {
 
     /// Replaces the device's `accessToken`. The old one keeps working for the grace period, and
     /// the device's MQTT session (logged in with it) is closed when that ends: at once without one.
-    pub async fn rotate_device_token(&self, who: &Principal, id: &DeviceId, input: RotateInput) -> Result<Device> {
-        let grace = input.grace_ms()?;
+    pub async fn rotate_device_token(
+        &self,
+        who: &Principal,
+        id: &DeviceId,
+        grace_seconds: Option<i64>,
+    ) -> Result<Device> {
+        let grace = grace_ms(grace_seconds)?;
         let mut device = Arc::unwrap_or_clone(self.load_device(who.tenant(), id).await?);
         who.require_device_manage(&device.project_id)?;
         let token = generate_token();
@@ -629,124 +539,4 @@ fn require_attributes_or_actions(model: &DeviceModel) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// The code of a map entry: the key, which must follow the naming rule, and `code`, which
-/// must equal it when given.
-fn entry_code(field: &str, key: &str, code: Option<&str>) -> Result<String> {
-    let key = Code::parse(field, key)?.into_inner();
-    match code {
-        Some(code) if code != key => Err(Error::invalid(
-            format!("{field}.code"),
-            format!("`{code}` differs from its key `{key}`"),
-        )),
-        _ => Ok(key),
-    }
-}
-
-/// Parses an `attributesMap`: every key follows the naming rule and equals its entry's code.
-pub fn parse_attributes(input: BTreeMap<String, AttributeInput>) -> Result<BTreeMap<String, ModelAttribute>> {
-    input
-        .into_iter()
-        .map(|(key, a)| {
-            let code = entry_code(&format!("attributesMap.{key}"), &key, a.code.as_deref())?;
-            let attribute = ModelAttribute {
-                name: a.name,
-                code: code.clone(),
-                data_type: a.data_type,
-                description: a.description,
-                readable: a.readable.unwrap_or(Readable::R),
-                channel: a.channel.unwrap_or(Channel::M),
-            };
-            Ok((code, attribute))
-        })
-        .collect()
-}
-
-/// Parses an `actionsMap`: action and parameter keys follow the naming rule and equal their codes.
-pub fn parse_actions(input: BTreeMap<String, ActionInput>) -> Result<BTreeMap<String, ModelAction>> {
-    input
-        .into_iter()
-        .map(|(key, a)| {
-            let field = format!("actionsMap.{key}");
-            let code = entry_code(&field, &key, a.code.as_deref())?;
-            let params = a
-                .params_map
-                .map(|params| {
-                    params
-                        .into_iter()
-                        .map(|(pkey, p)| {
-                            let pcode = entry_code(&format!("{field}.paramsMap.{pkey}"), &pkey, p.code.as_deref())?;
-                            let param = ActionParams {
-                                name: p.name,
-                                code: pcode.clone(),
-                                description: p.description,
-                                required: p.required.unwrap_or(false),
-                                data_type: p.data_type,
-                            };
-                            Ok((pcode, param))
-                        })
-                        .collect::<Result<BTreeMap<_, _>>>()
-                })
-                .transpose()?;
-            Ok((
-                code.clone(),
-                ModelAction {
-                    name: a.name,
-                    code,
-                    description: a.description,
-                    params_map: params,
-                },
-            ))
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn attr(code: Option<&str>) -> AttributeInput {
-        AttributeInput {
-            name: None,
-            code: code.map(str::to_owned),
-            data_type: DataType::Float,
-            description: None,
-            readable: None,
-            channel: None,
-        }
-    }
-
-    #[test]
-    fn attribute_codes_come_from_keys() {
-        let parsed = parse_attributes(BTreeMap::from([("temp".to_owned(), attr(None))])).unwrap();
-        assert_eq!(parsed["temp"].code, "temp");
-        assert_eq!(parsed["temp"].readable, Readable::R);
-        assert_eq!(parsed["temp"].channel, Channel::M);
-        let err = parse_attributes(BTreeMap::from([("temp".to_owned(), attr(Some("other")))])).unwrap_err();
-        assert!(err.to_string().starts_with("attributesMap.temp.code"), "{err}");
-        let err = parse_attributes(BTreeMap::from([("1bad".to_owned(), attr(None))])).unwrap_err();
-        assert!(err.to_string().starts_with("attributesMap.1bad"), "{err}");
-    }
-
-    #[test]
-    fn params_default_to_not_required() {
-        let action = ActionInput {
-            name: None,
-            code: None,
-            description: None,
-            params_map: Some(BTreeMap::from([(
-                "delay".to_owned(),
-                ParamInput {
-                    name: None,
-                    code: None,
-                    description: None,
-                    required: None,
-                    data_type: DataType::Integer,
-                },
-            )])),
-        };
-        let parsed = parse_actions(BTreeMap::from([("reboot".to_owned(), action)])).unwrap();
-        assert!(!parsed["reboot"].params_map.as_ref().unwrap()["delay"].required);
-    }
 }

@@ -1,116 +1,24 @@
-//! Control messages sent down to devices, their acks, and the event logs that record both.
+//! Control messages sent down to devices, their acks, and the event logs that record both. A
+//! control is recorded before it is published, so every message a device receives has its log.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
-use crate::auth::Principal;
 use crate::catalog::CatalogService;
-use crate::enums::{Classification, DeviceStatus, EventLogStatus, MessageType, SortOrder};
-use crate::ids::{DeviceId, ProjectId, TenantId};
+use crate::downlink::Downlink;
+use crate::enums::{Classification, DeviceStatus, EventLogStatus, MessageType};
+use crate::event_log::EventLog;
+use crate::fields::ControlFields;
+use crate::ids::{DeviceId, EventId};
+use crate::message::{MESSAGE_VERSION, Message, MessageMeta, Payload};
 use crate::paging::{Page, PageRequest};
+use crate::principal::Principal;
+use crate::query::EventLogQuery;
 use crate::records::{Device, DeviceModel};
 use crate::store::Store;
-use crate::telemetry::{MESSAGE_VERSION, Message, MessageMeta, Payload, check_value};
 use crate::time::now_ms;
 use crate::{Error, Result};
-
-/// The way down to devices: the MQTT broker, embedded or external.
-#[async_trait]
-pub trait Downlink: Send + Sync {
-    /// Publishes `message` to the inbox of `owner`: a device id, or a route's client id.
-    async fn send(&self, owner: &str, message: &Message) -> Result<()>;
-    /// Closes the device's connection and those of the route identities that target it, if
-    /// they have one (it was Locked or deleted).
-    async fn disconnect(&self, device: &DeviceId);
-    /// Ends the session of `client` (a device id, or a route's client id) at `at` (epoch ms; at
-    /// once when that has passed): the credential it logged in with stops working then. A
-    /// later login is judged by its own credential.
-    async fn expire_session(&self, client: &str, at: i64);
-}
-
-/// An event log (`EventLog`): a control message and what became of it, or a device's response.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EventLog {
-    pub id: String,
-    pub tenant_id: TenantId,
-    pub project_id: ProjectId,
-    pub status: EventLogStatus,
-    pub classification: Classification,
-    pub device_id: DeviceId,
-    pub device_name: String,
-    /// The message sent (DeviceControll) or received (Response).
-    #[schema(value_type = Object)]
-    pub event_data: serde_json::Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub context_id: Option<String>,
-    /// The device's acks to a control message, oldest first.
-    #[schema(value_type = Vec<Object>)]
-    pub responses: Vec<serde_json::Value>,
-    /// `meta.id` of the message the log records; the `eventId` filter matches it.
-    pub event_id: String,
-    pub created_by: String,
-    pub created_time: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_by: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_time: Option<i64>,
-    pub deleted: bool,
-    /// Whose inbox gets the device's ack to this message (a route's caller); not shown.
-    #[serde(skip)]
-    pub reply_to: Option<String>,
-}
-
-/// `PUT /api/v1/devices/{deviceId}/shadows` body.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ControlInput {
-    /// m (default), ack or c.
-    #[serde(rename = "type")]
-    pub message_type: Option<MessageType>,
-    #[serde(default)]
-    pub needack: bool,
-    /// Required for type ack: the id of the request message.
-    pub correlation_id: Option<String>,
-    pub context_id: Option<String>,
-    pub payload: Option<Payload>,
-}
-
-/// Sort fields of the event-log listing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventLogSort {
-    UpdatedTime,
-    CreatedTime,
-}
-
-impl EventLogSort {
-    pub fn parse(text: &str) -> Result<Self> {
-        match text {
-            "updatedTime" => Ok(Self::UpdatedTime),
-            "createdTime" => Ok(Self::CreatedTime),
-            _ => Err(Error::invalid(
-                "sortBy",
-                format!("`{text}` is not one of updatedTime, createdTime"),
-            )),
-        }
-    }
-}
-
-/// Filters of the event-log listing of a project.
-#[derive(Debug, Clone)]
-pub struct EventLogQuery {
-    pub project: ProjectId,
-    pub device: Option<DeviceId>,
-    pub event_id: Option<String>,
-    pub context_id: Option<String>,
-    pub sort_by: EventLogSort,
-    pub sort_order: SortOrder,
-}
 
 pub struct ControlService {
     store: Arc<dyn Store>,
@@ -154,7 +62,7 @@ impl ControlService {
 
     /// Validates a control message against the device's model, records it as an event log and
     /// publishes it to the device's inbox with a new `meta.id`.
-    pub async fn send_control(&self, who: &Principal, device_id: &DeviceId, input: ControlInput) -> Result<Message> {
+    pub async fn send_control(&self, who: &Principal, device_id: &DeviceId, input: ControlFields) -> Result<Message> {
         let device = self.catalog.load_device(who.tenant(), device_id).await?;
         who.require_device_manage(&device.project_id)?;
         let message_type = input.message_type.unwrap_or(MessageType::M);
@@ -173,7 +81,7 @@ impl ControlService {
         let now = now_ms();
         let message = Message {
             meta: MessageMeta {
-                id: crate::ids::EventId::generate().to_string(),
+                id: EventId::generate().to_string(),
                 message_type,
                 deviceid: Some(device.id.to_string()),
                 version: Some(MESSAGE_VERSION.to_owned()),
@@ -301,7 +209,7 @@ fn new_log(
     now: i64,
 ) -> EventLog {
     EventLog {
-        id: crate::ids::EventId::generate().to_string(),
+        id: EventId::generate().to_string(),
         tenant_id: device.record.tenant_id.clone(),
         project_id: device.project_id.clone(),
         status,
@@ -342,7 +250,7 @@ pub fn validate_control(model: &DeviceModel, payload: &Payload) -> Result<()> {
                 format!("`{}` is read-only (R): it cannot be sent down", attr.code),
             ));
         }
-        check_value(&format!("{field}.value"), defined.data_type, &attr.value)?;
+        defined.data_type.check(&format!("{field}.value"), &attr.value)?;
     }
     for (i, action) in payload.actions.iter().enumerate() {
         let field = format!("payload.actions[{i}]");
@@ -360,7 +268,7 @@ pub fn validate_control(model: &DeviceModel, payload: &Payload) -> Result<()> {
                     format!("`{name}` is not a parameter of action {}", action.code),
                 )
             })?;
-            check_value(&format!("{field}.params.{name}"), param.data_type, value)?;
+            param.data_type.check(&format!("{field}.params.{name}"), value)?;
         }
         if let Some(missing) = params
             .values()
@@ -383,9 +291,9 @@ mod tests {
 
     use super::*;
     use crate::enums::{Channel, DataType, DeviceType, Readable};
-    use crate::ids::ModelId;
+    use crate::ids::{ModelId, TenantId};
+    use crate::message::{PayloadAction, PayloadAttribute};
     use crate::records::{ActionParams, ModelAction, ModelAttribute, RecordMeta};
-    use crate::telemetry::{PayloadAction, PayloadAttribute};
 
     fn model() -> DeviceModel {
         let attr = |code: &str, data_type, readable| {

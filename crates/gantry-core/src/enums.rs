@@ -12,6 +12,7 @@ macro_rules! string_enum {
 
         // Written by hand rather than derived: the schema's enum must list the serde spellings,
         // which the derive misses for variants renamed inside a macro.
+        #[cfg(feature = "openapi")]
         impl utoipa::PartialSchema for $name {
             fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
                 utoipa::openapi::schema::ObjectBuilder::new()
@@ -22,6 +23,7 @@ macro_rules! string_enum {
             }
         }
 
+        #[cfg(feature = "openapi")]
         impl utoipa::ToSchema for $name {
             fn name() -> std::borrow::Cow<'static, str> {
                 std::borrow::Cow::Borrowed(stringify!($name))
@@ -139,6 +141,20 @@ impl DataType {
             DataType::Float => value.is_number(),
             DataType::String => value.is_string(),
             DataType::Boolean => value.is_boolean(),
+        }
+    }
+}
+
+impl DataType {
+    /// Checks that `value` is of this type, naming `field` in the error.
+    pub fn check(self, field: &str, value: &serde_json::Value) -> crate::Result<()> {
+        if self.accepts(value) {
+            Ok(())
+        } else {
+            Err(crate::Error::invalid(
+                field,
+                format!("`{value}` is not a value of type {self}"),
+            ))
         }
     }
 }

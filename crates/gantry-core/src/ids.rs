@@ -5,9 +5,10 @@ use serde::{Deserialize, Serialize};
 macro_rules! id_type {
     ($($(#[$meta:meta])* $name:ident),+ $(,)?) => {$(
         $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         #[serde(transparent)]
-        #[schema(value_type = String)]
+        #[cfg_attr(feature = "openapi", schema(value_type = String))]
         pub struct $name(String);
 
         impl $name {

@@ -17,9 +17,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
+use crate::event::DeviceEvent;
 use crate::ids::DeviceId;
 use crate::store::Store;
-use crate::telemetry::DeviceEvent;
 use crate::{Error, Result};
 
 #[derive(Debug, Clone)]
@@ -32,9 +32,9 @@ pub struct IngestConfig {
     pub full_wait: Duration,
     /// Batches committed and not yet on disk at once (`EventStore::commit_events`): batches
     /// commit while the ones before are flushed. On a store whose commit is its flush
-    /// (PostgreSQL) it changes nothing. With 2, 4, 8 and 64 (MQTT at 25,000 messages/s, every
-    /// disk flush 10 ms slower): 21,111, 21,416, 22,215 and 21,670 stored/s; 8 against 2 on the
-    /// same disk unslowed: p50 4.2 against 5.2 ms, p99 37 against 65 ms.
+    /// (PostgreSQL) it changes nothing. More in flight lets commits go on through a slow flush,
+    /// at the price of more events held in memory unacknowledged; the depths tried are in
+    /// docs/PERFORMANCE.md, "Sustainable MQTT rates".
     pub commits_in_flight: usize,
 }
 

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable};
 use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
@@ -12,7 +11,8 @@ use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
 pub type JsonMap = serde_json::Map<String, serde_json::Value>;
 
 /// The fields every stored record carries.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RecordMeta {
     pub tenant_id: TenantId,
@@ -48,7 +48,8 @@ impl RecordMeta {
 }
 
 /// A tenant: a customer with its own models, projects and devices.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Tenant {
     pub id: TenantId,
@@ -58,7 +59,8 @@ pub struct Tenant {
 }
 
 /// An attribute a device of the model reports or receives.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ModelAttribute {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,7 +74,8 @@ pub struct ModelAttribute {
 }
 
 /// A parameter of an action.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ActionParams {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -87,7 +90,8 @@ pub struct ActionParams {
 }
 
 /// An action a device of the model can execute.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ModelAction {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -100,7 +104,8 @@ pub struct ModelAction {
 }
 
 /// A device model (`DeviceModel`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceModel {
     pub id: ModelId,
@@ -112,7 +117,7 @@ pub struct DeviceModel {
     pub image_url: Option<String>,
     pub attributes_map: BTreeMap<String, ModelAttribute>,
     pub actions_map: BTreeMap<String, ModelAction>,
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub metadata: JsonMap,
     /// The gateway the model's devices report through, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -122,7 +127,8 @@ pub struct DeviceModel {
 }
 
 /// A project (`Project`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Project {
     pub id: ProjectId,
@@ -136,7 +142,7 @@ pub struct Project {
     pub address: Option<String>,
     /// Location information, free-form JSON.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub map_info: Option<JsonMap>,
     /// Bearer token for the project's applications.
     pub application_access_token: String,
@@ -146,14 +152,15 @@ pub struct Project {
     pub mq_api_addr: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template_id: Option<String>,
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub metadata: JsonMap,
     #[serde(flatten)]
     pub record: RecordMeta,
 }
 
 /// A device (`Device`), with the fields derived from its model and project.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Device {
     pub id: DeviceId,
@@ -169,7 +176,7 @@ pub struct Device {
     pub virtual_: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comments: Option<String>,
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub metadata: JsonMap,
     pub device_model_type: DeviceType,
     pub device_model_name: String,

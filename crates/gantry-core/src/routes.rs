@@ -1,139 +1,24 @@
 //! Message routes: short-lived MQTT identities (WEB, APP) or grants (DEVICE) that let a caller
-//! talk to one device in real time, and what the broker asks of them.
+//! talk to one device in real time, and what the broker asks of them. A grant is given only
+//! while its route is live: not expired, not revoked, its target device there and not Locked.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
-use crate::auth::{Principal, generate_token, hash_token};
 use crate::catalog::CatalogService;
-use crate::control::{ControlService, Downlink};
+use crate::control::ControlService;
+use crate::downlink::Downlink;
 use crate::enums::{DeviceStatus, SourceType};
-use crate::ids::{DeviceId, ProjectId, TenantId};
+use crate::fields::RouteFields;
+use crate::ids::{DeviceId, TenantId};
+use crate::message::Message;
 use crate::paging::{Page, PageRequest};
+use crate::principal::Principal;
+use crate::route::{MessageRoute, Route, RouteGrant, StoredRoute, TemporaryRole};
 use crate::store::Store;
-use crate::telemetry::Message;
 use crate::time::now_ms;
+use crate::token::{generate_token, hash_token};
 use crate::{Error, Result};
-
-/// `POST /api/v1/devices/{deviceId}/routes` body.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RouteInput {
-    /// APP (application), WEB (web page) or DEVICE (another device).
-    #[schema(required = true)]
-    pub source_type: Option<SourceType>,
-    /// Whether the target device's acks are forwarded to the caller's ack topic.
-    #[serde(default)]
-    pub need_resp: bool,
-    /// Required for DEVICE: the device that will send.
-    pub source_device_id: Option<DeviceId>,
-    /// Required for DEVICE: that device's accessToken.
-    pub source_device_key: Option<String>,
-}
-
-/// The temporary MQTT identity of a WEB or APP route.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TemporaryRole {
-    pub host: String,
-    /// The MQTT/TCP port for APP, the MQTT-over-WebSocket port for WEB.
-    pub port: u16,
-    pub ssl_enable: bool,
-    pub client_id: String,
-    pub username: String,
-    /// Shown when the route is created, never again.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub password: Option<String>,
-}
-
-/// The topics of a route.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MessageRoute {
-    /// `<prefix>/out/json/<target device>`: where the caller publishes.
-    pub forward_topic: String,
-    /// `<prefix>/out/json/<caller>`: where the caller receives the device's acks.
-    pub ack_topic: String,
-}
-
-/// A route (`Route`).
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Route {
-    /// `routePolicy:<uuid>`.
-    pub id: String,
-    /// MQTT.
-    pub protocol: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub temporary_role: Option<TemporaryRole>,
-    /// When the route expires, epoch milliseconds.
-    pub expired_time: i64,
-    pub route: MessageRoute,
-    pub device_id: DeviceId,
-    pub source_type: SourceType,
-    pub need_resp: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source_device_id: Option<DeviceId>,
-    pub tenant_id: TenantId,
-    pub created_by: String,
-    pub created_time: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_by: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_time: Option<i64>,
-    pub deleted: bool,
-}
-
-/// A route as stored.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredRoute {
-    pub id: String,
-    pub tenant_id: TenantId,
-    pub project_id: ProjectId,
-    pub device_id: DeviceId,
-    pub source_type: SourceType,
-    pub source_device_id: Option<DeviceId>,
-    pub need_resp: bool,
-    /// WEB and APP: the temporary identity.
-    pub client_id: Option<String>,
-    pub username: Option<String>,
-    pub password_hash: Option<String>,
-    pub expired_time: i64,
-    pub created_by: String,
-    pub created_time: i64,
-    pub updated_by: Option<String>,
-    pub updated_time: Option<i64>,
-}
-
-/// What a connected route caller may do: publish to `target`'s inbox until `expires`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RouteGrant {
-    pub route_id: String,
-    pub tenant: TenantId,
-    pub target: DeviceId,
-    /// Whose inbox gets the target's acks, when the route wants responses.
-    pub reply_to: Option<String>,
-    pub expires: i64,
-}
-
-impl StoredRoute {
-    fn grant(&self) -> RouteGrant {
-        let caller = self
-            .client_id
-            .clone()
-            .or_else(|| self.source_device_id.as_ref().map(|d| d.to_string()));
-        RouteGrant {
-            route_id: self.id.clone(),
-            tenant: self.tenant_id.clone(),
-            target: self.device_id.clone(),
-            reply_to: if self.need_resp { caller } else { None },
-            expires: self.expired_time,
-        }
-    }
-}
 
 /// Where route callers connect and what topics look like.
 #[derive(Debug, Clone)]
@@ -178,7 +63,7 @@ impl RouteService {
         format!("{}/out/json/{owner}", self.config.topic_prefix)
     }
 
-    pub async fn create_route(&self, who: &Principal, device_id: &DeviceId, input: RouteInput) -> Result<Route> {
+    pub async fn create_route(&self, who: &Principal, device_id: &DeviceId, input: RouteFields) -> Result<Route> {
         let device = self.catalog.load_device(who.tenant(), device_id).await?;
         who.require_device_manage(&device.project_id)?;
         let source_type = input

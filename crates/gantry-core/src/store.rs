@@ -1,14 +1,18 @@
 //! What the services need from storage: small traits per resource, combined into one `Store`.
-//! Every read and write is scoped by tenant, so one tenant never sees another's records.
+//! Every read and write is scoped by tenant, so one tenant never sees another's records. The
+//! traits speak only domain types, so a store knows nothing of the services.
 
 use async_trait::async_trait;
 
 use crate::Result;
-use crate::auth::{Principal, TokenOwner};
-use crate::enums::{DeviceStatus, DeviceType, ProjectStatus, SortOrder};
-use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
+use crate::event::{DeviceEvent, ShadowAttribute};
+use crate::event_log::EventLog;
+use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use crate::paging::{Page, PageRequest};
+use crate::principal::{Principal, TokenOwner};
+use crate::query::{DeviceQuery, EventLogQuery, EventQuery, ProjectQuery};
 use crate::records::{Device, DeviceModel, Project, Tenant};
+use crate::route::StoredRoute;
 
 /// A commit on its way to disk (`EventStore::commit_events`): resolves once it is durable.
 pub type Durable = std::pin::Pin<Box<dyn Future<Output = Result<()>> + Send + 'static>>;
@@ -61,14 +65,6 @@ pub trait ModelStore: Send + Sync {
     async fn delete_model(&self, tenant: &TenantId, id: &ModelId, by: &str, at: i64) -> Result<()>;
 }
 
-/// Filters of the project listing.
-#[derive(Debug, Clone, Default)]
-pub struct ProjectQuery {
-    pub status: Option<ProjectStatus>,
-    /// Restricts the listing to one project (an application sees only its own).
-    pub only: Option<ProjectId>,
-}
-
 #[async_trait]
 pub trait ProjectStore: Send + Sync {
     /// Stores the project and its application token's hash. A taken name is `Duplicate`.
@@ -83,61 +79,6 @@ pub trait ProjectStore: Send + Sync {
     async fn rotate_application_token(&self, project: &Project, token_hash: &str, old_until: i64) -> Result<()>;
     /// Soft-deletes and revokes the application token; `Conflict` while the project has devices.
     async fn delete_project(&self, tenant: &TenantId, id: &ProjectId, by: &str, at: i64) -> Result<()>;
-}
-
-/// Sort fields of device listings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceSort {
-    UpdatedTime,
-    CreatedTime,
-    DeviceName,
-    Status,
-}
-
-impl DeviceSort {
-    pub const NAMES: &'static [&'static str] = &["updatedTime", "createdTime", "deviceName", "status"];
-
-    pub fn parse(text: &str) -> Result<Self> {
-        match text {
-            "updatedTime" => Ok(Self::UpdatedTime),
-            "createdTime" => Ok(Self::CreatedTime),
-            "deviceName" => Ok(Self::DeviceName),
-            "status" => Ok(Self::Status),
-            _ => Err(crate::Error::invalid(
-                "sortBy",
-                format!("`{text}` is not one of {}", Self::NAMES.join(", ")),
-            )),
-        }
-    }
-}
-
-/// Filters and order of a device listing.
-#[derive(Debug, Clone)]
-pub struct DeviceQuery {
-    pub project: Option<ProjectId>,
-    pub model: Option<ModelId>,
-    /// Case-insensitive substring of the device name.
-    pub device_name: Option<String>,
-    pub device_type: Option<DeviceType>,
-    pub is_virtual: Option<bool>,
-    pub status: Option<DeviceStatus>,
-    pub sort_by: DeviceSort,
-    pub sort_order: SortOrder,
-}
-
-impl Default for DeviceQuery {
-    fn default() -> Self {
-        Self {
-            project: None,
-            model: None,
-            device_name: None,
-            device_type: None,
-            is_virtual: None,
-            status: None,
-            sort_by: DeviceSort::UpdatedTime,
-            sort_order: SortOrder::Desc,
-        }
-    }
 }
 
 #[async_trait]
@@ -165,13 +106,13 @@ pub trait DeviceStore: Send + Sync {
 pub trait EventStore: Send + Sync {
     /// Stores the events and applies them to the shadows in one transaction: per device and
     /// attribute, the shadow keeps the value with the newest device time.
-    async fn append_events(&self, events: &[crate::telemetry::DeviceEvent]) -> Result<()>;
+    async fn append_events(&self, events: &[DeviceEvent]) -> Result<()>;
     /// Commits the events as `append_events` does, but returns once the commit is done, before
     /// it is on disk where the store can tell the two apart: the returned future resolves when
     /// the events are durable (or the flush failed), and only then do reads find them. Ingest
     /// commits its next batch meanwhile (ingest.rs). The default is `append_events`, durable
     /// when it returns.
-    async fn commit_events(&self, events: &[crate::telemetry::DeviceEvent]) -> Result<Durable> {
+    async fn commit_events(&self, events: &[DeviceEvent]) -> Result<Durable> {
         self.append_events(events).await?;
         Ok(Box::pin(std::future::ready(Ok(()))))
     }
@@ -180,35 +121,23 @@ pub trait EventStore: Send + Sync {
     fn ingest_writers(&self) -> usize {
         1
     }
-    async fn get_event(
-        &self,
-        tenant: &TenantId,
-        id: &crate::ids::EventId,
-    ) -> Result<Option<crate::telemetry::DeviceEvent>>;
+    async fn get_event(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>>;
     /// Removes the event; false when there was none.
-    async fn delete_event(&self, tenant: &TenantId, id: &crate::ids::EventId) -> Result<bool>;
+    async fn delete_event(&self, tenant: &TenantId, id: &EventId) -> Result<bool>;
     /// Newest first by the queried time, then by id (descending), with the exact total. The
     /// device id selects (ids are unique across tenants): the caller has checked its tenant.
-    async fn list_events(
-        &self,
-        query: &crate::telemetry::EventQuery,
-        page: PageRequest,
-    ) -> Result<Page<crate::telemetry::DeviceEvent>>;
+    async fn list_events(&self, query: &EventQuery, page: PageRequest) -> Result<Page<DeviceEvent>>;
     /// Deletes up to `limit` events stored before `cutoff` (epoch ms); returns how many.
     async fn delete_events_before(&self, cutoff: i64, limit: i64) -> Result<u64>;
     /// The shadow attributes of a device with the arrival time of each value.
-    async fn shadow(
-        &self,
-        tenant: &TenantId,
-        device: &DeviceId,
-    ) -> Result<Vec<(crate::telemetry::ShadowAttribute, i64)>>;
+    async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>>;
 }
 
 /// Event logs of control messages and responses.
 #[async_trait]
 pub trait EventLogStore: Send + Sync {
     /// Stores a log; `ack_deadline` (epoch ms) is set for a control that waits for its ack.
-    async fn insert_event_log(&self, log: &crate::control::EventLog, ack_deadline: Option<i64>) -> Result<()>;
+    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>) -> Result<()>;
     /// Appends `response` to the device's control log whose `eventId` is `correlation_id` and
     /// completes it if it was still processing. Returns the updated log, or None if there is none.
     async fn record_ack(
@@ -218,25 +147,25 @@ pub trait EventLogStore: Send + Sync {
         correlation_id: &str,
         response: &serde_json::Value,
         at: i64,
-    ) -> Result<Option<crate::control::EventLog>>;
+    ) -> Result<Option<EventLog>>;
     /// Controls still processing at `now` past their deadline become `exception`; returns how many.
     async fn expire_event_logs(&self, now: i64) -> Result<u64>;
     async fn list_event_logs(
         &self,
         tenant: &TenantId,
-        query: &crate::control::EventLogQuery,
+        query: &EventLogQuery,
         page: PageRequest,
-    ) -> Result<Page<crate::control::EventLog>>;
+    ) -> Result<Page<EventLog>>;
 }
 
 /// Message routes.
 #[async_trait]
 pub trait RouteStore: Send + Sync {
-    async fn insert_route(&self, route: &crate::routes::StoredRoute) -> Result<()>;
+    async fn insert_route(&self, route: &StoredRoute) -> Result<()>;
     /// Stores `expired_time` and the update fields.
-    async fn update_route(&self, route: &crate::routes::StoredRoute) -> Result<()>;
+    async fn update_route(&self, route: &StoredRoute) -> Result<()>;
     /// A route that was not revoked (expired or not).
-    async fn get_route(&self, tenant: &TenantId, id: &str) -> Result<Option<crate::routes::StoredRoute>>;
+    async fn get_route(&self, tenant: &TenantId, id: &str) -> Result<Option<StoredRoute>>;
     /// The device's routes live at `now` (not expired, not revoked), newest first, then by id.
     async fn list_device_routes(
         &self,
@@ -244,11 +173,11 @@ pub trait RouteStore: Send + Sync {
         device: &DeviceId,
         now: i64,
         page: PageRequest,
-    ) -> Result<Page<crate::routes::StoredRoute>>;
+    ) -> Result<Page<StoredRoute>>;
     /// Marks the route revoked; `NotFound` when there is none or it was revoked already.
     async fn revoke_route(&self, tenant: &TenantId, id: &str, by: &str, at: i64) -> Result<()>;
     /// The WEB or APP route, not revoked, whose temporary identity has this client id.
-    async fn route_by_client(&self, client_id: &str) -> Result<Option<crate::routes::StoredRoute>>;
+    async fn route_by_client(&self, client_id: &str) -> Result<Option<StoredRoute>>;
     /// The DEVICE route from `source` to `target` that is live at `now` and expires last.
     async fn device_route(
         &self,
@@ -256,7 +185,7 @@ pub trait RouteStore: Send + Sync {
         source: &DeviceId,
         target: &DeviceId,
         now: i64,
-    ) -> Result<Option<crate::routes::StoredRoute>>;
+    ) -> Result<Option<StoredRoute>>;
 }
 
 /// All of storage, as the services see it.

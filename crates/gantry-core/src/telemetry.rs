@@ -1,23 +1,24 @@
-//! Device events and shadows: validation of incoming values against the device's model, the
-//! Message shape, listings and the shadow read. Writes go through the ingest pipeline.
+//! Device events and shadows: upstream messages and REST events checked against the device's
+//! model, listings and the shadow read. Every write goes through the ingest pipeline, so an
+//! event is answered only once it is durable, and an entry the model refuses is never stored.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
-use crate::auth::Principal;
 use crate::cache::TtlCache;
 use crate::catalog::CatalogService;
 use crate::control::ControlService;
-use crate::enums::{Channel, DataType, DeviceStatus, EventSource, MessageType};
-use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
+use crate::enums::{DeviceStatus, EventSource, MessageType};
+use crate::event::{DeviceEvent, Shadow, ShadowAttribute};
+use crate::fields::EventFields;
+use crate::ids::{DeviceId, EventId, TenantId};
 use crate::ingest::Ingest;
+use crate::message::{MESSAGE_VERSION, Message, MessageMeta, Payload, Refusal};
 use crate::names::Code;
 use crate::paging::{Page, PageRequest};
+use crate::principal::Principal;
+use crate::query::{EventFilter, EventQuery, TimeField};
 use crate::records::{Device, DeviceModel, JsonMap, ModelAttribute};
 use crate::store::Store;
 use crate::time::{now_ms, parse_timestamp};
@@ -26,244 +27,6 @@ use crate::{Error, Result};
 /// How long a shadow read stays cached. Writes in this process drop it at once; this bounds how
 /// late a write through another node on the same database shows.
 const SHADOW_CACHE_TTL: Duration = Duration::from_secs(2);
-
-/// A stored device event (`DeviceEvent`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DeviceEvent {
-    pub id: EventId,
-    pub tenant_id: TenantId,
-    pub project_id: ProjectId,
-    pub model_id: ModelId,
-    pub device_id: DeviceId,
-    pub attribute_code: String,
-    /// The model's data type of the attribute.
-    pub attribute_type: DataType,
-    /// The value.
-    #[schema(value_type = serde_json::Value)]
-    pub attribute_data: serde_json::Value,
-    pub channel: Channel,
-    /// When the event arrived, epoch milliseconds.
-    #[serde(rename = "ingressTimeStamp")]
-    pub ingress_time_stamp: i64,
-    /// When the device produced it, epoch milliseconds.
-    pub device_timestamp: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub correlation_id: Option<String>,
-    /// Additional attributes sent with the event (`context`), as sent.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub context: Option<JsonMap>,
-    /// `DEVICE` for events a device sent; otherwise the REST caller.
-    pub created_by: String,
-    pub created_time: i64,
-    pub deleted: bool,
-}
-
-/// `POST /api/v1/deviceEvents` body.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EventInput {
-    #[schema(required = true)]
-    pub device_id: Option<DeviceId>,
-    /// Display name; not stored (the model holds the attribute's name).
-    pub attribute_name: Option<String>,
-    #[schema(required = true)]
-    pub attribute_code: Option<String>,
-    /// The value; its type must be the model's dataType of the attribute.
-    #[schema(value_type = serde_json::Value, required = true)]
-    pub attribute_data: Option<serde_json::Value>,
-    /// When given, must equal the model's dataType.
-    pub attribute_data_type: Option<DataType>,
-    /// yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm; default: when the request arrives.
-    #[schema(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
-    pub ingress_time: Option<String>,
-    /// yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm; default: when the request arrives.
-    #[schema(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
-    pub device_time: Option<String>,
-    pub source: Option<EventSource>,
-    /// Default: the model's channel of the attribute.
-    pub channel: Option<Channel>,
-    #[schema(value_type = Option<Object>)]
-    pub context: Option<JsonMap>,
-    pub correlation_id: Option<String>,
-}
-
-/// `meta` of a Message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct MessageMeta {
-    /// A device may leave it out; the service then assigns one (see `Message::from_device`).
-    #[serde(default)]
-    pub id: String,
-    #[serde(rename = "type", default = "default_type")]
-    pub message_type: MessageType,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub deviceid: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// Unix time in seconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ts: Option<i64>,
-    #[serde(default)]
-    pub needack: bool,
-    #[serde(rename = "correlationId", skip_serializing_if = "Option::is_none")]
-    pub correlation_id: Option<String>,
-}
-
-fn default_type() -> MessageType {
-    MessageType::M
-}
-
-/// An attribute value in a Message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct PayloadAttribute {
-    pub code: String,
-    #[schema(value_type = serde_json::Value)]
-    pub value: serde_json::Value,
-    #[serde(default = "default_channel")]
-    pub channel: Channel,
-}
-
-fn default_channel() -> Channel {
-    Channel::M
-}
-
-/// An action call in a Message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct PayloadAction {
-    pub code: String,
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    pub params: JsonMap,
-}
-
-/// `payload` of a Message.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct Payload {
-    #[serde(default)]
-    pub attrs: Vec<PayloadAttribute>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub actions: Vec<PayloadAction>,
-    /// In the service's acks to upstream messages only: the entries that were not stored, and why.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub refused: Vec<Refusal>,
-}
-
-/// An entry of an upstream message that was not stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct Refusal {
-    /// The attribute code, or empty when the whole message was refused.
-    pub code: String,
-    pub reason: String,
-}
-
-/// The Message: what devices and the service exchange, and what an event reads as.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct Message {
-    pub meta: MessageMeta,
-    #[serde(default)]
-    pub payload: Payload,
-}
-
-/// The version string of the Messages the service writes.
-pub const MESSAGE_VERSION: &str = "1.0";
-
-impl Message {
-    /// An event as a Message: `meta.id` is the event id, `meta.ts` the device time in seconds.
-    pub fn of_event(event: &DeviceEvent) -> Self {
-        Message {
-            meta: MessageMeta {
-                id: event.id.to_string(),
-                message_type: MessageType::M,
-                deviceid: Some(event.device_id.to_string()),
-                version: Some(MESSAGE_VERSION.to_owned()),
-                ts: Some(event.device_timestamp.div_euclid(1000)),
-                needack: false,
-                correlation_id: None,
-            },
-            payload: Payload {
-                attrs: vec![PayloadAttribute {
-                    code: event.attribute_code.clone(),
-                    value: event.attribute_data.clone(),
-                    channel: event.channel,
-                }],
-                ..Payload::default()
-            },
-        }
-    }
-}
-
-/// One attribute of a shadow.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ShadowAttribute {
-    pub code: String,
-    #[schema(value_type = serde_json::Value)]
-    pub value: serde_json::Value,
-    /// Device time of the value, epoch milliseconds.
-    pub timestamp: i64,
-}
-
-/// A device shadow: the latest value of each attribute, by device time.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Shadow {
-    /// The device id: a device has exactly one shadow.
-    pub id: DeviceId,
-    #[serde(rename = "attributeMap")]
-    pub attribute_map: BTreeMap<String, ShadowAttribute>,
-    #[schema(value_type = Object)]
-    pub metadata: JsonMap,
-    /// The same map under the name the specification's sample response uses.
-    #[serde(rename = "metadataMap")]
-    #[schema(value_type = Object)]
-    pub metadata_map: JsonMap,
-    pub tenant_id: TenantId,
-    pub created_by: String,
-    pub created_time: i64,
-    /// When the shadow last changed (arrival time of the newest value it holds).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_time: Option<i64>,
-    pub deleted: bool,
-}
-
-/// Which time a listing's date range applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeField {
-    Device,
-    Ingress,
-}
-
-impl TimeField {
-    pub fn parse(text: &str) -> Result<Self> {
-        match text {
-            "deviceTimestamp" => Ok(TimeField::Device),
-            "ingressTimeStamp" => Ok(TimeField::Ingress),
-            _ => Err(Error::invalid(
-                "filterBy",
-                format!("`{text}` is not one of deviceTimestamp, ingressTimeStamp"),
-            )),
-        }
-    }
-}
-
-/// Filters of an event listing: one device, optionally one attribute, an inclusive time range.
-#[derive(Debug, Clone)]
-pub struct EventQuery {
-    pub device: DeviceId,
-    pub attribute_code: Option<String>,
-    pub time_field: TimeField,
-    pub start: Option<i64>,
-    pub end: Option<i64>,
-}
-
-/// The raw listing parameters, as the API receives them.
-#[derive(Debug, Clone, Default)]
-pub struct EventFilter {
-    pub attribute_code: Option<String>,
-    pub start_date: Option<String>,
-    pub end_date: Option<String>,
-    pub filter_by: Option<String>,
-}
 
 pub struct TelemetryService {
     store: Arc<dyn Store>,
@@ -277,6 +40,10 @@ pub struct TelemetryService {
     /// Most entries an upstream message may carry; a larger one is refused whole.
     max_attributes: usize,
 }
+
+/// Events one retention step deletes: each step is a short transaction, so ingest commits go on
+/// between the steps of a long purge.
+const RETENTION_BATCH: i64 = 5_000;
 
 /// The default of `--mqtt-max-attributes`.
 pub const MAX_ATTRIBUTES: usize = 1000;
@@ -303,23 +70,6 @@ pub enum Rejection {
     NotAuthorized,
     /// A Message whose every entry the model refused.
     Refused,
-}
-
-impl Message {
-    /// A message a device or a route caller sent: it must be a Message without NUL characters
-    /// (which no store keeps); a missing `meta.id` is assigned, so its events and log records
-    /// can be told apart and acked.
-    pub fn from_device(bytes: &[u8]) -> Result<Message> {
-        if crate::text::json_has_nul(bytes) {
-            return Err(crate::text::nul_error(bytes));
-        }
-        let mut message: Message =
-            serde_json::from_slice(bytes).map_err(|e| Error::invalid("payload", format!("not a Message: {e}")))?;
-        if message.meta.id.is_empty() {
-            message.meta.id = EventId::generate().to_string();
-        }
-        Ok(message)
-    }
 }
 
 impl TelemetryService {
@@ -450,7 +200,7 @@ impl TelemetryService {
 
     /// Validates an event against the device's model, stores it durably (with the shadow
     /// update) and returns it as a Message.
-    pub async fn post_event(&self, who: &Principal, input: EventInput) -> Result<Message> {
+    pub async fn post_event(&self, who: &Principal, input: EventFields) -> Result<Message> {
         let arrival = now_ms();
         let device_id = input
             .device_id
@@ -589,9 +339,9 @@ impl TelemetryService {
         let cutoff = now_ms() - i64::from(days) * 86_400_000;
         let mut deleted = 0;
         loop {
-            let n = self.store.delete_events_before(cutoff, 5_000).await?;
+            let n = self.store.delete_events_before(cutoff, RETENTION_BATCH).await?;
             deleted += n;
-            if n < 5_000 {
+            if n < RETENTION_BATCH as u64 {
                 return Ok(deleted);
             }
         }
@@ -657,79 +407,6 @@ fn attribute_of<'m>(
             format!("`{code}` is not an attribute of model {}", model.name),
         )
     })?;
-    check_value(value_field, attribute.data_type, value)?;
+    attribute.data_type.check(value_field, value)?;
     Ok(attribute)
-}
-
-/// Checks a value against a data type, naming `field`.
-pub fn check_value(field: &str, data_type: DataType, value: &serde_json::Value) -> Result<()> {
-    if data_type.accepts(value) {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            field,
-            format!("`{value}` is not a value of type {data_type}"),
-        ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn message_of_event_has_the_event_id_and_seconds() {
-        let event = DeviceEvent {
-            id: EventId::from_string("e1"),
-            tenant_id: TenantId::default_tenant(),
-            project_id: ProjectId::from_string("p"),
-            model_id: ModelId::from_string("m"),
-            device_id: DeviceId::from_string("d"),
-            attribute_code: "temp".into(),
-            attribute_type: DataType::Float,
-            attribute_data: json!(21.5),
-            channel: Channel::W,
-            ingress_time_stamp: 1_700_000_000_999,
-            device_timestamp: 1_700_000_000_999,
-            correlation_id: None,
-            context: None,
-            created_by: "DEVICE".into(),
-            created_time: 0,
-            deleted: false,
-        };
-        let m = serde_json::to_value(Message::of_event(&event)).unwrap();
-        assert_eq!(m["meta"]["id"], "e1");
-        assert_eq!(m["meta"]["ts"], 1_700_000_000);
-        assert_eq!(m["meta"]["type"], "m");
-        assert_eq!(
-            m["payload"]["attrs"],
-            json!([{"code": "temp", "value": 21.5, "channel": "w"}])
-        );
-        let listed = serde_json::to_value(&event).unwrap();
-        assert_eq!(listed["ingressTimeStamp"], 1_700_000_000_999_i64);
-        assert_eq!(listed["deviceTimestamp"], 1_700_000_000_999_i64);
-    }
-
-    #[test]
-    fn numbers_read_back_as_sent() {
-        // Found by fuzzing: an integer past u64 parsed to a double one unit off the nearest, so
-        // the stored value changed when read back.
-        let sent = br#"{"meta":{"id":"x"},"payload":{"attrs":[{"code":"h","value":180446744073709961121},{"code":"f","value":1e308},{"code":"g","value":0.30000000000000004}]}}"#;
-        let message = Message::from_device(sent).unwrap();
-        assert_eq!(message.payload.attrs[0].value.as_f64(), Some(180446744073709961121.0));
-        let written = serde_json::to_vec(&message).unwrap();
-        assert_eq!(Message::from_device(&written).unwrap(), message);
-    }
-
-    #[test]
-    fn filter_by_names() {
-        assert_eq!(TimeField::parse("ingressTimeStamp").unwrap(), TimeField::Ingress);
-        assert!(
-            TimeField::parse("whenever")
-                .unwrap_err()
-                .to_string()
-                .starts_with("filterBy")
-        );
-    }
 }

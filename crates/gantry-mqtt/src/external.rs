@@ -11,9 +11,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use gantry_core::Services;
-use gantry_core::control::Downlink;
+use gantry_core::downlink::Downlink;
 use gantry_core::ids::{DeviceId, TenantId};
-use gantry_core::telemetry::Message;
+use gantry_core::message::Message;
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, NetworkOptions, Packet, QoS};
 use tokio::task::JoinHandle;
 

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use async_trait::async_trait;
-use gantry_core::control::Downlink;
+use gantry_core::downlink::Downlink;
 use gantry_core::ids::{DeviceId, TenantId};
-use gantry_core::routes::RouteGrant;
+use gantry_core::route::RouteGrant;
 use gantry_core::telemetry::Rejection;
 use rmqtt::codec::v5::{PublishAckReason, SubscribeAckReason};
 use rmqtt::hook::{Handler, HookResult, Parameter, ReturnType};

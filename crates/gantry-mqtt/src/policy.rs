@@ -4,9 +4,9 @@
 use std::sync::{Arc, Weak};
 
 use gantry_core::Services;
-use gantry_core::auth::{Principal, TokenOwner};
 use gantry_core::ids::{DeviceId, TenantId};
-use gantry_core::routes::RouteGrant;
+use gantry_core::principal::{Principal, TokenOwner};
+use gantry_core::route::RouteGrant;
 
 use crate::topics::Topics;
 

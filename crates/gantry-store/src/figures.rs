@@ -2,10 +2,7 @@
 //! SQLite's staged backlog and WAL sizes, and the controls waiting for an ack (shared by every
 //! node, so read from the database rather than counted in one process).
 
-use gantry_core::enums::EventLogStatus;
 use sqlx::AnyPool;
-
-use crate::SqlStore;
 
 /// One reading of the store's figures.
 #[derive(Debug, Clone)]
@@ -30,25 +27,6 @@ pub struct PoolFigures {
     pub open: u32,
     pub idle: u32,
     pub max: u32,
-}
-
-impl SqlStore {
-    /// Reads the figures: one indexed count, and what the engine keeps of its own.
-    pub async fn figures(&self) -> gantry_core::Result<StoreFigures> {
-        let controls_pending: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM event_logs WHERE status = $1")
-            .bind(EventLogStatus::Processing.as_str())
-            .fetch_one(&self.pool)
-            .await
-            .map_err(crate::error::db_error)?;
-        let engine = self.events.figures();
-        Ok(StoreFigures {
-            backend: self.backend(),
-            pools: engine.pools,
-            staged_events: engine.staged_events,
-            wal_bytes: engine.wal_bytes,
-            controls_pending: controls_pending.max(0) as u64,
-        })
-    }
 }
 
 /// One pool's figures, under `name`.

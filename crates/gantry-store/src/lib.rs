@@ -20,10 +20,11 @@ mod sqlite;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use gantry_core::event::{DeviceEvent, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
+use gantry_core::query::EventQuery;
 use gantry_core::store::{Durable, EventStore};
-use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute};
 use sqlx::{Any, AnyPool, Transaction};
 
 use crate::engine::{Connected, Dialect, EventEngine};
@@ -121,6 +122,25 @@ impl SqlStore {
     /// Text comparison by code point on both engines (`Dialect::collate`).
     fn collate(&self) -> &'static str {
         self.dialect.collate
+    }
+}
+
+impl SqlStore {
+    /// Reads the figures: one indexed count, and what the engine keeps of its own.
+    pub async fn figures(&self) -> gantry_core::Result<StoreFigures> {
+        let controls_pending: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM event_logs WHERE status = $1")
+            .bind(gantry_core::enums::EventLogStatus::Processing.as_str())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(crate::error::db_error)?;
+        let engine = self.events.figures();
+        Ok(StoreFigures {
+            backend: self.backend(),
+            pools: engine.pools,
+            staged_events: engine.staged_events,
+            wal_bytes: engine.wal_bytes,
+            controls_pending: controls_pending.max(0) as u64,
+        })
     }
 }
 

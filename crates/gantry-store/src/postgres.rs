@@ -5,10 +5,11 @@
 
 use async_trait::async_trait;
 use gantry_core::Result;
+use gantry_core::event::{DeviceEvent, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
+use gantry_core::query::EventQuery;
 use gantry_core::store::EventStore;
-use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute};
 use sqlx::AnyPool;
 
 use crate::engine::{Connected, Dialect, EngineFigures, EventEngine};

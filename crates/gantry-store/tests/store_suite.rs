@@ -5,16 +5,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
 use gantry_core::Error;
-use gantry_core::auth::{Principal, TokenOwner};
 use gantry_core::enums::{Channel, DataType, DeviceStatus, DeviceType, ProjectStatus, Readable, SortOrder};
+use gantry_core::event::DeviceEvent;
 use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::PageRequest;
+use gantry_core::principal::{Principal, TokenOwner};
+use gantry_core::query::{DeviceQuery, DeviceSort, EventQuery, ProjectQuery, TimeField};
 use gantry_core::records::{Device, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant};
-use gantry_core::store::{
-    DeviceQuery, DeviceSort, DeviceStore, EventStore, ModelStore, ProjectQuery, ProjectStore, RouteStore, Store,
-    TenantStore,
-};
-use gantry_core::telemetry::{DeviceEvent, EventQuery, TimeField};
+use gantry_core::store::{DeviceStore, EventStore, ModelStore, ProjectStore, RouteStore, Store, TenantStore};
 use gantry_store::{SqlStore, sqlite_url};
 use serde_json::json;
 use sqlx::{Connection, Executor, Row};
@@ -506,7 +504,7 @@ async fn rotated_tokens_end_after_their_grace(store: SqlStore) {
 
 async fn routes_are_listed_and_revoked(store: SqlStore) {
     use gantry_core::enums::SourceType;
-    use gantry_core::routes::StoredRoute;
+    use gantry_core::route::StoredRoute;
     let tenant = new_tenant(&store, "t").await;
     let other = new_tenant(&store, "o").await;
     let model = new_model(&store, &tenant, "m", DeviceType::Light, true).await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use gantry_core::enums::{Channel, MessageType};
-use gantry_core::telemetry::{MESSAGE_VERSION, Message, MessageMeta, Payload, PayloadAttribute};
+use gantry_core::message::{MESSAGE_VERSION, Message, MessageMeta, Payload, PayloadAttribute};
 use rumqttc::{AsyncClient, ConnectReturnCode, Event, MqttOptions, NetworkOptions, Packet, QoS, SubscribeReasonCode};
 use serde_json::Value;
 use tokio::sync::mpsc;

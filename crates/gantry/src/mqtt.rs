@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use gantry_core::Services;
-use gantry_core::control::Downlink;
+use gantry_core::downlink::Downlink;
 use gantry_mqtt::{BrokerConfig, BrokerTls, EmbeddedBroker, ExternalBroker, MqttStats, Topics};
 
 use crate::config::ServeConfig;

@@ -344,7 +344,7 @@ async fn bare_subscriber(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gantry_core::telemetry::Message;
+    use gantry_core::message::Message;
 
     #[test]
     fn messages_are_the_contract_shape() {

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use gantry_core::Result;
-use gantry_core::telemetry::{EventQuery, TimeField};
+use gantry_core::query::{EventQuery, TimeField};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Transaction};
 

@@ -11,9 +11,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use gantry_core::Result;
 use gantry_core::enums::{Channel, DataType};
+use gantry_core::event::{DeviceEvent, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
-use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute};
+use gantry_core::query::EventQuery;
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
 use sqlx::{Any, AnyPool, Transaction};

@@ -5,8 +5,9 @@ use async_trait::async_trait;
 use gantry_core::enums::{DeviceStatus, DeviceType, SortOrder};
 use gantry_core::ids::{DeviceId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
+use gantry_core::query::{DeviceQuery, DeviceSort};
 use gantry_core::records::Device;
-use gantry_core::store::{DeviceQuery, DeviceSort, DeviceStore};
+use gantry_core::store::DeviceStore;
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
 

@@ -2,10 +2,11 @@
 
 use async_trait::async_trait;
 use gantry_core::Result;
-use gantry_core::control::{EventLog, EventLogQuery, EventLogSort};
 use gantry_core::enums::{Classification, EventLogStatus, SortOrder};
+use gantry_core::event_log::EventLog;
 use gantry_core::ids::{DeviceId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
+use gantry_core::query::{EventLogQuery, EventLogSort};
 use gantry_core::store::EventLogStore;
 use sqlx::any::AnyRow;
 

@@ -4,8 +4,9 @@ use async_trait::async_trait;
 use gantry_core::enums::ProjectStatus;
 use gantry_core::ids::{ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
+use gantry_core::query::ProjectQuery;
 use gantry_core::records::Project;
-use gantry_core::store::{ProjectQuery, ProjectStore};
+use gantry_core::store::ProjectStore;
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
 

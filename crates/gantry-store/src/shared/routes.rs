@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use gantry_core::enums::SourceType;
 use gantry_core::ids::{DeviceId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
-use gantry_core::routes::StoredRoute;
+use gantry_core::route::StoredRoute;
 use gantry_core::store::RouteStore;
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;

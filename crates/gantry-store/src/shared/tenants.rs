@@ -2,10 +2,10 @@
 
 use async_trait::async_trait;
 use gantry_core::Result;
-use gantry_core::auth::{Principal, TokenOwner};
 use gantry_core::enums::DeviceStatus;
 use gantry_core::ids::{self, DeviceId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
+use gantry_core::principal::{Principal, TokenOwner};
 use gantry_core::records::{RecordMeta, Tenant};
 use gantry_core::store::TenantStore;
 use sqlx::any::AnyRow;

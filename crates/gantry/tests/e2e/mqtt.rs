@@ -147,7 +147,7 @@ async fn an_mqtt5_device_logs_in_and_publishes() {
     let (client, mut events) = login(token);
     let message = json!({
         "meta": {"id": "mqtt5-1", "type": "m", "deviceid": id,
-                 "version": gantry_core::telemetry::MESSAGE_VERSION, "ts": 1_714_492_800},
+                 "version": gantry_core::message::MESSAGE_VERSION, "ts": 1_714_492_800},
         "payload": {"attrs": [{"code": "temp", "value": 7.5, "channel": "m"}]}
     });
     client

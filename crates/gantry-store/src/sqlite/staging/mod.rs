@@ -27,10 +27,11 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use gantry_core::Result;
+use gantry_core::event::{DeviceEvent, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
+use gantry_core::query::EventQuery;
 use gantry_core::store::{Durable, EventStore};
-use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute};
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 

@@ -7,9 +7,10 @@
 use std::collections::HashMap;
 
 use gantry_core::Result;
+use gantry_core::event::{DeviceEvent, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
-use gantry_core::telemetry::{DeviceEvent, EventQuery, ShadowAttribute};
+use gantry_core::query::EventQuery;
 use sqlx::{Any, Transaction};
 
 use super::StagingEvents;

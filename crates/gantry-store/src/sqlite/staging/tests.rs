@@ -2,10 +2,11 @@
 //! durability settings and page sizes. (The store suite runs every behaviour on both engines.)
 
 use gantry_core::enums::{Channel, DataType};
+use gantry_core::event::DeviceEvent;
 use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::PageRequest;
+use gantry_core::query::{EventQuery, TimeField};
 use gantry_core::store::EventStore;
-use gantry_core::telemetry::{DeviceEvent, EventQuery, TimeField};
 use serde_json::json;
 
 use sqlx::AnyPool;

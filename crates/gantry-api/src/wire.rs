@@ -1,0 +1,332 @@
+//! The request bodies of the API, and the one response that is not a stored record: the wire
+//! types, with their serde names and OpenAPI schemas. Each becomes the core's form of the same
+//! request (`gantry_core::fields`) before a service sees it; the services check the values.
+
+use std::collections::BTreeMap;
+
+use gantry_core::catalog::TenantAdmin;
+use gantry_core::enums::{
+    Channel, DataType, DeviceStatus, DeviceType, EventSource, MessageType, ProjectStatus, Readable, SourceType,
+};
+use gantry_core::fields::{
+    ActionFields, AttributeFields, ControlFields, DeviceFields, EventFields, ModelFields, ParamFields, ProjectFields,
+    RouteFields,
+};
+use gantry_core::ids::{DeviceId, ModelId, ProjectId};
+use gantry_core::message::Payload;
+use gantry_core::records::{JsonMap, Tenant};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Body of the rotation endpoints: how long the replaced token keeps working.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RotateInput {
+    /// 0 (default: the old token stops at once) to 86400 seconds.
+    #[schema(minimum = 0, maximum = 86400)]
+    pub grace_seconds: Option<i64>,
+}
+
+/// `POST /api/v1/tenants` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct TenantInput {
+    /// 1 to 128 characters, no control characters; trimmed.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
+    pub name: String,
+}
+
+/// A tenant just created, with its administrator's token (shown this once).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedTenant {
+    #[serde(flatten)]
+    pub tenant: Tenant,
+    pub admin_token: String,
+}
+
+/// An attribute as a request sends it.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttributeInput {
+    pub name: Option<String>,
+    /// Defaults to the map key; when given it must equal the key.
+    pub code: Option<String>,
+    pub data_type: DataType,
+    pub description: Option<String>,
+    /// Defaults to R.
+    pub readable: Option<Readable>,
+    /// Defaults to m.
+    pub channel: Option<Channel>,
+}
+
+/// An action parameter as a request sends it.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ParamInput {
+    pub name: Option<String>,
+    pub code: Option<String>,
+    pub description: Option<String>,
+    pub required: Option<bool>,
+    #[serde(rename = "type")]
+    pub data_type: DataType,
+}
+
+/// An action as a request sends it.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionInput {
+    pub name: Option<String>,
+    pub code: Option<String>,
+    pub description: Option<String>,
+    pub params_map: Option<BTreeMap<String, ParamInput>>,
+}
+
+/// Body of model creation and update. On update, absent fields keep their stored values.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInput {
+    /// 1 to 128 characters, no control characters; trimmed. Required on creation.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
+    pub name: Option<String>,
+    pub description: Option<String>,
+    /// Defaults to ROOT on creation.
+    pub device_type: Option<DeviceType>,
+    pub image_url: Option<String>,
+    pub attributes_map: Option<BTreeMap<String, AttributeInput>>,
+    pub actions_map: Option<BTreeMap<String, ActionInput>>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<JsonMap>,
+    pub gateway_id: Option<String>,
+}
+
+/// Body of project creation and update. On update, absent fields keep their stored values.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectInput {
+    /// 1 to 128 characters, no control characters; trimmed. Required on creation.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub image_url: Option<String>,
+    /// Defaults to development on creation.
+    pub status: Option<ProjectStatus>,
+    pub address: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub map_info: Option<JsonMap>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<JsonMap>,
+    pub template_id: Option<String>,
+}
+
+/// Body of device creation and update. On update, absent fields keep their stored values and
+/// `modelId` cannot change.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceInput {
+    /// 1 to 128 characters, no control characters; trimmed. Required on creation.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
+    pub device_name: Option<String>,
+    pub project_id: Option<ProjectId>,
+    pub model_id: Option<ModelId>,
+    /// Defaults to Active on creation.
+    pub status: Option<DeviceStatus>,
+    pub comments: Option<String>,
+    /// Defaults to false on creation. `isVirtual`, the name responses use, is accepted too.
+    #[serde(rename = "virtual", alias = "isVirtual")]
+    pub virtual_: Option<bool>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<JsonMap>,
+}
+
+/// `POST /api/v1/deviceEvents` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventInput {
+    #[schema(required = true)]
+    pub device_id: Option<DeviceId>,
+    /// Display name; not stored (the model holds the attribute's name).
+    pub attribute_name: Option<String>,
+    #[schema(required = true)]
+    pub attribute_code: Option<String>,
+    /// The value; its type must be the model's dataType of the attribute.
+    #[schema(value_type = serde_json::Value, required = true)]
+    pub attribute_data: Option<serde_json::Value>,
+    /// When given, must equal the model's dataType.
+    pub attribute_data_type: Option<DataType>,
+    /// yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm; default: when the request arrives.
+    #[schema(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
+    pub ingress_time: Option<String>,
+    /// yyyy-MM-dd'T'HH:mm:ss.SSS+HHmm; default: when the request arrives.
+    #[schema(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
+    pub device_time: Option<String>,
+    pub source: Option<EventSource>,
+    /// Default: the model's channel of the attribute.
+    pub channel: Option<Channel>,
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<JsonMap>,
+    pub correlation_id: Option<String>,
+}
+
+/// `PUT /api/v1/devices/{deviceId}/shadows` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlInput {
+    /// m (default), ack or c.
+    #[serde(rename = "type")]
+    pub message_type: Option<MessageType>,
+    #[serde(default)]
+    pub needack: bool,
+    /// Required for type ack: the id of the request message.
+    pub correlation_id: Option<String>,
+    pub context_id: Option<String>,
+    pub payload: Option<Payload>,
+}
+
+/// `POST /api/v1/devices/{deviceId}/routes` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteInput {
+    /// APP (application), WEB (web page) or DEVICE (another device).
+    #[schema(required = true)]
+    pub source_type: Option<SourceType>,
+    /// Whether the target device's acks are forwarded to the caller's ack topic.
+    #[serde(default)]
+    pub need_resp: bool,
+    /// Required for DEVICE: the device that will send.
+    pub source_device_id: Option<DeviceId>,
+    /// Required for DEVICE: that device's accessToken.
+    pub source_device_key: Option<String>,
+}
+
+impl From<TenantAdmin> for CreatedTenant {
+    fn from(created: TenantAdmin) -> Self {
+        CreatedTenant {
+            tenant: created.tenant,
+            admin_token: created.admin_token,
+        }
+    }
+}
+
+impl From<AttributeInput> for AttributeFields {
+    fn from(a: AttributeInput) -> Self {
+        AttributeFields {
+            name: a.name,
+            code: a.code,
+            data_type: a.data_type,
+            description: a.description,
+            readable: a.readable,
+            channel: a.channel,
+        }
+    }
+}
+
+impl From<ParamInput> for ParamFields {
+    fn from(p: ParamInput) -> Self {
+        ParamFields {
+            name: p.name,
+            code: p.code,
+            description: p.description,
+            required: p.required,
+            data_type: p.data_type,
+        }
+    }
+}
+
+impl From<ActionInput> for ActionFields {
+    fn from(a: ActionInput) -> Self {
+        ActionFields {
+            name: a.name,
+            code: a.code,
+            description: a.description,
+            params_map: a.params_map.map(into_map),
+        }
+    }
+}
+
+impl From<ModelInput> for ModelFields {
+    fn from(m: ModelInput) -> Self {
+        ModelFields {
+            name: m.name,
+            description: m.description,
+            device_type: m.device_type,
+            image_url: m.image_url,
+            attributes_map: m.attributes_map.map(into_map),
+            actions_map: m.actions_map.map(into_map),
+            metadata: m.metadata,
+            gateway_id: m.gateway_id,
+        }
+    }
+}
+
+impl From<ProjectInput> for ProjectFields {
+    fn from(p: ProjectInput) -> Self {
+        ProjectFields {
+            name: p.name,
+            description: p.description,
+            image_url: p.image_url,
+            status: p.status,
+            address: p.address,
+            map_info: p.map_info,
+            metadata: p.metadata,
+            template_id: p.template_id,
+        }
+    }
+}
+
+impl From<DeviceInput> for DeviceFields {
+    fn from(d: DeviceInput) -> Self {
+        DeviceFields {
+            device_name: d.device_name,
+            project_id: d.project_id,
+            model_id: d.model_id,
+            status: d.status,
+            comments: d.comments,
+            is_virtual: d.virtual_,
+            metadata: d.metadata,
+        }
+    }
+}
+
+impl From<EventInput> for EventFields {
+    fn from(e: EventInput) -> Self {
+        EventFields {
+            device_id: e.device_id,
+            attribute_code: e.attribute_code,
+            attribute_data: e.attribute_data,
+            attribute_data_type: e.attribute_data_type,
+            ingress_time: e.ingress_time,
+            device_time: e.device_time,
+            source: e.source,
+            channel: e.channel,
+            context: e.context,
+            correlation_id: e.correlation_id,
+        }
+    }
+}
+
+impl From<ControlInput> for ControlFields {
+    fn from(c: ControlInput) -> Self {
+        ControlFields {
+            message_type: c.message_type,
+            needack: c.needack,
+            correlation_id: c.correlation_id,
+            context_id: c.context_id,
+            payload: c.payload,
+        }
+    }
+}
+
+impl From<RouteInput> for RouteFields {
+    fn from(r: RouteInput) -> Self {
+        RouteFields {
+            source_type: r.source_type,
+            need_resp: r.need_resp,
+            source_device_id: r.source_device_id,
+            source_device_key: r.source_device_key,
+        }
+    }
+}
+
+fn into_map<A, B: From<A>>(map: BTreeMap<String, A>) -> BTreeMap<String, B> {
+    map.into_iter().map(|(key, value)| (key, value.into())).collect()
+}
