@@ -53,15 +53,15 @@ pub struct ServeConfig {
     /// `sqlite://...` or `postgres://...`; default: SQLite in the data dir.
     #[arg(long, env = "GANTRY_DATABASE_URL")]
     pub database_url: Option<String>,
-    /// REST API address.
+    /// REST API over HTTP; `off` turns it off.
     #[arg(long, env = "GANTRY_HTTP_ADDR", default_value = "0.0.0.0:8080")]
-    pub http_addr: SocketAddr,
-    /// Embedded MQTT broker, MQTT over TCP.
+    pub http_addr: Listen,
+    /// Embedded MQTT broker, MQTT over TCP; `off` turns it off.
     #[arg(long, env = "GANTRY_MQTT_ADDR", default_value = "0.0.0.0:1883")]
-    pub mqtt_addr: SocketAddr,
-    /// Embedded MQTT broker, MQTT over WebSocket (for WEB routes).
+    pub mqtt_addr: Listen,
+    /// Embedded MQTT broker, MQTT over WebSocket (for WEB routes); `off` turns it off.
     #[arg(long, env = "GANTRY_MQTT_WS_ADDR", default_value = "0.0.0.0:8083")]
-    pub mqtt_ws_addr: SocketAddr,
+    pub mqtt_ws_addr: Listen,
     /// Embedded MQTT broker, MQTT over TLS; `off` turns it off.
     #[arg(long, env = "GANTRY_MQTTS_ADDR", default_value = "0.0.0.0:8883")]
     pub mqtts_addr: Listen,
@@ -151,9 +151,9 @@ impl ServeConfig {
         Self {
             data_dir,
             database_url: None,
-            http_addr: any,
-            mqtt_addr: any,
-            mqtt_ws_addr: any,
+            http_addr: Listen(Some(any)),
+            mqtt_addr: Listen(Some(any)),
+            mqtt_ws_addr: Listen(Some(any)),
             mqtts_addr: Listen(Some(any)),
             mqtt_wss_addr: Listen(Some(any)),
             https_addr: Listen(Some(any)),
@@ -181,12 +181,34 @@ impl ServeConfig {
         }
     }
 
-    /// `restfulApiAddr`: --public-url, else `http://<host>:<port>` of the bound HTTP address
-    /// (an unspecified host shows as `localhost`).
-    pub fn public_url(&self, bound: SocketAddr) -> String {
+    /// `restfulApiAddr`: --public-url, else `http://<host>:<port>` of the bound HTTP address, or
+    /// `https://...` of the HTTPS one when plain HTTP is off (an unspecified host shows as
+    /// `localhost`).
+    pub fn public_url(&self, rest: Endpoint) -> String {
         self.public_url
             .clone()
-            .unwrap_or_else(|| format!("http://{}:{}", host_of(bound), bound.port()))
+            .unwrap_or_else(|| format!("{}://{}:{}", rest.scheme, host_of(rest.addr), rest.addr.port()))
+    }
+
+    /// Refuses a configuration that leaves the REST API, or the embedded broker, with no
+    /// listener at all: such a server could not be reached. With an external broker
+    /// (--mqtt-broker-url) devices connect there, so the MQTT listeners may all be off.
+    pub fn check_listeners(&self) -> anyhow::Result<()> {
+        if self.http_addr.0.is_none() && self.https_addr.0.is_none() {
+            anyhow::bail!(
+                "the REST API has no listener: --http-addr (GANTRY_HTTP_ADDR) and --https-addr \
+                 (GANTRY_HTTPS_ADDR) are both `off`; give one of them an address"
+            );
+        }
+        let mqtt = [self.mqtt_addr, self.mqtts_addr, self.mqtt_ws_addr, self.mqtt_wss_addr];
+        if self.mqtt_broker_url.is_none() && mqtt.iter().all(|l| l.0.is_none()) {
+            anyhow::bail!(
+                "devices have no MQTT listener: --mqtt-addr (GANTRY_MQTT_ADDR), --mqtts-addr \
+                 (GANTRY_MQTTS_ADDR), --mqtt-ws-addr (GANTRY_MQTT_WS_ADDR) and --mqtt-wss-addr \
+                 (GANTRY_MQTT_WSS_ADDR) are all `off`; give one of them an address"
+            );
+        }
+        Ok(())
     }
 
     /// The MQTT host clients are told to use: --public-mqtt-host, else the bound address.
@@ -214,9 +236,26 @@ impl ServeConfig {
         names
     }
 
-    /// `mqApiAddr`: `mqtt://<public mqtt host>:<port of the bound MQTT listener>`.
-    pub fn mq_api_addr(&self, bound: SocketAddr) -> String {
-        format!("mqtt://{}:{}", self.mqtt_host(bound), bound.port())
+    /// `mqApiAddr`: `<scheme>://<public mqtt host>:<port>` of the listener devices use (see
+    /// `Application::build`: plain MQTT, else MQTT/TLS, else a WebSocket one).
+    pub fn mq_api_addr(&self, mq: Endpoint) -> String {
+        format!("{}://{}:{}", mq.scheme, self.mqtt_host(mq.addr), mq.addr.port())
+    }
+}
+
+/// A bound listener as clients are told of it: `scheme://addr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    pub scheme: &'static str,
+    pub addr: SocketAddr,
+}
+
+impl Endpoint {
+    /// The first listener that is on, in the order given.
+    pub fn first(candidates: &[(&'static str, Option<SocketAddr>)]) -> Option<Endpoint> {
+        candidates
+            .iter()
+            .find_map(|&(scheme, addr)| addr.map(|addr| Endpoint { scheme, addr }))
     }
 }
 
@@ -268,6 +307,33 @@ mod tests {
             Listen(Some("127.0.0.1:8883".parse().unwrap()))
         );
         assert!("8883".parse::<Listen>().unwrap_err().contains("`8883`"));
+    }
+
+    #[test]
+    fn a_server_without_a_rest_or_mqtt_listener_is_refused() {
+        let mut config = ServeConfig::local(PathBuf::from("/nonexistent"));
+        config.http_addr = Listen(None);
+        config.mqtt_addr = Listen(None);
+        config.mqtt_ws_addr = Listen(None);
+        config.check_listeners().expect("HTTPS, MQTT/TLS and WSS remain");
+        config.https_addr = Listen(None);
+        let text = config.check_listeners().unwrap_err().to_string();
+        assert!(
+            text.contains("--http-addr") && text.contains("GANTRY_HTTPS_ADDR"),
+            "{text}"
+        );
+        config.https_addr = Listen(Some("127.0.0.1:0".parse().unwrap()));
+        config.mqtts_addr = Listen(None);
+        config.mqtt_wss_addr = Listen(None);
+        let text = config.check_listeners().unwrap_err().to_string();
+        assert!(
+            text.contains("--mqtt-addr") && text.contains("GANTRY_MQTT_WSS_ADDR"),
+            "{text}"
+        );
+        config.mqtt_broker_url = Some("mqtt://broker:1883".to_owned());
+        config
+            .check_listeners()
+            .expect("devices connect to the external broker");
     }
 
     #[test]

@@ -20,19 +20,19 @@ use crate::mqtt::MqttFront;
 use anyhow::Context;
 use gantry_api::{ApiConfig, AppState};
 use gantry_core::ingest::{Ingest, IngestConfig, IngestWriter};
-use gantry_core::routes::RouteConfig;
+use gantry_core::routes::{RouteConfig, RouteListener};
 use gantry_core::{PublicAddrs, Services};
 use gantry_store::SqlStore;
 use tokio::net::TcpListener;
 
-use crate::config::ServeConfig;
+use crate::config::{Endpoint, ServeConfig};
 
 /// A built service: listeners bound, store migrated, administrator bootstrapped.
 pub struct Application {
-    http: TcpListener,
+    http: Option<TcpListener>,
     https: Option<tls::HttpsListener>,
     router: axum::Router,
-    http_addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
     https_addr: Option<SocketAddr>,
     tls: Option<tls::Tls>,
     broker: MqttFront,
@@ -48,6 +48,7 @@ pub struct Application {
 
 impl Application {
     pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
+        config.check_listeners()?;
         limits::raise_open_files();
         secure_data_dir(&config.data_dir)?;
         let database_url = config
@@ -58,13 +59,13 @@ impl Application {
         tighten_files(&config.data_dir)?;
         tracing::info!(backend = store.backend(), "store ready");
 
-        let http = TcpListener::bind(config.http_addr).await.with_context(|| {
-            format!(
-                "binding HTTP on {} (move it with --http-addr or GANTRY_HTTP_ADDR)",
-                config.http_addr
-            )
-        })?;
-        let http_addr = http.local_addr()?;
+        let http = match config.http_addr.0 {
+            Some(addr) => Some(TcpListener::bind(addr).await.with_context(|| {
+                format!("binding HTTP on {addr} (move it with --http-addr or GANTRY_HTTP_ADDR; `off` turns it off)")
+            })?),
+            None => None,
+        };
+        let http_addr = http.as_ref().map(TcpListener::local_addr).transpose()?;
         let embedded = config.mqtt_broker_url.is_none();
         let tls_wanted = config.https_addr.0.is_some()
             || (embedded && (config.mqtts_addr.0.is_some() || config.mqtt_wss_addr.0.is_some()));
@@ -95,27 +96,28 @@ impl Application {
             _ => None,
         };
         let mut broker = MqttFront::open(&config, broker_tls).await?;
+        // Projects advertise the plain listeners, else their TLS twins (see README, TLS).
+        let rest =
+            Endpoint::first(&[("http", http_addr), ("https", https_addr)]).context("the REST API has no listener")?;
+        let mq = Endpoint::first(&[
+            ("mqtt", broker.tcp_addr()),
+            ("mqtts", broker.mqtts_addr()),
+            ("ws", broker.ws_addr()),
+            ("wss", broker.wss_addr()),
+        ])
+        .context("the MQTT broker has no listener")?;
         let addrs = PublicAddrs {
-            rest: config.public_url(http_addr),
-            mq: config.mq_api_addr(broker.tcp_addr()),
+            rest: config.public_url(rest),
+            mq: config.mq_api_addr(mq),
         };
 
         let store: Arc<dyn gantry_core::store::Store> = Arc::new(store);
         let (ingest, ingest_writer) = Ingest::start(store.clone(), IngestConfig::default());
         let ack_timeout = Duration::from_secs(config.ack_timeout);
-        let (tcp_port, ws_port) = if config.route_tls() {
-            match (broker.mqtts_addr(), broker.wss_addr()) {
-                (Some(mqtts), Some(wss)) => (mqtts.port(), wss.port()),
-                _ => anyhow::bail!("--route-tls needs --mqtts-addr and --mqtt-wss-addr (they are `off`)"),
-            }
-        } else {
-            (broker.tcp_addr().port(), broker.ws_addr().port())
-        };
         let routes = RouteConfig {
-            host: config.mqtt_host(broker.tcp_addr()),
-            tcp_port,
-            ws_port,
-            ssl_enable: config.route_tls(),
+            host: config.mqtt_host(mq.addr),
+            app: route_listener(config.route_tls(), broker.tcp_addr(), broker.mqtts_addr()),
+            web: route_listener(config.route_tls(), broker.ws_addr(), broker.wss_addr()),
             topic_prefix: config.topic_prefix.clone(),
             ttl: Duration::from_secs(config.route_ttl),
         };
@@ -179,17 +181,18 @@ impl Application {
         })
     }
 
-    pub fn http_addr(&self) -> SocketAddr {
+    /// The REST API over HTTP, when on.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
     }
 
-    /// Where devices connect over MQTT/TCP (the embedded broker, or the external one).
-    pub fn mqtt_addr(&self) -> SocketAddr {
+    /// Where devices connect over MQTT/TCP (the embedded broker, or the external one), when on.
+    pub fn mqtt_addr(&self) -> Option<SocketAddr> {
         self.broker.tcp_addr()
     }
 
-    /// Where web pages connect over MQTT/WebSocket.
-    pub fn mqtt_ws_addr(&self) -> SocketAddr {
+    /// Where web pages connect over MQTT/WebSocket, when on.
+    pub fn mqtt_ws_addr(&self) -> Option<SocketAddr> {
         self.broker.ws_addr()
     }
 
@@ -217,9 +220,17 @@ impl Application {
     /// Serves until `shutdown` completes, then stops taking requests, finishes those in flight
     /// and returns.
     pub async fn run_until(mut self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-        // Tests and scripts read the bound addresses from these lines (a port may have been 0).
-        println!("gantry listening on http://{}", self.http_addr);
-        println!("gantry mqtt on {}", self.broker.describe());
+        // Tests and scripts read the bound addresses from these lines (a port may have been 0):
+        // the first is the REST API's base URL, plain HTTP or else HTTPS.
+        let base = match (self.http_addr, self.https_addr) {
+            (Some(addr), _) => format!("http://{addr}"),
+            (None, Some(addr)) => format!("https://{addr}"),
+            (None, None) => unreachable!("checked by ServeConfig::check_listeners"),
+        };
+        println!("gantry listening on {base}");
+        if let Some(plain) = self.broker.describe() {
+            println!("gantry mqtt on {plain}");
+        }
         if let Some(addr) = self.https_addr {
             println!("gantry https on https://{addr}");
         }
@@ -259,13 +270,20 @@ impl Application {
                 stopped(),
             ))
         });
+        let plain = self.http.take().map(|listener| {
+            tokio::spawn(http::serve(
+                listener,
+                self.router.clone(),
+                self.header_timeout,
+                stopped(),
+            ))
+        });
         let sweeper = tokio::spawn(sweep_overdue_acks(self.services.clone()));
         let retention = self
             .retention_days
             .map(|days| tokio::spawn(apply_retention(self.services.clone(), days)));
-        http::serve(self.http, self.router, self.header_timeout, stopped()).await;
-        if let Some(task) = https {
-            task.await.context("the HTTPS server")?;
+        for server in [plain, https].into_iter().flatten() {
+            server.await.context("an HTTP server")?;
         }
         // Requests in flight have had their answers; stop taking MQTT connections, then commit
         // whatever is still queued.
@@ -282,6 +300,25 @@ impl Application {
         tracing::info!("gantry stopped");
         Ok(())
     }
+}
+
+/// Where temporary identities of one kind (APP or WEB) connect: with --route-tls the TLS
+/// listener alone (never a downgrade to plain); otherwise the plain one, else the TLS one with
+/// `sslEnable` true. None: that kind of route is refused.
+fn route_listener(route_tls: bool, plain: Option<SocketAddr>, tls: Option<SocketAddr>) -> Option<RouteListener> {
+    let secure = tls.map(|a| RouteListener {
+        port: a.port(),
+        ssl_enable: true,
+    });
+    if route_tls {
+        return secure;
+    }
+    plain
+        .map(|a| RouteListener {
+            port: a.port(),
+            ssl_enable: false,
+        })
+        .or(secure)
 }
 
 /// Deletes old events at start and then hourly.
