@@ -9,6 +9,7 @@ mod errors;
 mod events;
 mod external;
 mod faults;
+mod flood;
 mod helpers;
 mod logs;
 mod mqtt;
