@@ -17,4 +17,5 @@ mod openapi;
 mod operations;
 mod rotation;
 mod routes;
+mod startup;
 mod tls;
