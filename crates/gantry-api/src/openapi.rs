@@ -16,8 +16,9 @@ use crate::{control, devices, events, health, models, projects, routes, tenants}
         description = "IoT device management: device models, projects, devices, shadows, events, event logs and routes.\n\n\
 Every response body is `{\"returnCode\": 0, \"result\": ...}` on success. Errors are \
 `{\"returnCode\": <non-zero>, \"message\": \"...\"}` with the HTTP status: 400 (40000 invalid field or \
-parameter, 40001 malformed body), 401 (40100), 403 (40300), 404 (40400), 409 (40900 duplicate name, \
-40901 state conflict), 413 (41300), 415 (41500 body not sent as application/json), 429 (42900), \
+parameter, 40001 malformed body, 40002 not valid HTTP/1.1), 401 (40100), 403 (40300), 404 (40400), \
+409 (40900 duplicate name, 40901 state conflict), 413 (41300), 414 (41400 URI over 65,534 bytes), \
+415 (41500 body not sent as application/json), 429 (42900), 431 (43100 headers too large), \
 500 (50000), 503 (50300 shutting down, 50301 store unavailable: retry). Text holding a NUL character \
 is refused with 400 on every store.\n\n\
 Every request carries `Authorization: Bearer <token>`: a tenant administrator token, a project's \

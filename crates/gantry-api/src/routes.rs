@@ -37,7 +37,8 @@ pub struct ListParams {
 /// `forwardTopic` and subscribe only to `ackTopic`. For DEVICE, `sourceDeviceId` and
 /// `sourceDeviceKey` (that device's accessToken) are required; that device may then publish to
 /// the target's inbox and receives acks on its own inbox. Messages along a route are recorded as
-/// event logs; with `needResp` the target's acks are forwarded to `ackTopic`.
+/// event logs; with `needResp` the target's acks are forwarded to `ackTopic`. A WEB or APP
+/// route is refused (400, `sourceType`) when the server has no listener for that kind of caller.
 #[utoipa::path(post, path = "/api/v1/devices/{deviceId}/routes", operation_id = "createRoute", tag = "Routes", request_body = RouteInput,
     params(("deviceId" = String, Path)),
     responses((status = 200, body = Envelope<Route>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),

@@ -24,14 +24,20 @@ use crate::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct RouteConfig {
     pub host: String,
-    /// The MQTT port of APP and DEVICE callers, and the WebSocket port of WEB callers: the TLS
-    /// ones when `ssl_enable`.
-    pub tcp_port: u16,
-    pub ws_port: u16,
-    /// What temporary identities show as `sslEnable`.
-    pub ssl_enable: bool,
+    /// Where APP callers connect (MQTT over TCP or TLS); None when the server has no such
+    /// listener, and APP routes are then refused.
+    pub app: Option<RouteListener>,
+    /// Where WEB callers connect (MQTT over WebSocket or secure WebSocket); None as for `app`.
+    pub web: Option<RouteListener>,
     pub topic_prefix: String,
     pub ttl: Duration,
+}
+
+/// A listener temporary identities are told to use: `port` and `sslEnable`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteListener {
+    pub port: u16,
+    pub ssl_enable: bool,
 }
 
 pub struct RouteService {
@@ -109,6 +115,13 @@ impl RouteService {
                 stored.source_device_id = Some(source.id.clone());
             }
             SourceType::App | SourceType::Web => {
+                // An identity with nowhere to connect is useless: refused, nothing stored.
+                if self.listener(source_type).is_none() {
+                    return Err(Error::invalid(
+                        "sourceType",
+                        format!("{source_type} routes are not offered: this server has no MQTT listener for them"),
+                    ));
+                }
                 let client_id = format!("route-{}", uuid::Uuid::new_v4().simple());
                 let secret = generate_token();
                 stored.username = Some(client_id.clone());
@@ -191,20 +204,29 @@ impl RouteService {
         }
     }
 
+    /// The listener of WEB or APP callers, when the server has one.
+    fn listener(&self, source_type: SourceType) -> Option<RouteListener> {
+        match source_type {
+            SourceType::Web => self.config.web,
+            _ => self.config.app,
+        }
+    }
+
     fn view(&self, stored: &StoredRoute, password: Option<String>) -> Route {
         let caller = stored
             .client_id
             .clone()
             .or_else(|| stored.source_device_id.as_ref().map(|d| d.to_string()))
             .unwrap_or_default();
+        // Port 0: a route made before its listener was turned off has none to use now.
+        let listener = self.listener(stored.source_type).unwrap_or(RouteListener {
+            port: 0,
+            ssl_enable: false,
+        });
         let temporary_role = stored.client_id.as_ref().map(|client_id| TemporaryRole {
             host: self.config.host.clone(),
-            port: if stored.source_type == SourceType::Web {
-                self.config.ws_port
-            } else {
-                self.config.tcp_port
-            },
-            ssl_enable: self.config.ssl_enable,
+            port: listener.port,
+            ssl_enable: listener.ssl_enable,
             client_id: client_id.clone(),
             username: stored.username.clone().unwrap_or_default(),
             password,

@@ -29,8 +29,9 @@ use crate::topics::Topics;
 
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
-    pub tcp_addr: SocketAddr,
-    pub ws_addr: SocketAddr,
+    /// MQTT over TCP and over WebSocket; `None` turns a listener off.
+    pub tcp_addr: Option<SocketAddr>,
+    pub ws_addr: Option<SocketAddr>,
     pub tls: Option<BrokerTls>,
     pub topics: Topics,
     pub limits: BrokerLimits,
@@ -169,8 +170,8 @@ impl MqttStats {
 pub struct EmbeddedBroker {
     scx: ServerContext,
     listeners: Vec<Listener>,
-    tcp_addr: SocketAddr,
-    ws_addr: SocketAddr,
+    tcp_addr: Option<SocketAddr>,
+    ws_addr: Option<SocketAddr>,
     mqtts_addr: Option<SocketAddr>,
     wss_addr: Option<SocketAddr>,
     topics: Topics,
@@ -186,7 +187,7 @@ pub struct EmbeddedBroker {
 }
 
 impl EmbeddedBroker {
-    /// Builds the broker and binds its listeners (TCP, WebSocket, and those of TLS that are on);
+    /// Builds the broker and binds those of its listeners that are on (TCP, WebSocket, TLS, WSS);
     /// nothing is accepted until `start`.
     pub async fn bind(config: &BrokerConfig) -> anyhow::Result<Self> {
         let scx = ServerContext::new().build().await;
@@ -204,27 +205,29 @@ impl EmbeddedBroker {
                 .max_connections(config.limits.max_connections)
                 .allow_anonymous(false)
         };
-        let tcp = listener("tcp", config.tcp_addr)
-            .bind()
-            .with_context(|| {
-                format!(
-                    "binding MQTT on {} (move it with --mqtt-addr or GANTRY_MQTT_ADDR)",
-                    config.tcp_addr
-                )
-            })?
-            .tcp()?;
-        let ws = listener("ws", config.ws_addr)
-            .bind()
-            .with_context(|| {
-                format!(
-                    "binding MQTT/WebSocket on {} (move it with --mqtt-ws-addr or GANTRY_MQTT_WS_ADDR)",
-                    config.ws_addr
-                )
-            })?
-            .ws()?;
-        let (tcp_addr, ws_addr) = (tcp.local_addr()?, ws.local_addr()?);
-        let mut listeners = vec![tcp, ws];
-        let mut transports = vec!["tcp", "ws"];
+        let mut listeners = Vec::new();
+        let mut transports = Vec::new();
+        let (mut tcp_addr, mut ws_addr) = (None, None);
+        if let Some(addr) = config.tcp_addr {
+            let tcp = listener("tcp", addr)
+                .bind()
+                .with_context(|| {
+                    format!("binding MQTT on {addr} (move it with --mqtt-addr or GANTRY_MQTT_ADDR; `off` turns it off)")
+                })?
+                .tcp()?;
+            tcp_addr = Some(tcp.local_addr()?);
+            listeners.push(tcp);
+            transports.push("tcp");
+        }
+        if let Some(addr) = config.ws_addr {
+            let ws = listener("ws", addr)
+                .bind()
+                .with_context(|| format!("binding MQTT/WebSocket on {addr} (move it with --mqtt-ws-addr or GANTRY_MQTT_WS_ADDR; `off` turns it off)"))?
+                .ws()?;
+            ws_addr = Some(ws.local_addr()?);
+            listeners.push(ws);
+            transports.push("ws");
+        }
         let (mut mqtts_addr, mut wss_addr) = (None, None);
         if let Some(tls) = &config.tls {
             if let Some(addr) = tls.mqtts_addr {
@@ -271,11 +274,13 @@ impl EmbeddedBroker {
         })
     }
 
-    pub fn tcp_addr(&self) -> SocketAddr {
+    /// MQTT over TCP, when on.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
         self.tcp_addr
     }
 
-    pub fn ws_addr(&self) -> SocketAddr {
+    /// MQTT over WebSocket, when on.
+    pub fn ws_addr(&self) -> Option<SocketAddr> {
         self.ws_addr
     }
 

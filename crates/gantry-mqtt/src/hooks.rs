@@ -9,7 +9,7 @@ use gantry_core::downlink::Downlink;
 use gantry_core::ids::{DeviceId, TenantId};
 use gantry_core::route::RouteGrant;
 use gantry_core::telemetry::Rejection;
-use rmqtt::codec::v5::{PublishAckReason, SubscribeAckReason};
+use rmqtt::codec::v5::{DisconnectReasonCode, PublishAckReason, SubscribeAckReason};
 use rmqtt::hook::{Handler, HookResult, Parameter, ReturnType};
 use rmqtt::session::Session;
 use rmqtt::types::{
@@ -141,12 +141,16 @@ impl GantryHooks {
         if !self.publish_rate.allow(client_id) {
             self.stats.publishes_over_rate.fetch_add(1, Ordering::Relaxed);
             tracing::info!(client_id, "publishing faster than --mqtt-publish-rate; disconnecting");
-            // No PUBACK for it: the client sends it again after reconnecting.
-            return PublishAclResult(PublishResult::reason_code(
-                PublishAckReason::QuotaExceeded,
-                Some("over the publish rate".into()),
-                true,
-            ));
+            // No PUBACK for it: the client sends it again after reconnecting. An MQTT 5 client
+            // is told why: DISCONNECT 0x96, message rate too high.
+            return PublishAclResult(
+                PublishResult::reason_code(
+                    PublishAckReason::QuotaExceeded,
+                    Some("over the publish rate".into()),
+                    true,
+                )
+                .disconnect_with(DisconnectReasonCode::MessageRateTooHigh),
+            );
         }
         match self.policy.may_publish(&identity, client_id, &publish.topic).await {
             Some(Publishing::Upstream(tenant)) => self.ingest(client_id, tenant, publish).await,

@@ -1,9 +1,13 @@
-//! Command line and environment: every flag has a `GANTRY_*` variable; flags win.
+//! Command line, environment and config file: every `serve` flag has a `GANTRY_*` variable and
+//! a key in the `--config` TOML file; a flag wins over its variable, which wins over the file,
+//! which wins over the built-in default.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand};
+use anyhow::Context;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(name = "gantry", version, about = "IoT device management for construction fleets")]
@@ -51,6 +55,10 @@ pub struct DeviceConfig {
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeConfig {
+    /// A TOML file setting any of these flags by their long names (`http-addr = "0.0.0.0:8080"`);
+    /// flags and variables win over it.
+    #[arg(long, env = "GANTRY_CONFIG")]
+    pub config: Option<PathBuf>,
     /// Where the embedded database and generated secrets live.
     #[arg(long, env = "GANTRY_DATA_DIR", default_value = "./gantry-data")]
     pub data_dir: PathBuf,
@@ -60,15 +68,15 @@ pub struct ServeConfig {
     /// `sqlite://...` or `postgres://...`; default: SQLite in the data dir.
     #[arg(long, env = "GANTRY_DATABASE_URL")]
     pub database_url: Option<String>,
-    /// REST API address.
+    /// REST API over HTTP; `off` turns it off.
     #[arg(long, env = "GANTRY_HTTP_ADDR", default_value = "0.0.0.0:8080")]
-    pub http_addr: SocketAddr,
-    /// Embedded MQTT broker, MQTT over TCP.
+    pub http_addr: Listen,
+    /// Embedded MQTT broker, MQTT over TCP; `off` turns it off.
     #[arg(long, env = "GANTRY_MQTT_ADDR", default_value = "0.0.0.0:1883")]
-    pub mqtt_addr: SocketAddr,
-    /// Embedded MQTT broker, MQTT over WebSocket (for WEB routes).
+    pub mqtt_addr: Listen,
+    /// Embedded MQTT broker, MQTT over WebSocket (for WEB routes); `off` turns it off.
     #[arg(long, env = "GANTRY_MQTT_WS_ADDR", default_value = "0.0.0.0:8083")]
-    pub mqtt_ws_addr: SocketAddr,
+    pub mqtt_ws_addr: Listen,
     /// Embedded MQTT broker, MQTT over TLS; `off` turns it off.
     #[arg(long, env = "GANTRY_MQTTS_ADDR", default_value = "0.0.0.0:8883")]
     pub mqtts_addr: Listen,
@@ -156,12 +164,13 @@ impl ServeConfig {
     pub fn local(data_dir: PathBuf) -> Self {
         let any: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
         Self {
+            config: None,
             data_dir,
             log_format: crate::logging::LogFormat::Text,
             database_url: None,
-            http_addr: any,
-            mqtt_addr: any,
-            mqtt_ws_addr: any,
+            http_addr: Listen(Some(any)),
+            mqtt_addr: Listen(Some(any)),
+            mqtt_ws_addr: Listen(Some(any)),
             mqtts_addr: Listen(Some(any)),
             mqtt_wss_addr: Listen(Some(any)),
             https_addr: Listen(Some(any)),
@@ -189,12 +198,34 @@ impl ServeConfig {
         }
     }
 
-    /// `restfulApiAddr`: --public-url, else `http://<host>:<port>` of the bound HTTP address
-    /// (an unspecified host shows as `localhost`).
-    pub fn public_url(&self, bound: SocketAddr) -> String {
+    /// `restfulApiAddr`: --public-url, else `http://<host>:<port>` of the bound HTTP address, or
+    /// `https://...` of the HTTPS one when plain HTTP is off (an unspecified host shows as
+    /// `localhost`).
+    pub fn public_url(&self, rest: Endpoint) -> String {
         self.public_url
             .clone()
-            .unwrap_or_else(|| format!("http://{}:{}", host_of(bound), bound.port()))
+            .unwrap_or_else(|| format!("{}://{}:{}", rest.scheme, host_of(rest.addr), rest.addr.port()))
+    }
+
+    /// Refuses a configuration that leaves the REST API, or the embedded broker, with no
+    /// listener at all: such a server could not be reached. With an external broker
+    /// (--mqtt-broker-url) devices connect there, so the MQTT listeners may all be off.
+    pub fn check_listeners(&self) -> anyhow::Result<()> {
+        if self.http_addr.0.is_none() && self.https_addr.0.is_none() {
+            anyhow::bail!(
+                "the REST API has no listener: --http-addr (GANTRY_HTTP_ADDR) and --https-addr \
+                 (GANTRY_HTTPS_ADDR) are both `off`; give one of them an address"
+            );
+        }
+        let mqtt = [self.mqtt_addr, self.mqtts_addr, self.mqtt_ws_addr, self.mqtt_wss_addr];
+        if self.mqtt_broker_url.is_none() && mqtt.iter().all(|l| l.0.is_none()) {
+            anyhow::bail!(
+                "devices have no MQTT listener: --mqtt-addr (GANTRY_MQTT_ADDR), --mqtts-addr \
+                 (GANTRY_MQTTS_ADDR), --mqtt-ws-addr (GANTRY_MQTT_WS_ADDR) and --mqtt-wss-addr \
+                 (GANTRY_MQTT_WSS_ADDR) are all `off`; give one of them an address"
+            );
+        }
+        Ok(())
     }
 
     /// The MQTT host clients are told to use: --public-mqtt-host, else the bound address.
@@ -222,10 +253,106 @@ impl ServeConfig {
         names
     }
 
-    /// `mqApiAddr`: `mqtt://<public mqtt host>:<port of the bound MQTT listener>`.
-    pub fn mq_api_addr(&self, bound: SocketAddr) -> String {
-        format!("mqtt://{}:{}", self.mqtt_host(bound), bound.port())
+    /// `mqApiAddr`: `<scheme>://<public mqtt host>:<port>` of the listener devices use (see
+    /// `Application::build`: plain MQTT, else MQTT/TLS, else a WebSocket one).
+    pub fn mq_api_addr(&self, mq: Endpoint) -> String {
+        format!("{}://{}:{}", mq.scheme, self.mqtt_host(mq.addr), mq.addr.port())
     }
+}
+
+/// A bound listener as clients are told of it: `scheme://addr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    pub scheme: &'static str,
+    pub addr: SocketAddr,
+}
+
+impl Endpoint {
+    /// The first listener that is on, in the order given.
+    pub fn first(candidates: &[(&'static str, Option<SocketAddr>)]) -> Option<Endpoint> {
+        candidates
+            .iter()
+            .find_map(|&(scheme, addr)| addr.map(|addr| Endpoint { scheme, addr }))
+    }
+}
+
+/// The command line of this process, with `serve`'s --config file applied.
+pub fn parse() -> Cli {
+    parse_from(std::env::args_os()).unwrap_or_else(|e| match e.downcast::<clap::Error>() {
+        Ok(clap) => clap.exit(),
+        Err(e) => {
+            eprintln!("gantry: {e:#}");
+            std::process::exit(2)
+        }
+    })
+}
+
+/// Parses `args`; for `serve` with --config (or GANTRY_CONFIG), the file's values become the
+/// flags' defaults, so that the command line and the environment still win over them.
+pub fn parse_from(args: impl IntoIterator<Item = impl Into<OsString>>) -> anyhow::Result<Cli> {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let matches = Cli::command().try_get_matches_from(&args)?;
+    let file = match matches.subcommand() {
+        Some(("serve", serve)) => serve.get_one::<PathBuf>("config").cloned(),
+        _ => None,
+    };
+    let Some(file) = file else {
+        return Ok(Cli::from_arg_matches(&matches)?);
+    };
+    let mut command = Cli::command();
+    let serve = command
+        .find_subcommand_mut("serve")
+        .expect("the serve subcommand exists");
+    *serve = with_file_defaults(std::mem::take(serve), &file)?;
+    Ok(Cli::from_arg_matches(&command.try_get_matches_from(&args)?)?)
+}
+
+/// `serve` with the values of the TOML file `path` as its flags' defaults. Each key must be a
+/// flag's long name, each value a string, number or boolean the flag accepts.
+fn with_file_defaults(mut serve: clap::Command, path: &Path) -> anyhow::Result<clap::Command> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading the config file {}", path.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .with_context(|| format!("the config file {} is not valid TOML", path.display()))?;
+    for (key, value) in table {
+        let known = serve
+            .get_arguments()
+            .find(|a| a.get_long() == Some(key.as_str()) && key != "config")
+            .map(|a| a.get_id().clone());
+        let Some(id) = known else {
+            anyhow::bail!(
+                "{}: unknown key `{key}` (keys are the long names of `gantry serve` flags, such as http-addr)",
+                path.display()
+            );
+        };
+        let value = match value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => anyhow::bail!(
+                "{}: `{key}` must be a string, number or boolean, not {}",
+                path.display(),
+                other.type_str()
+            ),
+        };
+        // Checked here, by the flag alone, so that a bad value names the file and the key
+        // rather than a flag nobody typed.
+        let arg = serve.get_arguments().find(|a| a.get_id() == &id).expect("found above");
+        let reset = clap::builder::Resettable::<clap::Id>::Reset;
+        let alone = arg.clone().env(None).requires(reset).default_value(None);
+        if let Err(e) = clap::Command::new("gantry")
+            .no_binary_name(true)
+            .arg(alone)
+            .try_get_matches_from([format!("--{key}={value}")])
+        {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            anyhow::bail!("{}: `{key}`: {}", path.display(), first.trim_start_matches("error: "));
+        }
+        serve = serve.mut_arg(id, |a| a.default_value(value));
+    }
+    Ok(serve)
 }
 
 /// A listener's address, or `off`.
@@ -276,6 +403,89 @@ mod tests {
             Listen(Some("127.0.0.1:8883".parse().unwrap()))
         );
         assert!("8883".parse::<Listen>().unwrap_err().contains("`8883`"));
+    }
+
+    #[test]
+    fn a_server_without_a_rest_or_mqtt_listener_is_refused() {
+        let mut config = ServeConfig::local(PathBuf::from("/nonexistent"));
+        config.http_addr = Listen(None);
+        config.mqtt_addr = Listen(None);
+        config.mqtt_ws_addr = Listen(None);
+        config.check_listeners().expect("HTTPS, MQTT/TLS and WSS remain");
+        config.https_addr = Listen(None);
+        let text = config.check_listeners().unwrap_err().to_string();
+        assert!(
+            text.contains("--http-addr") && text.contains("GANTRY_HTTPS_ADDR"),
+            "{text}"
+        );
+        config.https_addr = Listen(Some("127.0.0.1:0".parse().unwrap()));
+        config.mqtts_addr = Listen(None);
+        config.mqtt_wss_addr = Listen(None);
+        let text = config.check_listeners().unwrap_err().to_string();
+        assert!(
+            text.contains("--mqtt-addr") && text.contains("GANTRY_MQTT_WSS_ADDR"),
+            "{text}"
+        );
+        config.mqtt_broker_url = Some("mqtt://broker:1883".to_owned());
+        config
+            .check_listeners()
+            .expect("devices connect to the external broker");
+    }
+
+    fn serve_config(args: &[&str]) -> anyhow::Result<ServeConfig> {
+        let args = ["gantry", "serve"].iter().chain(args);
+        match parse_from(args)?.command {
+            Command::Serve(config) => Ok(*config),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_config_file_sets_defaults_that_flags_override() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("gantry.toml");
+        std::fs::write(
+            &file,
+            "http-addr = \"127.0.0.1:9080\"\nmqtt-addr = \"127.0.0.1:9883\"\nhttps-addr = \"off\"\n\
+             login-ban = 5\nroute-tls = true\ntopic-prefix = \"site7\"\n",
+        )
+        .unwrap();
+        let path = file.to_str().unwrap();
+        let config = serve_config(&["--config", path, "--mqtt-addr", "127.0.0.1:1999"]).unwrap();
+        assert_eq!(config.http_addr, "127.0.0.1:9080".parse().unwrap());
+        assert_eq!(config.mqtt_addr, "127.0.0.1:1999".parse().unwrap(), "the flag wins");
+        assert_eq!(config.https_addr, Listen(None));
+        assert_eq!((config.login_ban, config.route_tls), (5, Some(true)));
+        assert_eq!(config.topic_prefix, "site7");
+        assert_eq!(
+            config.login_failures, 10,
+            "the built-in default where the file is silent"
+        );
+        let plain = serve_config(&[]).unwrap();
+        assert_eq!(plain.http_addr, "0.0.0.0:8080".parse().unwrap(), "no file, no change");
+    }
+
+    #[test]
+    fn a_config_file_with_an_unknown_key_or_a_bad_value_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("gantry.toml");
+        let path = file.to_str().unwrap();
+        for (text, expected) in [
+            ("htp-addr = \"127.0.0.1:0\"", "unknown key `htp-addr`"),
+            ("config = \"other.toml\"", "unknown key `config`"),
+            ("login-ban = \"soon\"", "`login-ban`"),
+            ("login-ban = [1]", "`login-ban` must be a string, number or boolean"),
+            ("http-addr = ", "not valid TOML"),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let error = format!("{:#}", serve_config(&["--config", path]).unwrap_err());
+            assert!(error.contains(expected) && error.contains(path), "{text}: {error}");
+        }
+        let missing = format!(
+            "{:#}",
+            serve_config(&["--config", "/nonexistent/gantry.toml"]).unwrap_err()
+        );
+        assert!(missing.contains("/nonexistent/gantry.toml"), "{missing}");
     }
 
     #[test]

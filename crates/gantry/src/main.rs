@@ -1,16 +1,30 @@
 //! The `gantry` command: `gantry serve` runs the whole service in one process.
 
-use clap::Parser;
-use gantry::config::{Cli, Command};
+use std::process::ExitCode;
 
-/// jemalloc instead of glibc's malloc: under ingest load glibc's malloc and free took a fifth of
-/// the server's CPU (perf, 1,000 MQTT devices), most of it in consolidating and unlinking chunks.
+use gantry::config::Command;
+
+/// jemalloc instead of glibc's malloc: ingest makes many small, short-lived allocations across
+/// threads, where glibc's consolidating of chunks cost much of the server's CPU
+/// (docs/PERFORMANCE.md).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// A failure is one line of text on stderr and exit status 1: what went wrong and, for an
+/// address in use, the flag that moves it; no backtrace, whatever RUST_BACKTRACE says.
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gantry: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
+    let cli = gantry::config::parse();
     // The client commands print for people and scripts: no log lines on their stdout.
     match cli.command {
         Command::Admin(args) => gantry::admin::main(*args).await,

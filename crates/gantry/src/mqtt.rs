@@ -16,7 +16,7 @@ pub enum MqttFront {
     External {
         broker: Box<ExternalBroker>,
         addr: SocketAddr,
-        ws_port: u16,
+        ws_port: Option<u16>,
         mqtts_port: Option<u16>,
         wss_port: Option<u16>,
     },
@@ -30,8 +30,8 @@ impl MqttFront {
         match &config.mqtt_broker_url {
             None => {
                 let broker_config = BrokerConfig {
-                    tcp_addr: config.mqtt_addr,
-                    ws_addr: config.mqtt_ws_addr,
+                    tcp_addr: config.mqtt_addr.0,
+                    ws_addr: config.mqtt_ws_addr.0,
                     tls,
                     topics,
                     limits: gantry_mqtt::BrokerLimits {
@@ -56,7 +56,7 @@ impl MqttFront {
                 Ok(MqttFront::External {
                     broker,
                     addr,
-                    ws_port: config.mqtt_ws_addr.port(),
+                    ws_port: config.mqtt_ws_addr.0.map(|a| a.port()),
                     mqtts_port: config.mqtts_addr.0.map(|a| a.port()),
                     wss_port: config.mqtt_wss_addr.0.map(|a| a.port()),
                 })
@@ -64,20 +64,20 @@ impl MqttFront {
         }
     }
 
-    /// Where devices connect over MQTT/TCP.
-    pub fn tcp_addr(&self) -> SocketAddr {
+    /// Where devices connect over MQTT/TCP, when on (an external broker's is always on).
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
         match self {
             MqttFront::Embedded(broker) => broker.tcp_addr(),
-            MqttFront::External { addr, .. } => *addr,
+            MqttFront::External { addr, .. } => Some(*addr),
         }
     }
 
-    /// Where web pages connect over MQTT/WebSocket (for an external broker, the port of
-    /// --mqtt-ws-addr is taken as its WebSocket port).
-    pub fn ws_addr(&self) -> SocketAddr {
+    /// Where web pages connect over MQTT/WebSocket, when on (for an external broker, the port
+    /// of --mqtt-ws-addr is taken as its WebSocket port).
+    pub fn ws_addr(&self) -> Option<SocketAddr> {
         match self {
             MqttFront::Embedded(broker) => broker.ws_addr(),
-            MqttFront::External { addr, ws_port, .. } => SocketAddr::new(addr.ip(), *ws_port),
+            MqttFront::External { addr, ws_port, .. } => ws_port.map(|p| SocketAddr::new(addr.ip(), p)),
         }
     }
 
@@ -130,11 +130,13 @@ impl MqttFront {
         }
     }
 
-    pub fn describe(&self) -> String {
-        match self {
-            MqttFront::Embedded(broker) => format!("mqtt://{} and ws://{}", broker.tcp_addr(), broker.ws_addr()),
-            MqttFront::External { addr, .. } => format!("the external broker mqtt://{addr}"),
-        }
+    /// The plain listeners that are on, as `mqtt://A and ws://B` (tests and scripts read the
+    /// first); for an external broker, its address.
+    pub fn describe(&self) -> Option<String> {
+        let MqttFront::Embedded(broker) = self else {
+            return Some(format!("the external broker mqtt://{}", self.tcp_addr()?));
+        };
+        join_listeners(&[("mqtt", broker.tcp_addr()), ("ws", broker.ws_addr())])
     }
 
     /// The embedded broker's TLS listeners that are on, as `mqtts://A and wss://B`.
@@ -142,12 +144,17 @@ impl MqttFront {
         let MqttFront::Embedded(broker) = self else {
             return None;
         };
-        let parts: Vec<String> = [("mqtts", broker.mqtts_addr()), ("wss", broker.wss_addr())]
-            .into_iter()
-            .filter_map(|(scheme, addr)| addr.map(|a| format!("{scheme}://{a}")))
-            .collect();
-        (!parts.is_empty()).then(|| parts.join(" and "))
+        join_listeners(&[("mqtts", broker.mqtts_addr()), ("wss", broker.wss_addr())])
     }
+}
+
+/// `scheme://addr` of each listener that is on, joined by "and"; None when all are off.
+fn join_listeners(listeners: &[(&str, Option<SocketAddr>)]) -> Option<String> {
+    let parts: Vec<String> = listeners
+        .iter()
+        .filter_map(|(scheme, addr)| addr.map(|a| format!("{scheme}://{a}")))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" and "))
 }
 
 /// This node's stable name, kept in the data dir: the external broker keeps the node's session

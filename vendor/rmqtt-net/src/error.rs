@@ -41,6 +41,10 @@ pub enum MqttError {
     CloseTimeout,
     #[error("{1}")]
     PublishAckReason(PublishAckReason, ByteString),
+    /// The server closes the connection with this DISCONNECT reason (MQTT 5), say 0x96 for a
+    /// client publishing faster than allowed.
+    #[error("{1}")]
+    Disconnect(DisconnectReasonCode, ByteString),
     #[error("service unavailable")]
     ServiceUnavailable,
     #[error("invalid protocol")]
@@ -72,6 +76,7 @@ impl ToReasonCode for MqttError {
             | MqttError::FlushTimeout
             | MqttError::CloseTimeout => DisconnectReasonCode::KeepAliveTimeout,
             MqttError::PublishAckReason(_, _) => DisconnectReasonCode::ImplementationSpecificError,
+            MqttError::Disconnect(code, _) => *code,
             MqttError::ServiceUnavailable => DisconnectReasonCode::ServerBusy,
             MqttError::InvalidProtocol => DisconnectReasonCode::ProtocolError,
             MqttError::TooManySubscriptions => DisconnectReasonCode::QuotaExceeded,

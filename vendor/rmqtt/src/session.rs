@@ -235,6 +235,21 @@ impl SessionState {
     where
         Io: AsyncRead + AsyncWrite + Unpin,
     {
+        // A DISCONNECT the server closes with on purpose (a refused publish whose result named
+        // its reason, `MqttError::Disconnect`) goes out before the close: the one sent below,
+        // after the close, never reaches the client.
+        if let Sink::V5(s) = &mut sink {
+            let asked = self.disconnected_reasons().await.unwrap_or_default().into_iter().find_map(|r| match r {
+                Reason::MqttError(MqttError::Disconnect(code, why)) => Some((code, why)),
+                _ => None,
+            });
+            if let Some((reason_code, why)) = asked {
+                let d = v5::Disconnect { reason_code, reason_string: Some(why), ..Default::default() };
+                if s.send(v5::Packet::Disconnect(d)).await.is_ok() {
+                    let _ = s.flush().await;
+                }
+            }
+        }
         if let Err(e) = sink.close().await {
             log::info!("{} close io error, {e}", self.id);
         }
@@ -1061,11 +1076,7 @@ impl SessionState {
                     #[cfg(feature = "metrics")]
                     self.scx.metrics.client_publish_error_inc();
                     match pub_res.disconnect {
-                        true => Err(MqttError::PublishAckReason(
-                            pub_res.reason_code,
-                            pub_res.reason_string.unwrap_or_default(),
-                        )
-                        .into()),
+                        true => Err(pub_res.into_disconnect_error().into()),
                         false => Ok(pub_res),
                     }
                 }
@@ -1105,11 +1116,7 @@ impl SessionState {
             self.scx.extends.hook_mgr().message_dropped(None, from, publish, reason).await;
 
             return if pub_res.disconnect {
-                Err(MqttError::PublishAckReason(
-                    pub_res.reason_code,
-                    pub_res.reason_string.unwrap_or_default(),
-                )
-                .into())
+                Err(pub_res.into_disconnect_error().into())
             } else {
                 Ok(pub_res)
             };

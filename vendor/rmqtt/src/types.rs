@@ -1565,6 +1565,10 @@ pub struct PublishResult {
     pub properties: UserProperties,
     pub reason_string: Option<ByteString>,
     pub disconnect: IsDisconnect,
+    /// With `disconnect`: the reason of the DISCONNECT an MQTT 5 client gets (default: from
+    /// `reason_code`).
+    #[serde(skip, default)]
+    pub disconnect_reason: Option<DisconnectReasonCode>,
 }
 
 impl PublishResult {
@@ -1586,6 +1590,24 @@ impl PublishResult {
     pub fn is_success(&self) -> bool {
         matches!(self.reason_code, PublishAckReason::Success)
     }
+
+    /// The connection is closed with this DISCONNECT reason (MQTT 5).
+    #[inline]
+    pub fn disconnect_with(mut self, reason: DisconnectReasonCode) -> PublishResult {
+        self.disconnect = true;
+        self.disconnect_reason = Some(reason);
+        self
+    }
+
+    /// The error that closes the connection of a refused publish that asks for it.
+    #[inline]
+    pub fn into_disconnect_error(self) -> MqttError {
+        let reason = self.reason_string.unwrap_or_default();
+        match self.disconnect_reason {
+            Some(code) => MqttError::Disconnect(code, reason),
+            None => MqttError::PublishAckReason(self.reason_code, reason),
+        }
+    }
 }
 
 impl Default for PublishResult {
@@ -1595,6 +1617,7 @@ impl Default for PublishResult {
             properties: UserProperties::default(),
             reason_string: None,
             disconnect: false,
+            disconnect_reason: None,
         }
     }
 }
@@ -2458,6 +2481,7 @@ impl std::convert::From<Reason> for PublishResult {
                 properties: UserProperties::default(),
                 reason_string: Some("Message queue full".into()),
                 disconnect: false,
+                disconnect_reason: None,
             },
 
             InflightWindowFull => Self {
@@ -2465,6 +2489,7 @@ impl std::convert::From<Reason> for PublishResult {
                 properties: UserProperties::default(),
                 reason_string: Some("Inflight window full".into()),
                 disconnect: false,
+                disconnect_reason: None,
             },
 
             SubscribeRefused | DelayedPublishRefused => Self {
@@ -2472,6 +2497,7 @@ impl std::convert::From<Reason> for PublishResult {
                 properties: UserProperties::default(),
                 reason_string: Some("Publish refused".into()),
                 disconnect: false,
+                disconnect_reason: None,
             },
 
             MessageExpiration => Self {
@@ -2479,6 +2505,7 @@ impl std::convert::From<Reason> for PublishResult {
                 properties: UserProperties::default(),
                 reason_string: Some("Message expired".into()),
                 disconnect: true,
+                disconnect_reason: None,
             },
 
             ProtocolError(msg) => Self {
@@ -2486,6 +2513,7 @@ impl std::convert::From<Reason> for PublishResult {
                 properties: UserProperties::default(),
                 reason_string: Some(format!("Protocol error: {msg}").into()),
                 disconnect: true,
+                disconnect_reason: None,
             },
 
             Error(msg) => Self {
@@ -2493,6 +2521,7 @@ impl std::convert::From<Reason> for PublishResult {
                 properties: UserProperties::default(),
                 reason_string: Some(msg),
                 disconnect: true,
+                disconnect_reason: None,
             },
 
             MqttError(_) => Self {
@@ -2500,6 +2529,7 @@ impl std::convert::From<Reason> for PublishResult {
                 properties: UserProperties::default(),
                 reason_string: Some("MQTT internal error".into()),
                 disconnect: true,
+                disconnect_reason: None,
             },
 
             ConnectDisconnect(_)
@@ -2518,6 +2548,7 @@ impl std::convert::From<Reason> for PublishResult {
                 properties: UserProperties::default(),
                 reason_string: Some("Connection or session related error".into()),
                 disconnect: true,
+                disconnect_reason: None,
             },
         }
     }

@@ -193,3 +193,66 @@ async fn a_body_that_is_not_declared_json_is_415() {
         .unwrap();
     assert_eq!(reply.status(), 200, "one project named {name}, made once");
 }
+
+/// Sends `requests` (raw bytes) on one connection and reads until the server closes it.
+async fn raw_exchange(app: &crate::helpers::TestApp, requests: &[Vec<u8>]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = app.base.strip_prefix("http://").unwrap();
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    for request in requests {
+        socket.write_all(request).await.unwrap();
+    }
+    let mut answer = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(10), socket.read_to_end(&mut answer))
+        .await
+        .expect("the server answers and closes")
+        .unwrap();
+    String::from_utf8(answer).unwrap()
+}
+
+/// The error answer (the last answer) in `raw`: its head and its body as JSON.
+fn last_answer(raw: &str) -> (String, serde_json::Value) {
+    let start = raw
+        .rfind("HTTP/1.1 4")
+        .unwrap_or_else(|| panic!("an error answer: {raw:?}"));
+    let (head, body) = raw[start..]
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("an answer: {raw:?}"));
+    let body = serde_json::from_str(body).unwrap_or_else(|_| panic!("a JSON body: {raw}"));
+    (head.to_ascii_lowercase(), body)
+}
+
+/// Requests hyper refuses before any service (a URI over its fixed limit, a malformed request
+/// line) still get the API's JSON error shape, on a fresh connection and on a kept-alive one.
+#[tokio::test]
+async fn requests_refused_before_routing_get_json_errors() {
+    let app = spawn_app().await;
+    let long = format!(
+        "GET /api/v1/projects?q={} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "a".repeat(100_000)
+    )
+    .into_bytes();
+
+    let raw = raw_exchange(&app, std::slice::from_ref(&long)).await;
+    let (head, body) = last_answer(&raw);
+    assert!(head.starts_with("http/1.1 414"), "{head}");
+    assert!(head.contains("content-type: application/json"), "{head}");
+    assert_eq!(body["returnCode"], 41400, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("URI"), "{body}");
+
+    let health = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".to_vec();
+    let raw = raw_exchange(&app, &[health, long]).await;
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    let (head, body) = last_answer(&raw);
+    assert!(
+        head.starts_with("http/1.1 414"),
+        "after a kept-alive request too: {head}"
+    );
+    assert_eq!(body["returnCode"], 41400, "{body}");
+
+    let raw = raw_exchange(&app, &[b"GET /healthz HTTP/1.1\r\nBad Header\r\n\r\n".to_vec()]).await;
+    let (head, body) = last_answer(&raw);
+    assert!(head.starts_with("http/1.1 400"), "{head}");
+    assert_eq!(body["returnCode"], 40002, "{body}");
+    app.stop().await;
+}

@@ -10,10 +10,12 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 pub struct TestApp {
+    /// The REST API's base URL: plain HTTP, or HTTPS when plain HTTP is off (`client` then
+    /// trusts the generated CA).
     pub base: String,
-    /// The embedded broker's MQTT/TCP address.
+    /// The embedded broker's MQTT/TCP address (`UNBOUND` when off).
     pub mqtt: std::net::SocketAddr,
-    /// The embedded broker's MQTT/WebSocket address.
+    /// The embedded broker's MQTT/WebSocket address (`UNBOUND` when off).
     pub mqtt_ws: std::net::SocketAddr,
     /// The TLS listeners, when on: MQTT over TLS, MQTT over WSS, HTTPS.
     pub mqtts: Option<std::net::SocketAddr>,
@@ -63,6 +65,10 @@ impl Reply {
     }
 }
 
+/// Stands for a listener that is off or unknown: nothing can connect to port 0.
+pub const UNBOUND: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
@@ -85,11 +91,18 @@ pub async fn spawn_with(config: ServeConfig, dir: tempfile::TempDir, admin: Stri
         .clone()
         .unwrap_or_else(|| gantry_store::sqlite_url(&data_dir));
     let app = Application::build(config).await.expect("application builds");
-    let base = format!("http://{}", app.http_addr());
-    let mqtt = app.mqtt_addr();
-    let mqtt_ws = app.mqtt_ws_addr();
+    let mqtt = app.mqtt_addr().unwrap_or(UNBOUND);
+    let mqtt_ws = app.mqtt_ws_addr().unwrap_or(UNBOUND);
     let (mqtts, mqtt_wss, https) = (app.mqtts_addr(), app.mqtt_wss_addr(), app.https_addr());
     let tls_ca = app.tls_ca().map(|p| p.to_path_buf());
+    let (base, client) = match (app.http_addr(), https) {
+        (Some(http), _) => (format!("http://{http}"), reqwest::Client::new()),
+        (None, Some(https)) => {
+            let ca = tls_ca.as_ref().expect("HTTPS alone is tested with the generated CA");
+            (format!("https://localhost:{}", https.port()), https_client(ca))
+        }
+        (None, None) => unreachable!("a server without a REST listener does not build"),
+    };
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(app.run_until(async {
         let _ = stopped.await;
@@ -103,13 +116,31 @@ pub async fn spawn_with(config: ServeConfig, dir: tempfile::TempDir, admin: Stri
         https,
         tls_ca,
         admin,
-        client: reqwest::Client::new(),
+        client,
         data_dir,
         database_url,
         dir: Some(dir),
         stop: Some(stop),
         server: Some(server),
     }
+}
+
+/// An HTTP client that trusts the certificates in `ca` alone.
+pub fn https_client(ca: &std::path::Path) -> reqwest::Client {
+    use rustls::pki_types::{CertificateDer, pem::PemObject};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).expect("a PEM file") {
+        roots.add(cert.expect("a certificate")).expect("a usable certificate");
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(gantry::tls::provider())
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .build()
+        .expect("an HTTPS client")
 }
 
 /// A fresh database on the server named by `GANTRY_E2E_POSTGRES_URL`, or None for SQLite.
@@ -197,8 +228,8 @@ impl TestApp {
     pub fn remote(base: &str, admin: &str) -> TestApp {
         TestApp {
             base: base.to_owned(),
-            mqtt: "127.0.0.1:0".parse().expect("literal address"),
-            mqtt_ws: "127.0.0.1:0".parse().expect("literal address"),
+            mqtt: UNBOUND,
+            mqtt_ws: UNBOUND,
             mqtts: None,
             mqtt_wss: None,
             https: None,

@@ -1143,3 +1143,56 @@ async fn limits_answer_abuse_and_spare_other_devices() {
     let metrics = app.metrics_text().await;
     assert!(metrics.contains("gantry_mqtt_publishes_over_rate_total 1"), "{metrics}");
 }
+
+/// An MQTT 5 device publishing faster than `--mqtt-publish-rate` is told why it is closed:
+/// DISCONNECT with reason 0x96 (message rate too high), and no PUBACK for the publish over it.
+#[tokio::test]
+async fn an_mqtt5_device_over_the_publish_rate_is_told_message_rate_too_high() {
+    use rumqttc::v5::mqttbytes::QoS;
+    use rumqttc::v5::mqttbytes::v5::{DisconnectReasonCode, Packet};
+    use rumqttc::v5::{AsyncClient, ConnectionError, Event, MqttOptions, StateError};
+
+    let app = spawn_app_with(|c| c.mqtt_publish_rate = 5).await;
+    let world = app.world().await;
+    let id = world.device["id"].as_str().unwrap();
+    let mut options = MqttOptions::new(id, app.mqtt.ip().to_string(), app.mqtt.port());
+    options.set_credentials(id, world.device["accessToken"].as_str().unwrap());
+    let (client, mut events) = AsyncClient::new(options, 64);
+    for i in 0..20 {
+        let payload = json!({"meta": {"type": "m"}, "payload": {"attrs": [{"code": "count", "value": i}]}});
+        client
+            .publish(
+                format!("{PREFIX}/in/json/{id}"),
+                QoS::AtLeastOnce,
+                false,
+                payload.to_string(),
+            )
+            .await
+            .unwrap();
+    }
+    let (mut acked, mut reason) = (0, None);
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match events.poll().await {
+                Ok(Event::Incoming(Packet::PubAck(_))) => acked += 1,
+                Ok(_) => {}
+                Err(ConnectionError::MqttState(StateError::ServerDisconnect { reason_code, .. })) => {
+                    reason = Some(reason_code);
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    })
+    .await
+    .expect("the connection is closed");
+    assert_eq!(reason, Some(DisconnectReasonCode::MessageRateTooHigh));
+    // PUBACKs read in the batch that ended with the DISCONNECT are not shown as events: the
+    // stored count is the exact one, the acknowledged one a lower bound of it.
+    let stored = events_of(&app, &world.device).await["totalResults"].as_u64().unwrap();
+    assert!(
+        acked <= stored && (5..20).contains(&stored),
+        "{acked} acknowledged, {stored} stored: the bucket holds 5"
+    );
+    app.stop().await;
+}

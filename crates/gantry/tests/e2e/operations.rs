@@ -179,7 +179,7 @@ async fn an_address_in_use_names_the_flag_that_moves_it() {
     let addr = taken.local_addr().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut config = ServeConfig::local(dir.path().to_path_buf());
-    config.mqtt_addr = addr;
+    config.mqtt_addr = gantry::config::Listen(Some(addr));
     let error = gantry::Application::build(config)
         .await
         .err()
@@ -188,5 +188,24 @@ async fn an_address_in_use_names_the_flag_that_moves_it() {
     assert!(
         text.contains("--mqtt-addr") && text.contains("GANTRY_MQTT_ADDR"),
         "{text}"
+    );
+}
+
+/// A server nobody could reach is refused at start, naming the flags to set.
+#[tokio::test]
+async fn a_server_without_a_rest_listener_does_not_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServeConfig::local(dir.path().to_path_buf());
+    config.http_addr = gantry::config::Listen(None);
+    config.https_addr = gantry::config::Listen(None);
+    let error = gantry::Application::build(config)
+        .await
+        .err()
+        .expect("no REST listener");
+    let text = format!("{error:#}");
+    assert!(text.contains("--http-addr") && text.contains("--https-addr"), "{text}");
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "refused before anything is written"
     );
 }

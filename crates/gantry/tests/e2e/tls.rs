@@ -16,7 +16,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app, spawn_app_with, spawn_with, wait_for};
+use crate::helpers::{TestApp, UNBOUND, spawn_app, spawn_app_with, spawn_with, wait_for};
 
 const PREFIX: &str = "gantry";
 
@@ -340,15 +340,115 @@ async fn routes_hand_out_the_tls_ports_with_route_tls() {
         .await;
     app.stop().await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = gantry::config::ServeConfig::local(dir.path().to_path_buf());
-    config.route_tls = Some(true);
-    config.mqtt_wss_addr = Listen(None);
-    let refused = gantry::Application::build(config)
+    // --route-tls never falls back to a plain port: without WSS, WEB routes are refused.
+    let app = spawn_app_with(|c| {
+        c.route_tls = Some(true);
+        c.mqtt_wss_addr = Listen(None);
+    })
+    .await;
+    let world = app.world().await;
+    let device = world.device["id"].as_str().unwrap();
+    let before = app
+        .get(format!("/api/v1/devices/{device}/routes"), &app.admin)
         .await
-        .err()
-        .expect("no WSS port to hand out");
-    assert!(format!("{refused:#}").contains("--route-tls"), "{refused:#}");
+        .result()["total"]
+        .clone();
+    let refused = app
+        .post(
+            format!("/api/v1/devices/{device}/routes"),
+            &app.admin,
+            json!({"sourceType": "WEB"}),
+        )
+        .await
+        .error(400);
+    assert!(refused.contains("sourceType") && refused.contains("WEB"), "{refused}");
+    let after = app
+        .get(format!("/api/v1/devices/{device}/routes"), &app.admin)
+        .await
+        .result()["total"]
+        .clone();
+    assert_eq!(before, after, "a refused route is not stored");
+    let app_role = route(&app, &world, "APP").await;
+    assert_eq!(
+        (app_role["port"].clone(), app_role["sslEnable"].clone()),
+        (json!(app.mqtts.unwrap().port()), json!(true))
+    );
+    app.stop().await;
+}
+
+/// With every plain listener `off`, the server runs on its TLS twins alone: the plain ports are
+/// not bound, projects and routes advertise the TLS addresses, and devices log in over TLS.
+#[tokio::test]
+async fn a_server_with_the_plain_listeners_off_serves_over_tls_alone() {
+    let app = spawn_app_with(|c| {
+        c.http_addr = Listen(None);
+        c.mqtt_addr = Listen(None);
+        c.mqtt_ws_addr = Listen(None);
+    })
+    .await;
+    assert_eq!(
+        (app.mqtt, app.mqtt_ws),
+        (UNBOUND, UNBOUND),
+        "no plain MQTT listener is bound"
+    );
+    let (https, mqtts, wss) = (app.https.unwrap(), app.mqtts.unwrap(), app.mqtt_wss.unwrap());
+    assert!(app.base.starts_with("https://"), "{}", app.base);
+
+    // REST over HTTPS (the helpers' client trusts ca.pem alone).
+    let world = app.world().await;
+    assert_eq!(
+        world.project["restfulApiAddr"],
+        json!(format!("https://127.0.0.1:{}", https.port()))
+    );
+    assert_eq!(
+        world.project["mqApiAddr"],
+        json!(format!("mqtts://127.0.0.1:{}", mqtts.port()))
+    );
+    for (source, port) in [("APP", mqtts.port()), ("WEB", wss.port())] {
+        let role = route(&app, &world, source).await;
+        assert_eq!(
+            (role["port"].clone(), role["sslEnable"].clone()),
+            (json!(port), json!(true)),
+            "{source} routes get the TLS listener"
+        );
+    }
+
+    // A device over MQTT/TLS; its event reaches the shadow read over HTTPS.
+    let (id, token) = ids(&world.device);
+    let tls = client_config(app.tls_ca.as_ref().unwrap(), None);
+    let mut device = DeviceClient::connect_options(with_token(mqtts_options(id, mqtts, tls), id, token), PREFIX)
+        .await
+        .expect("the device logs in over MQTT/TLS");
+    publish_and_find(&app, &mut device, id, 31.5).await;
+    device.disconnect().await;
+    app.stop().await;
+}
+
+/// With neither listener for a kind of route, that kind is refused rather than advertising a
+/// port nobody serves; the other kinds go on.
+#[tokio::test]
+async fn a_route_without_a_listener_is_refused() {
+    let app = spawn_app_with(|c| {
+        c.mqtt_ws_addr = Listen(None);
+        c.mqtt_wss_addr = Listen(None);
+    })
+    .await;
+    let world = app.world().await;
+    let refused = app
+        .post(
+            format!("/api/v1/devices/{}/routes", world.device["id"].as_str().unwrap()),
+            &app.admin,
+            json!({"sourceType": "WEB"}),
+        )
+        .await
+        .error(400);
+    assert!(refused.contains("sourceType"), "{refused}");
+    let app_role = route(&app, &world, "APP").await;
+    assert_eq!(
+        (app_role["port"].clone(), app_role["sslEnable"].clone()),
+        (json!(app.mqtt.port()), json!(false))
+    );
+    app.stop().await;
 }
 
 async fn route(app: &TestApp, world: &crate::helpers::World, source: &str) -> Value {
