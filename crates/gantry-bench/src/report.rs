@@ -1257,6 +1257,150 @@ mod tests {
         );
     }
 
+    /// A report of two stores with every scenario and every check, for the golden tests.
+    fn golden_report() -> Report {
+        let mut report = sample_report();
+        report.settings.scenarios = ["read", "ingest-rest", "ingest-mqtt", "control", "connections"]
+            .map(str::to_owned)
+            .to_vec();
+        report.settings.ingest_devices = 1000;
+        report.settings.duration_seconds = 200.0;
+        let sqlite = &mut report.runs[0];
+        sqlite.devices_created = 2011;
+        sqlite.devices_seconds = 3.25;
+        sqlite.seed = Some(Seeded {
+            method: "store",
+            listed_device_events: 100_000,
+            store_events: 1_000_000,
+            seconds: 12.5,
+            events_per_second: 80_000.0,
+        });
+        let mut gantry = measurement(
+            ingest_mqtt::SCENARIO,
+            &ingest_mqtt::variant(25_000.0),
+            1000,
+            24_990.0,
+            80.0,
+        );
+        gantry.baseline_ratio = Some(0.9);
+        sqlite.measurements.extend([
+            measurement(read::SCENARIO, read::FIRST_PAGE_VARIANT, 1, 900.0, 12.0),
+            gantry,
+            measurement(control::SCENARIO, control::IDLE_VARIANT, 1, 300.0, 4.5),
+            measurement(
+                control::SCENARIO,
+                &format!("{} 10,000 msg/s of telemetry", control::LOADED_PREFIX),
+                1,
+                150.0,
+                30.0,
+            ),
+        ]);
+        sqlite.mqtt_ingest = Some(MqttIngestCheck {
+            gantry: outcome(25_000.0, 250_000, 250_000, 2_000),
+            stored: 250_000,
+            every_ack_stored: true,
+            stored_per_second: 24_990.0,
+            mosquitto: Some(crate::scenarios::ingest_mqtt::MosquittoBaseline {
+                addr: "127.0.0.1:1883".into(),
+                publishers: outcome(25_000.0, 250_000, 250_000, 0),
+                delivered: 250_000,
+                delivered_per_second: 27_000.0,
+            }),
+            mosquitto_skipped: None,
+        });
+        sqlite.control_check = Some(ControlCheck {
+            sent: 3000,
+            completed: 3000,
+            matches: true,
+            background: Some(outcome(10_000.0, 100_000, 100_000, 10)),
+        });
+        sqlite.connections = Some(ConnectionsResult {
+            target: 2_000,
+            open_file_limit: Some(4_096),
+            held: 1_990,
+            connect_seconds: 2.0,
+            connects_per_second: 995.0,
+            idle_rss_mib: Some(20.0),
+            rss_before_mib: Some(40.0),
+            rss_after_mib: Some(60.0),
+            kib_per_connection: Some(10.3),
+            error: Some("connection refused".into()),
+        });
+        sqlite.idle_rss_mib = Some(18.5);
+        sqlite.server = Some(crate::server::Stopped {
+            exit: "exit status: 0".into(),
+            peak_rss_mib: Some(120.0),
+            cpu_seconds: Some(300.5),
+            stop_seconds: 0.4,
+        });
+        sqlite.skipped.push("nothing, but shown".into());
+
+        let mut postgres = report.runs[0].clone();
+        postgres.backend = "postgres".into();
+        postgres.measurements.push(measurement(
+            ingest_mqtt::SCENARIO,
+            &ingest_mqtt::variant(10_000.0),
+            1000,
+            9_990.0,
+            40.0,
+        ));
+        postgres.mqtt_ingest = Some(MqttIngestCheck {
+            gantry: outcome(25_000.0, 250_000, 200_000, 50_000),
+            stored: 200_000,
+            every_ack_stored: true,
+            stored_per_second: 20_000.0,
+            mosquitto: None,
+            mosquitto_skipped: Some("connection refused".into()),
+        });
+        postgres.mqtt_floor = Some(MqttIngestCheck {
+            gantry: outcome(10_000.0, 100_000, 100_000, 100),
+            stored: 100_000,
+            every_ack_stored: true,
+            stored_per_second: 9_990.0,
+            mosquitto: None,
+            mosquitto_skipped: None,
+        });
+        postgres.control_check = Some(ControlCheck {
+            sent: 3000,
+            completed: 2999,
+            matches: false,
+            background: None,
+        });
+        postgres.error = Some("stopped by the test".into());
+        report.runs.push(postgres);
+        report.targets = report
+            .runs
+            .iter()
+            .flat_map(|run| targets_for(run, &report.settings))
+            .collect();
+        report
+    }
+
+    /// Compares `text` with the file `testdata/<name>`; `GANTRY_BENCH_BLESS=1` writes it instead.
+    fn golden(name: &str, text: &str) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata")
+            .join(name);
+        if std::env::var_os("GANTRY_BENCH_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            expected == text,
+            "{} differs from the rendering:\n{text}",
+            path.display()
+        );
+    }
+
+    #[test]
+    fn the_rendered_report_is_pinned() {
+        let report = golden_report();
+        golden("report.md", &render_markdown(&report));
+        let targets = serde_json::to_string_pretty(&report.targets).unwrap() + "\n";
+        golden("targets.json", &targets);
+    }
+
     #[test]
     fn the_report_serializes() {
         let json = serde_json::to_value(sample_report()).unwrap();
