@@ -81,7 +81,7 @@ pub async fn run(
         tokio::time::sleep(ctx.warmup + Duration::from_millis(100)).await;
         let variant = format!(
             "{LOADED_PREFIX} {} msg/s of telemetry",
-            crate::report::thousands(background_rate)
+            crate::format::thousands(background_rate)
         );
         let loaded = round_trips(ctx, &mut device_conn, &context, variant).await;
         let outcome = telemetry.await??;
