@@ -7,6 +7,7 @@ use anyhow::ensure;
 use clap::{Args, Parser, Subcommand};
 
 use crate::report::Settings;
+use crate::scenarios::control::Burst;
 use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read};
 
 #[derive(Debug, Parser)]
@@ -31,7 +32,8 @@ pub enum Command {
     Read,
     /// QoS 1 telemetry from many devices over MQTT, paced; a plain Mosquitto as the baseline.
     IngestMqtt,
-    /// PUT shadows → device over MQTT → ack → event log completed; idle and under telemetry.
+    /// PUT shadows → device over MQTT → ack → event log completed; idle, under telemetry, and
+    /// right after an ingest burst.
     Control,
     /// As many device connections as the open-file limit allows, held; memory per connection.
     Connections,
@@ -143,6 +145,17 @@ impl Options {
             control_background_rate: self
                 .control_background_rate
                 .unwrap_or(if q { 2_000.0 } else { 10_000.0 }),
+            // --quick: the same ten seconds of publishing and the same controls, at a fifth of
+            // the rate.
+            burst: if q {
+                Burst {
+                    events: 50_000,
+                    rate: 5_000.0,
+                    ..Burst::FULL
+                }
+            } else {
+                Burst::FULL
+            },
             held_connections: self.held_connections.unwrap_or(if q { 2_000 } else { 19_000 }),
         };
         ensure!(settings.connections > 0, "--connections must be at least 1");
@@ -190,6 +203,8 @@ mod tests {
             ["read", "ingest-rest", "ingest-mqtt", "control", "connections"]
         );
         assert_eq!((s.mqtt_rate, s.held_connections), (5_000.0, 2_000));
+        assert_eq!((s.burst.events, s.burst.rate, s.burst.controls), (50_000, 5_000.0, 200));
+        assert_eq!(s.burst.duration(), Burst::FULL.duration());
         let cli = Cli::parse_from(["gantry-bench", "--store-events", "5000000", "read"]);
         let (mode, s) = cli.options.settings(cli.command).unwrap();
         assert_eq!(mode, "custom");

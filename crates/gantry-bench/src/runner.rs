@@ -415,8 +415,12 @@ async fn measure_all(
                 mqtt,
                 &fleet.project_id,
                 device,
-                &fleet.ingest,
-                settings.control_background_rate,
+                control::Load {
+                    background: &fleet.ingest,
+                    background_rate: settings.control_background_rate,
+                    burst_devices: &fleet.ingest,
+                    burst: Some(settings.burst),
+                },
                 &tag,
             )
             .await?;

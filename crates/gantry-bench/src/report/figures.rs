@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use super::{BackendRun, Settings};
 use crate::format::thousands;
+use crate::scenarios::control::Burst;
 use crate::scenarios::ingest_mqtt::{self, MqttIngestCheck};
 use crate::scenarios::{Measurement, control, ingest_rest, read};
 
@@ -30,6 +31,8 @@ pub enum Figure {
     MqttOverMosquitto,
     ControlIdleP50,
     ControlIdleP99,
+    ControlBurstP99,
+    ControlBurstMax,
     ConnectionsHeld,
     ConnectionMemory,
     IdleRss,
@@ -137,6 +140,8 @@ impl Figures<'_> {
                 .and_then(|m| m.baseline_ratio),
             Figure::ControlIdleP50 => self.control(control::IDLE_VARIANT).map(|m| m.latency.p50_ms),
             Figure::ControlIdleP99 => self.control(control::IDLE_VARIANT).map(|m| m.latency.p99_ms),
+            Figure::ControlBurstP99 => self.control(control::BURST_VARIANT).map(|m| m.latency.p99_ms),
+            Figure::ControlBurstMax => self.control(control::BURST_VARIANT).map(|m| m.latency.max_ms),
             Figure::ConnectionsHeld => run.connections.as_ref().map(|c| c.held as f64),
             Figure::ConnectionMemory => run
                 .connections
@@ -169,6 +174,20 @@ impl Figures<'_> {
             Figure::MqttP99(_) | Figure::MqttBacklog(_) | Figure::ConnectionMemory => None,
             Figure::MqttOverMosquitto => run.mqtt_ingest.as_ref().and_then(|c| c.mosquitto_skipped.clone()),
             Figure::ControlIdleP50 | Figure::ControlIdleP99 => control_note(),
+            Figure::ControlBurstP99 | Figure::ControlBurstMax => {
+                let burst = self.settings.burst;
+                let smaller = (burst != Burst::FULL).then(|| {
+                    format!(
+                        "after {} events at {} msg/s from {} devices, {} controls; not 250,000 at 25,000 msg/s from 200, 200 controls",
+                        thousands(burst.events as f64),
+                        thousands(burst.rate),
+                        burst.devices,
+                        burst.controls
+                    )
+                });
+                let notes: Vec<String> = smaller.into_iter().chain(control_note()).collect();
+                (!notes.is_empty()).then(|| notes.join("; "))
+            }
             Figure::ConnectionsHeld => run.connections.as_ref().and_then(|c| {
                 let mut notes: Vec<String> = c.error.iter().cloned().collect();
                 if c.target < FULL_HELD_CONNECTIONS {

@@ -158,6 +158,18 @@ fn mqtt_lines(out: &mut String, run: &BackendRun) {
                 thousands(bg.acked_per_second())
             );
         }
+        if let Some(burst) = &c.burst {
+            let _ = write!(
+                out,
+                "; ingest burst before the last series: {} messages at {} msg/s offered by {} devices, {} acknowledged, \
+                 the last {:.1} s after publishing stopped",
+                thousands(burst.sent as f64),
+                thousands(burst.offered_rate),
+                burst.connections,
+                thousands(burst.acked as f64),
+                burst.drain_seconds
+            );
+        }
         out.push('\n');
     }
     if let Some(c) = &run.connections {

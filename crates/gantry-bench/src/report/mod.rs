@@ -18,7 +18,7 @@ use crate::load::WindowPoint;
 use crate::machine::Machine;
 use crate::scenarios::Measurement;
 use crate::scenarios::connections::ConnectionsResult;
-use crate::scenarios::control::ControlCheck;
+use crate::scenarios::control::{Burst, ControlCheck};
 use crate::scenarios::ingest_mqtt::MqttIngestCheck;
 use crate::scenarios::ingest_rest::IngestCheck;
 use crate::seed::Seeded;
@@ -59,6 +59,8 @@ pub struct Settings {
     pub mqtt_rate: f64,
     /// Telemetry messages/s under the loaded control round trips.
     pub control_background_rate: f64,
+    /// The ingest burst the last control series follows.
+    pub burst: Burst,
     /// Connections the connections scenario asks for, before the open-file limit.
     pub held_connections: usize,
 }

@@ -69,6 +69,7 @@ fn sample_report() -> Report {
         store_events: 1_000_000,
         mqtt_rate: 25_000.0,
         control_background_rate: 10_000.0,
+        burst: control::Burst::FULL,
         held_connections: 19_000,
     };
     let mut run = BackendRun::new(Store::Sqlite);
@@ -203,6 +204,7 @@ fn mqtt_targets_and_checks() {
         completed: 2999,
         matches: false,
         background: None,
+        burst: None,
     });
     run.connections = Some(ConnectionsResult {
         target: 19_000,
@@ -462,6 +464,7 @@ fn golden_report() -> Report {
             150.0,
             30.0,
         ),
+        measurement(control::SCENARIO, control::BURST_VARIANT, 1, 120.0, 18.0),
     ]);
     sqlite.mqtt_ingest = Some(MqttIngestCheck {
         gantry: outcome(25_000.0, 250_000, 250_000, 2_000),
@@ -481,6 +484,7 @@ fn golden_report() -> Report {
         completed: 3000,
         matches: true,
         background: Some(outcome(10_000.0, 100_000, 100_000, 10)),
+        burst: Some(outcome(25_000.0, 250_000, 250_000, 3_000)),
     });
     sqlite.connections = Some(ConnectionsResult {
         target: 2_000,
@@ -533,6 +537,7 @@ fn golden_report() -> Report {
         completed: 2999,
         matches: false,
         background: None,
+        burst: None,
     });
     postgres.error = Some("stopped by the test".into());
     report.runs.push(postgres);
@@ -587,4 +592,38 @@ fn a_run_is_sound_until_a_store_stops_or_a_count_differs() {
         c.matches = false;
     }
     assert!(!lost.sound());
+}
+
+#[test]
+fn controls_right_after_a_burst_are_checked_and_a_smaller_burst_says_so() {
+    let mut report = sample_report();
+    report.settings.scenarios = vec![control::SCENARIO.into()];
+    report.runs[0]
+        .measurements
+        .push(measurement(control::SCENARIO, control::BURST_VARIANT, 1, 100.0, 15.0));
+    let by_name = |targets: &[TargetResult], name: &str| targets.iter().find(|t| t.target == name).cloned().unwrap();
+    let targets = targets_for(&report.runs[0], &report.settings);
+    let p99 = by_name(&targets, "control: round trip p99, right after an ingest burst");
+    assert_eq!((p99.limit, p99.measured, p99.met), (20.0, Some(15.0), Some(true)));
+    let max = by_name(&targets, "control: round trip max, right after an ingest burst");
+    assert_eq!((max.limit, max.measured, max.met), (50.0, Some(45.0), Some(true)));
+    assert_eq!((p99.note, max.reference), (None, false));
+
+    report.settings.burst = control::Burst {
+        events: 50_000,
+        rate: 5_000.0,
+        ..control::Burst::FULL
+    };
+    report.runs[0].measurements.last_mut().unwrap().latency.max_ms = 60.0;
+    let targets = targets_for(&report.runs[0], &report.settings);
+    let max = by_name(&targets, "control: round trip max, right after an ingest burst");
+    assert_eq!(max.met, Some(false));
+    assert!(
+        max.note
+            .as_deref()
+            .unwrap()
+            .starts_with("after 50,000 events at 5,000 msg/s from 200 devices, 200 controls"),
+        "{:?}",
+        max.note
+    );
 }
