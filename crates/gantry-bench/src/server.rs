@@ -275,8 +275,8 @@ pub struct ProcSample {
 
 /// Waits until the server at `pid` has used under 5 % of a core for a second, at most `limit`;
 /// returns how long it waited (None: no process to watch). A scenario that measures an idle
-/// server runs after one that overloaded it on purpose (ingest-mqtt at 25,000 msg/s leaves a
-/// backlog that the server goes on storing and moving for seconds).
+/// server runs after one that overloaded it on purpose (ingest-mqtt's overload leaves a backlog
+/// that the server goes on storing for a while).
 pub async fn wait_until_idle(pid: Option<u32>, limit: std::time::Duration) -> Option<std::time::Duration> {
     let pid = pid?;
     let started = std::time::Instant::now();
