@@ -14,7 +14,7 @@ use crate::http::{Api, Target};
 use crate::report::{BackendRun, Settings};
 use crate::scenarios::ingest_mqtt::MqttTarget;
 use crate::scenarios::{Ctx, baseline, connections, control, ingest_mqtt, ingest_rest, read};
-use crate::seed::{self, Fleet, FleetSize};
+use crate::seed::{self, DeviceRef, Fleet, FleetSize};
 use crate::server::{self, Server, ServerOptions};
 use crate::{mqtt, scenarios};
 
@@ -353,52 +353,7 @@ async fn measure_all(
             return Ok(());
         };
         if settings.wants(ingest_mqtt::SCENARIO) {
-            let outcome = ingest_mqtt::run(ctx, mqtt, &fleet.ingest, settings.mqtt_rate, &tag).await?;
-            if !outcome.check.every_ack_stored {
-                eprintln!(
-                    "[{}] WARNING: {} messages acknowledged but {} events stored",
-                    run.backend, outcome.check.gantry.acked, outcome.check.stored
-                );
-            }
-            let plain = outcome.check.stored_per_second;
-            run.measurements.extend(outcome.measurements);
-            run.mqtt_ingest = Some(outcome.check);
-            if let Some(tls) = ctx.mqtt_tls {
-                // The same devices and rate over TLS, once the server is idle again.
-                server::wait_until_idle(ctx.pid, Duration::from_secs(120)).await;
-                let mut outcome = ingest_mqtt::run(ctx, tls, &fleet.ingest, settings.mqtt_rate, &tag).await?;
-                if let Some(m) = outcome.measurements.last_mut() {
-                    let ratio = outcome.check.stored_per_second / plain.max(f64::EPSILON);
-                    m.note = Some(format!(
-                        "{:.2} × plain in the same run (target ≥ 0.80); {}",
-                        ratio,
-                        m.note.take().unwrap_or_default()
-                    ));
-                }
-                if !outcome.check.every_ack_stored {
-                    eprintln!(
-                        "[{}] WARNING: over TLS, acknowledged messages are missing from the store",
-                        run.backend
-                    );
-                }
-                run.measurements.extend(outcome.measurements);
-            }
-            if let Some(floor) = run.backend.profile().own_mqtt_floor
-                && settings.mqtt_rate > floor
-            {
-                // The issue's rate for this store, where its MQTT targets are checked; the run
-                // above is its ceiling beside Mosquitto's.
-                server::wait_until_idle(ctx.pid, Duration::from_secs(120)).await;
-                let at_floor = MqttTarget {
-                    mosquitto: None,
-                    ..mqtt.clone()
-                };
-                let mut outcome = ingest_mqtt::run(ctx, &at_floor, &fleet.ingest, floor, &tag).await?;
-                // Its baseline is the run's above, not missing.
-                outcome.check.mosquitto_skipped = None;
-                run.measurements.extend(outcome.measurements);
-                run.mqtt_floor = Some(outcome.check);
-            }
+            measure_ingest_mqtt(run, ctx, mqtt, &fleet.ingest, settings, &tag).await?;
         }
         if settings.wants(control::SCENARIO) {
             // Its first measurement is of an idle server.
@@ -416,10 +371,9 @@ async fn measure_all(
                 &fleet.project_id,
                 device,
                 control::Load {
-                    background: &fleet.ingest,
+                    devices: &fleet.ingest,
                     background_rate: settings.control_background_rate,
-                    burst_devices: &fleet.ingest,
-                    burst: Some(settings.burst),
+                    burst: settings.burst,
                 },
                 &tag,
             )
@@ -435,6 +389,65 @@ async fn measure_all(
     .await;
     scenarios::apply_baselines(&mut run.measurements);
     result
+}
+
+/// ingest-mqtt at the run's rate (and over TLS when asked), then at the store's own rate when
+/// the issue names one below it.
+async fn measure_ingest_mqtt(
+    run: &mut BackendRun,
+    ctx: &Ctx<'_>,
+    mqtt: &MqttTarget,
+    devices: &[DeviceRef],
+    settings: &Settings,
+    tag: &str,
+) -> anyhow::Result<()> {
+    let outcome = ingest_mqtt::run(ctx, mqtt, devices, settings.mqtt_rate, tag).await?;
+    if !outcome.check.every_ack_stored {
+        eprintln!(
+            "[{}] WARNING: {} messages acknowledged but {} events stored",
+            run.backend, outcome.check.gantry.acked, outcome.check.stored
+        );
+    }
+    let plain = outcome.check.stored_per_second;
+    run.measurements.extend(outcome.measurements);
+    run.mqtt_ingest = Some(outcome.check);
+    if let Some(tls) = ctx.mqtt_tls {
+        // The same devices and rate over TLS, once the server is idle again.
+        server::wait_until_idle(ctx.pid, Duration::from_secs(120)).await;
+        let mut outcome = ingest_mqtt::run(ctx, tls, devices, settings.mqtt_rate, tag).await?;
+        if let Some(m) = outcome.measurements.last_mut() {
+            let ratio = outcome.check.stored_per_second / plain.max(f64::EPSILON);
+            m.note = Some(format!(
+                "{:.2} × plain in the same run (target ≥ 0.80); {}",
+                ratio,
+                m.note.take().unwrap_or_default()
+            ));
+        }
+        if !outcome.check.every_ack_stored {
+            eprintln!(
+                "[{}] WARNING: over TLS, acknowledged messages are missing from the store",
+                run.backend
+            );
+        }
+        run.measurements.extend(outcome.measurements);
+    }
+    if let Some(floor) = run.backend.profile().own_mqtt_floor
+        && settings.mqtt_rate > floor
+    {
+        // The issue's rate for this store, where its MQTT targets are checked; the run
+        // above is its ceiling beside Mosquitto's.
+        server::wait_until_idle(ctx.pid, Duration::from_secs(120)).await;
+        let at_floor = MqttTarget {
+            mosquitto: None,
+            ..mqtt.clone()
+        };
+        let mut outcome = ingest_mqtt::run(ctx, &at_floor, devices, floor, tag).await?;
+        // Its baseline is the run's above, not missing.
+        outcome.check.mosquitto_skipped = None;
+        run.measurements.extend(outcome.measurements);
+        run.mqtt_floor = Some(outcome.check);
+    }
+    Ok(())
 }
 
 /// A PostgreSQL URL whose host is this machine (its processes can be sampled).

@@ -36,12 +36,12 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ControlCheck {
-    /// Controls sent (PUT answered 200) over both runs.
+    /// Controls sent (PUT answered 200) over the three series.
     pub sent: u64,
     /// Of them, event logs the API lists as completed afterwards.
     pub completed: u64,
     pub matches: bool,
-    /// The telemetry published meanwhile in the loaded run.
+    /// The telemetry published during the second series.
     pub background: Option<Outcome>,
     /// The ingest burst the last series followed.
     pub burst: Option<Outcome>,
@@ -73,14 +73,13 @@ impl Burst {
     }
 }
 
-/// The telemetry around the control series: a paced background for the loaded series, and the
-/// burst before the last one.
+/// The telemetry around the control series: `devices` publish `background_rate` messages/s
+/// under the second series (none when zero), and the first `burst.devices` of them the burst
+/// before the third.
 pub struct Load<'a> {
-    pub background: &'a [DeviceRef],
+    pub devices: &'a [DeviceRef],
     pub background_rate: f64,
-    /// Publishes the burst; the first `burst.devices` of them.
-    pub burst_devices: &'a [DeviceRef],
-    pub burst: Option<Burst>,
+    pub burst: Burst,
 }
 
 /// When a series of round trips ends.
@@ -107,60 +106,36 @@ pub async fn run(
     load: Load<'_>,
     tag: &str,
 ) -> anyhow::Result<ControlOutcome> {
-    let Load {
-        background,
-        background_rate,
-        ..
-    } = load;
     let context = format!("bench-{tag}-control");
     let mut device_conn = DeviceConn::connect(target, device).await?;
     let mut measurements = Vec::new();
 
-    let (idle, idle_sent) =
-        round_trips(ctx, &mut device_conn, &context, IDLE_VARIANT.to_owned(), Series::Timed).await?;
+    let (idle, mut sent) = round_trips(ctx, &mut device_conn, &context, IDLE_VARIANT.to_owned(), Series::Timed).await?;
     measurements.push(idle);
 
-    let mut background_outcome = None;
-    let mut loaded_sent = 0;
-    if !background.is_empty() && background_rate > 0.0 {
-        let conns = ingest_mqtt::connect_devices(target, background).await?;
-        let payload = ingest_mqtt::payloads(background.iter().map(|d| d.id.clone()).collect());
-        // The telemetry runs a little longer than the round trips on both sides, so every
-        // round trip is measured under it.
-        let pace = mqtt_load::Pace {
-            rate: background_rate,
-            warmup: ctx.warmup,
-            duration: ctx.warmup + ctx.duration + Duration::from_millis(500),
-            drain: Duration::from_secs(10),
-        };
-        let telemetry = tokio::spawn(mqtt_load::drive(conns, payload, pace));
-        tokio::time::sleep(ctx.warmup + Duration::from_millis(100)).await;
-        let variant = format!("{LOADED_PREFIX} {} msg/s of telemetry", thousands(background_rate));
-        let loaded = round_trips(ctx, &mut device_conn, &context, variant, Series::Timed).await;
-        let outcome = telemetry.await??;
-        let (mut loaded, sent) = loaded?;
-        loaded.note = Some(format!(
-            "telemetry from {} devices: {:.0} msg/s acknowledged, p99 {:.1} ms",
-            outcome.connections,
-            outcome.acked_per_second(),
-            outcome.latency.p99_ms
-        ));
-        loaded_sent = sent;
+    let mut background = None;
+    if !load.devices.is_empty() && load.background_rate > 0.0 {
+        let (loaded, loaded_sent, outcome) = under_telemetry(
+            ctx,
+            target,
+            &mut device_conn,
+            &context,
+            load.devices,
+            load.background_rate,
+        )
+        .await?;
+        sent += loaded_sent;
         measurements.push(loaded);
-        background_outcome = Some(outcome);
+        background = Some(outcome);
     }
-    let mut burst_outcome = None;
-    let mut burst_sent = 0;
-    if let Some(burst) = load.burst {
-        let devices = &load.burst_devices[..burst.devices.min(load.burst_devices.len())];
-        let (measurement, sent, outcome) = after_burst(ctx, target, &mut device_conn, &context, devices, burst).await?;
-        burst_sent = sent;
-        measurements.push(measurement);
-        burst_outcome = Some(outcome);
-    }
+
+    let burst_devices = &load.devices[..load.burst.devices.min(load.devices.len())];
+    let (after, burst_sent, burst) =
+        after_burst(ctx, target, &mut device_conn, &context, burst_devices, load.burst).await?;
+    sent += burst_sent;
+    measurements.push(after);
     device_conn.writer.disconnect().await;
 
-    let sent = idle_sent + loaded_sent + burst_sent;
     let completed = completed_logs(ctx.api, project_id, &context).await?;
     eprintln!("  {SCENARIO}: {sent} controls sent, {completed} event logs completed");
     Ok(ControlOutcome {
@@ -169,10 +144,44 @@ pub async fn run(
             sent,
             completed,
             matches: completed == sent,
-            background: background_outcome,
-            burst: burst_outcome,
+            background,
+            burst: Some(burst),
         },
     })
+}
+
+/// The timed series while `devices` publish `rate` messages/s of telemetry.
+async fn under_telemetry(
+    ctx: &Ctx<'_>,
+    target: &MqttTarget,
+    device: &mut DeviceConn,
+    context: &str,
+    devices: &[DeviceRef],
+    rate: f64,
+) -> anyhow::Result<(Measurement, u64, Outcome)> {
+    let conns = ingest_mqtt::connect_devices(target, devices).await?;
+    let payload = ingest_mqtt::payloads(devices.iter().map(|d| d.id.clone()).collect());
+    // The telemetry runs a little longer than the round trips on both sides, so every round
+    // trip is measured under it.
+    let pace = mqtt_load::Pace {
+        rate,
+        warmup: ctx.warmup,
+        duration: ctx.warmup + ctx.duration + Duration::from_millis(500),
+        drain: Duration::from_secs(10),
+    };
+    let telemetry = tokio::spawn(mqtt_load::drive(conns, payload, pace));
+    tokio::time::sleep(ctx.warmup + mqtt_load::START_DELAY).await;
+    let variant = format!("{LOADED_PREFIX} {} msg/s of telemetry", thousands(rate));
+    let series = round_trips(ctx, device, context, variant, Series::Timed).await;
+    let outcome = telemetry.await??;
+    let (mut measurement, sent) = series?;
+    measurement.note = Some(format!(
+        "telemetry from {} devices: {:.0} msg/s acknowledged, p99 {:.1} ms",
+        outcome.connections,
+        outcome.acked_per_second(),
+        outcome.latency.p99_ms
+    ));
+    Ok((measurement, sent, outcome))
 }
 
 /// The device's side: logged in, subscribed to its inbox.
