@@ -268,7 +268,7 @@ async fn after_burst(
     let outcome = telemetry.await??;
     let (mut measurement, sent) = series?;
     measurement.note = Some(format!(
-        "after {} events published at {} msg/s by {} devices ({} acknowledged, {} of them after publishing stopped); {}",
+        "after {} events published at {} msg/s by {} devices ({} acknowledged, {} still owed when publishing stopped); {}",
         thousands(outcome.sent as f64),
         thousands(burst.rate),
         outcome.connections,
