@@ -2,9 +2,12 @@
 //! database created on the given server for this run and dropped after it.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sqlx::{Connection, Executor, PgConnection};
+
+use crate::store::Store;
 
 /// Which store a run uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,10 +20,10 @@ pub enum Backend {
 }
 
 impl Backend {
-    pub fn name(&self) -> &'static str {
+    pub fn store(&self) -> Store {
         match self {
-            Backend::Sqlite => "sqlite",
-            Backend::Postgres { .. } => "postgres",
+            Backend::Sqlite => Store::Sqlite,
+            Backend::Postgres { .. } => Store::Postgres,
         }
     }
 }
@@ -72,15 +75,17 @@ impl Database {
     /// After a bulk load, what a running PostgreSQL does on its own within minutes: VACUUM (the
     /// visibility map lets index scans skip the heap) and ANALYZE (statistics for the planner).
     /// Measuring before it would measure autovacuum's catch-up instead of the store.
-    pub async fn settle(&self) -> anyhow::Result<()> {
+    /// Returns how long that took, or None when the store needs nothing of the kind.
+    pub async fn settle(&self) -> anyhow::Result<Option<Duration>> {
         if !matches!(self.backend, Backend::Postgres { .. }) {
-            return Ok(());
+            return Ok(None);
         }
+        let started = Instant::now();
         let mut conn = PgConnection::connect(&self.store_url).await?;
         conn.execute("VACUUM (ANALYZE)")
             .await
             .context("VACUUM (ANALYZE) after seeding")?;
-        Ok(())
+        Ok(Some(started.elapsed()))
     }
 
     /// Drops the run's PostgreSQL database (nothing to do for SQLite: the temp dir goes).

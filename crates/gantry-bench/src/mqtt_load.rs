@@ -166,12 +166,15 @@ struct Ends {
     period: Duration,
 }
 
+/// How long after `drive` is called the publishing starts (every task spawned by then).
+pub const START_DELAY: Duration = Duration::from_millis(100);
+
 /// Publishes at `pace.rate` over all `conns`, then drains. Each connection is closed afterwards.
 pub async fn drive(conns: Vec<Connected>, payload: PayloadFn, pace: Pace) -> anyhow::Result<Outcome> {
     anyhow::ensure!(!conns.is_empty(), "no connections to publish on");
     anyhow::ensure!(pace.rate > 0.0, "the rate must be positive");
     let n = conns.len();
-    let start = Instant::now() + Duration::from_millis(100);
+    let start = Instant::now() + START_DELAY;
     let measure_from = start + pace.warmup;
     let end = measure_from + pace.duration;
     let ends = Arc::new(Ends {

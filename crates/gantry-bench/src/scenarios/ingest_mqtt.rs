@@ -222,12 +222,12 @@ pub async fn run(
 
 /// The measurement's variant at `rate` offered.
 pub fn variant(rate: f64) -> String {
-    format!("{VARIANT}, {} msg/s offered", crate::report::thousands(rate))
+    format!("{VARIANT}, {} msg/s offered", crate::format::thousands(rate))
 }
 
 /// The measurement's variant over MQTT/TLS at `rate` offered.
 pub fn tls_variant(rate: f64) -> String {
-    format!("{VARIANT} over TLS, {} msg/s offered", crate::report::thousands(rate))
+    format!("{VARIANT} over TLS, {} msg/s offered", crate::format::thousands(rate))
 }
 
 /// Events/s is over the whole run (first publish to last PUBACK); the note says what else to
@@ -286,7 +286,7 @@ async fn baseline(
         SCENARIO,
         format!(
             "{MOSQUITTO_VARIANT}, {} msg/s offered",
-            crate::report::thousands(pace.rate)
+            crate::format::thousands(pace.rate)
         ),
         outcome.connections,
         delivered_per_second,

@@ -20,7 +20,7 @@ const PAGE_SIZE: u64 = 100;
 /// The deep page asked for, when the listing has that many pages.
 const DEEP_PAGE: u64 = 1000;
 /// Listings are measured at 1 connection (latency) and at this many (throughput). Not at 64: a
-/// listing that costs the server 0.25 to 2.5 s of CPU would queue 64 deep for a minute.
+/// listing costs the server milliseconds of CPU, and 64 of them queued would measure the queue.
 pub const LISTING_CONNECTIONS: usize = 8;
 
 /// The devices to read: `devices` round-robin for device and shadow reads; `listed` holds
