@@ -18,6 +18,8 @@ pub enum Command {
     Serve(Box<ServeConfig>),
     /// Simulate a device: connect over MQTT, publish attribute values, answer controls with acks.
     Device(DeviceConfig),
+    /// Ask a running server's /healthz: exit 0 when it answers 200, 1 otherwise.
+    Healthcheck(crate::healthcheck::HealthcheckConfig),
 }
 
 #[derive(Debug, Clone, Args)]

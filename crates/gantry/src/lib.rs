@@ -4,6 +4,7 @@
 mod broker_auth;
 pub mod config;
 pub mod device;
+pub mod healthcheck;
 mod http;
 mod limits;
 mod mqtt;

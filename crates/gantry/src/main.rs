@@ -26,5 +26,6 @@ async fn main() -> anyhow::Result<()> {
             app.run_until(gantry::shutdown_signal()).await
         }
         Command::Device(config) => gantry::simulate::run(config).await,
+        Command::Healthcheck(config) => gantry::healthcheck::run(config).await,
     }
 }
