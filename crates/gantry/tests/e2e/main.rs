@@ -14,6 +14,7 @@ mod logs;
 mod mqtt;
 mod openapi;
 mod operations;
+mod readme;
 mod rotation;
 mod routes;
 mod tls;
