@@ -23,6 +23,10 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "static smoke: $*" >&2; exit 1; }
 
+if ! command -v file >/dev/null 2>&1 || ! command -v readelf >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq file binutils >/dev/null
+fi
+
 echo "--- is it static?"
 file "$binary"
 file "$binary" | grep -q 'static-pie linked\|statically linked' || fail "not statically linked"
