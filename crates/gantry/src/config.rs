@@ -26,6 +26,8 @@ pub enum Command {
     Admin(Box<crate::admin::AdminArgs>),
     /// Print the shell completion script of `gantry` (bash, zsh or fish) to stdout.
     Completions(crate::admin::CompletionsArgs),
+    /// Ask a running server's /healthz: exit 0 when it answers 200, 1 otherwise.
+    Healthcheck(crate::healthcheck::HealthcheckConfig),
 }
 
 #[derive(Debug, Clone, Args)]

@@ -5,6 +5,7 @@ pub mod admin;
 mod broker_auth;
 pub mod config;
 pub mod device;
+pub mod healthcheck;
 mod http;
 mod limits;
 pub mod logging;

@@ -32,7 +32,7 @@ async fn run() -> anyhow::Result<()> {
             gantry::admin::completions(&args);
             return Ok(());
         }
-        Command::Serve(_) | Command::Device(_) => {}
+        Command::Serve(_) | Command::Device(_) | Command::Healthcheck(_) => {}
     }
     let log_format = match &cli.command {
         Command::Serve(config) => config.log_format,
@@ -45,6 +45,7 @@ async fn run() -> anyhow::Result<()> {
             app.run_until(gantry::shutdown_signal()).await
         }
         Command::Device(config) => gantry::simulate::run(config).await,
+        Command::Healthcheck(config) => gantry::healthcheck::run(config).await,
         Command::Admin(_) | Command::Completions(_) => unreachable!("handled before logging starts"),
     }
 }

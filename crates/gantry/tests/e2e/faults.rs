@@ -60,11 +60,9 @@ impl Proxy {
 /// 500, and a device's publishes are not acknowledged; once it is back Gantry recovers by itself
 /// and nothing acknowledged is lost. Runs with `GANTRY_E2E_POSTGRES_URL` only.
 #[tokio::test]
+#[ignore = "needs GANTRY_E2E_POSTGRES_URL (a PostgreSQL server)"]
 async fn postgres_going_away_is_503_and_recovers() {
-    let Ok(server) = std::env::var("GANTRY_E2E_POSTGRES_URL") else {
-        eprintln!("skipped: postgres_going_away_is_503_and_recovers needs GANTRY_E2E_POSTGRES_URL");
-        return;
-    };
+    let server = crate::helpers::required_var("GANTRY_E2E_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres");
     // postgres://user@host:port/database: the app reaches host:port through the proxy.
     let host_port = server
         .split_once('@')
@@ -160,7 +158,7 @@ async fn a_full_disk_is_503_and_writes_resume() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        eprintln!("skipped: a_full_disk_is_503_and_writes_resume needs to mount a tmpfs (root)");
+        crate::helpers::say_skipped("a_full_disk_is_503_and_writes_resume", "mounting a tmpfs needs root");
         return;
     }
     let _mount = Mount(data.clone());

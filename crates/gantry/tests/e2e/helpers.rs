@@ -68,6 +68,22 @@ impl Reply {
 /// Stands for a listener that is off or unknown: nothing can connect to port 0.
 pub const UNBOUND: std::net::SocketAddr =
     std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+/// The value of `name`, for a test marked `#[ignore = "needs <name> ..."]`: `cargo test` reports
+/// such a test as ignored, and `-- --include-ignored` runs it; then a missing variable fails it
+/// with this message rather than letting it pass untested.
+pub fn required_var(name: &str, example: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| panic!("{name} is not set: this test needs it (say {name}={example})"))
+}
+
+/// Says on the terminal that a test skipped its checks (what it needs is missing at run time).
+/// Written to stderr directly: the test harness captures `eprintln!` of a passing test.
+pub fn say_skipped(test: &str, reason: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
+}
 
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await

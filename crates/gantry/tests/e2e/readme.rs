@@ -1,0 +1,314 @@
+//! The README's MQTT examples work as written: every `mosquitto_*` command (and the `openssl`
+//! lines beside them) of the README's `sh` blocks is taken from the README itself and run with
+//! mosquitto's command-line clients against a server on port 0. Only what differs on a test
+//! server is put in: the ports (1883, 8883), the generated CA's path, and `$DEVICE` and
+//! `$DEVICE_TOKEN` as environment variables. A command with another port, or a README without
+//! one of the kinds of example checked here, fails the test.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::helpers::{TestApp, spawn_app_with, unique};
+
+const README: &str = include_str!("../../../../README.md");
+
+/// How long one command may take before the test gives up on it (a bound, not a measurement).
+const COMMAND_BOUND: Duration = Duration::from_secs(30);
+
+/// The commands of each ```sh block of `markdown`, continuation lines joined.
+fn sh_blocks(markdown: &str) -> Vec<Vec<String>> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<String>> = None;
+    let mut pending = String::new();
+    for line in markdown.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```sh") => current = Some(Vec::new()),
+            (Some(_), "```") => blocks.push(current.take().expect("inside a block")),
+            (Some(commands), text) => {
+                let (text, continued) = match text.strip_suffix('\\') {
+                    Some(head) => (head, true),
+                    None => (text, false),
+                };
+                pending.push_str(text.trim());
+                pending.push(' ');
+                if !continued {
+                    let command = std::mem::take(&mut pending).trim().to_owned();
+                    if !command.is_empty() && !command.starts_with('#') {
+                        commands.push(command);
+                    }
+                }
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+/// The README's blocks that hold a `mosquitto_*` command.
+fn mqtt_blocks() -> Vec<Vec<String>> {
+    sh_blocks(README)
+        .into_iter()
+        .filter(|block| block.iter().any(|c| c.starts_with("mosquitto_")))
+        .collect()
+}
+
+/// The JSON message of a command's `-m '...'` argument.
+fn message_of(command: &str) -> Value {
+    let (_, rest) = command.split_once("-m '").expect("a -m '...' message");
+    let (text, _) = rest.split_once('\'').expect("the message's closing quote");
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("the README's message is not JSON ({e}): {text}"))
+}
+
+/// The load values a message carries.
+fn values_of(message: &Value) -> Vec<f64> {
+    message["payload"]["attrs"]
+        .as_array()
+        .expect("payload.attrs")
+        .iter()
+        .map(|a| a["value"].as_f64().expect("a number"))
+        .collect()
+}
+
+struct Server<'a> {
+    app: &'a TestApp,
+    device: String,
+    token: String,
+    dir: &'a Path,
+}
+
+impl Server<'_> {
+    /// `command` with the test server's ports and CA put in; panics on a port it does not know.
+    fn localize(&self, command: &str) -> String {
+        let mqtts = self.app.mqtts.expect("MQTT over TLS is on").port();
+        let ca = self.app.tls_ca.as_ref().expect("a generated CA");
+        let local = command
+            .replace(" -p 1883 ", &format!(" -p {} ", self.app.mqtt.port()))
+            .replace(" -p 8883 ", &format!(" -p {mqtts} "))
+            .replace("./gantry-data/tls/ca.pem", &ca.display().to_string());
+        let words: Vec<&str> = local.split_whitespace().collect();
+        for pair in words.windows(2) {
+            match pair[0] {
+                "-p" => assert!(
+                    [self.app.mqtt.port(), mqtts].iter().any(|p| p.to_string() == pair[1]),
+                    "a README command uses a port this test does not know: {command}"
+                ),
+                "-h" => assert!(
+                    ["127.0.0.1", "localhost"].contains(&pair[1]),
+                    "a README command uses a host this test does not know: {command}"
+                ),
+                _ => {}
+            }
+        }
+        local
+    }
+
+    fn bash(&self, command: &str) -> Command {
+        let mut child = Command::new("bash");
+        child
+            .arg("-c")
+            .arg(command)
+            .current_dir(self.dir)
+            .env("DEVICE", &self.device)
+            .env("DEVICE_TOKEN", &self.token)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        child
+    }
+
+    /// Runs a command to its end; its standard output. Panics when it fails.
+    async fn run(&self, command: &str) -> String {
+        let output = tokio::time::timeout(COMMAND_BOUND, self.bash(command).output())
+            .await
+            .unwrap_or_else(|_| panic!("no end within {COMMAND_BOUND:?}: {command}"))
+            .expect("bash runs");
+        assert!(
+            output.status.success(),
+            "{command}\nexited {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The load values stored for the device.
+    async fn stored_loads(&self) -> Vec<f64> {
+        let listed = self
+            .app
+            .get(
+                format!("/api/v1/devices/{}/events?pageSize=1000", self.device),
+                &self.app.admin,
+            )
+            .await
+            .result();
+        listed["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["attributeCode"] == "load")
+            .map(|e| e["attributeData"].as_f64().unwrap())
+            .collect()
+    }
+
+    /// A control to the device, as the README's walk-through sends it.
+    async fn send_control(&self) {
+        self.app
+            .put(
+                format!("/api/v1/devices/{}/shadows", self.device),
+                &self.app.admin,
+                json!({"needack": true, "contextId": "demo", "payload": {"attrs": [{"code": "limit", "value": 8.5}]}}),
+            )
+            .await
+            .result();
+    }
+
+    /// Runs `mosquitto_sub` until it prints a control sent to the device's inbox; the line.
+    async fn watch_inbox(&self, command: &str) -> String {
+        let mut child = self.bash(command).spawn().expect("bash runs");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        // The subscription is made some time after the start: controls go until one arrives.
+        let seen = tokio::time::timeout(COMMAND_BOUND, async {
+            loop {
+                self.send_control().await;
+                if let Ok(line) = tokio::time::timeout(Duration::from_millis(500), lines.next_line()).await {
+                    break line
+                        .expect("reading mosquitto_sub")
+                        .expect("mosquitto_sub printed a line");
+                }
+            }
+        })
+        .await;
+        let _ = child.kill().await;
+        seen.unwrap_or_else(|_| panic!("no control reached the inbox: {command}"))
+    }
+}
+
+/// A CA for device certificates, as the operator would have it: `devices-ca.pem` and
+/// `devices-ca.key` in `dir`.
+async fn make_devices_ca(dir: &Path) {
+    let status = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ])
+        .args(["-keyout", "devices-ca.key", "-out", "devices-ca.pem", "-days", "30"])
+        .args([
+            "-subj",
+            "/CN=Fleet devices",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+        ])
+        .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .expect("openssl runs (apt-get install openssl)");
+    assert!(status.success(), "openssl made no CA");
+}
+
+#[tokio::test]
+#[ignore = "needs mosquitto-clients and openssl (the README's commands)"]
+async fn the_readme_mqtt_examples_work_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    make_devices_ca(dir.path()).await;
+    let ca = dir.path().join("devices-ca.pem");
+    let app = spawn_app_with(|c| c.mqtt_client_ca = Some(ca)).await;
+    let project = app.create_project(&app.admin).await;
+    let model = app
+        .post(
+            "/api/v1/deviceModels",
+            &app.admin,
+            json!({"name": unique("TC-7052"), "deviceType": "TowerCrane", "attributesMap": {
+                "load":  {"name": "Load (t)", "code": "load", "dataType": "Float", "readable": "R", "channel": "m"},
+                "limit": {"name": "Load limit", "code": "limit", "dataType": "Float", "readable": "RW", "channel": "m"}
+            }}),
+        )
+        .await
+        .result();
+    let device = app.create_device(&app.admin, &project, &model).await;
+    let server = Server {
+        app: &app,
+        device: device["id"].as_str().unwrap().to_owned(),
+        token: device["accessToken"].as_str().unwrap().to_owned(),
+        dir: dir.path(),
+    };
+
+    let blocks = mqtt_blocks();
+    let (mut published, mut over_tls, mut with_certificate, mut watched, mut requested) = (0, 0, 0, 0, 0);
+    let mut expected_loads = Vec::new();
+    for command in blocks.iter().flatten() {
+        let local = server.localize(command);
+        let program = command.split_whitespace().next().unwrap();
+        match program {
+            "mosquitto_pub" => {
+                server.run(&local).await;
+                // QoS 1: the client ends after the PUBACK, which comes once the events are stored.
+                expected_loads.extend(values_of(&message_of(command)));
+                let mut stored = server.stored_loads().await;
+                stored.sort_by(f64::total_cmp);
+                expected_loads.sort_by(f64::total_cmp);
+                assert_eq!(stored, expected_loads, "after {command}");
+                published += 1;
+                over_tls += usize::from(command.contains("--cafile"));
+                with_certificate += usize::from(command.contains("--cert"));
+            }
+            "mosquitto_sub" => {
+                let line = server.watch_inbox(&local).await;
+                let (topic, payload) = line.split_once(' ').expect("-v prints the topic first");
+                assert_eq!(topic, format!("gantry/out/json/{}", server.device));
+                let control: Value = serde_json::from_str(payload).expect("a Message");
+                assert_eq!(control["payload"]["attrs"][0]["code"], "limit", "{line}");
+                watched += 1;
+            }
+            "mosquitto_rr" => {
+                let sent = message_of(command);
+                let printed = server.run(&local).await;
+                let ack: Value = serde_json::from_str(printed.trim()).expect("the ack, a Message");
+                assert_eq!(ack["meta"]["type"], "ack", "{printed}");
+                assert_eq!(ack["meta"]["correlationId"], sent["meta"]["id"], "{printed}");
+                let refused = ack["payload"]["refused"].as_array().map_or(0, Vec::len);
+                assert_eq!(refused, 0, "every entry is taken: {printed}");
+                expected_loads.extend(values_of(&sent));
+                let mut stored = server.stored_loads().await;
+                stored.sort_by(f64::total_cmp);
+                expected_loads.sort_by(f64::total_cmp);
+                assert_eq!(stored, expected_loads, "after {command}");
+                requested += 1;
+            }
+            "openssl" => {
+                server.run(&local).await;
+            }
+            // The REST calls beside the MQTT lines (reading back over HTTPS) are not this test's.
+            "curl" => {}
+            other => panic!("the README's MQTT examples hold a command this test does not run: {other}"),
+        }
+    }
+    assert_eq!(
+        (published > 0, over_tls, with_certificate, watched, requested),
+        (true, 2, 1, 1, 1),
+        "the README's MQTT examples: a publish, two over TLS (one with a device certificate), a subscribe, a request-response"
+    );
+    app.stop().await;
+}
+
+#[test]
+fn sh_blocks_join_continuation_lines() {
+    let markdown = "text\n```sh\n# a comment\nmosquitto_pub -h a \\\n  -m 'x'\nls\n```\n```json\n{}\n```\n";
+    assert_eq!(
+        sh_blocks(markdown),
+        vec![vec!["mosquitto_pub -h a -m 'x'".to_owned(), "ls".to_owned()]]
+    );
+}
