@@ -310,6 +310,7 @@ impl Application {
             ))
         });
         let sweeper = tokio::spawn(sweep_overdue_acks(self.services.clone()));
+        let last_seen = tokio::spawn(flush_last_seen(self.services.clone()));
         let retention = self
             .retention_days
             .map(|days| tokio::spawn(apply_retention(self.services.clone(), days)));
@@ -320,6 +321,15 @@ impl Application {
         // whatever is still queued.
         self.broker.stop();
         sweeper.abort();
+        last_seen.abort();
+        if let Err(e) = self.services.presence.flush().await {
+            tracing::warn!(error = %e, "last-seen times not written");
+        }
+        if self.broker.is_embedded()
+            && let Err(e) = self.services.presence.end_live_sessions().await
+        {
+            tracing::warn!(error = %e, "device sessions not recorded as ended");
+        }
         if let Some(retention) = retention {
             retention.abort();
         }
@@ -361,6 +371,17 @@ async fn apply_retention(services: Arc<Services>, days: u32) {
             Ok(0) => {}
             Ok(n) => tracing::info!(events = n, days, "deleted events past the retention period"),
             Err(e) => tracing::warn!(error = %e, "event retention failed"),
+        }
+    }
+}
+
+/// Writes the devices' last-seen times that moved, every `presence::FLUSH_PERIOD`.
+async fn flush_last_seen(services: Arc<Services>) {
+    let mut tick = tokio::time::interval(gantry_core::presence::FLUSH_PERIOD);
+    loop {
+        tick.tick().await;
+        if let Err(e) = services.presence.flush().await {
+            tracing::warn!(error = %e, "last-seen times not written; kept for the next flush");
         }
     }
 }

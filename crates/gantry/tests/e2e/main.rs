@@ -17,6 +17,7 @@ mod metrics;
 mod mqtt;
 mod openapi;
 mod operations;
+mod presence;
 mod rotation;
 mod routes;
 mod startup;
