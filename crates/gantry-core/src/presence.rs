@@ -17,9 +17,11 @@ use tokio::sync::broadcast;
 use crate::Result;
 use crate::catalog::CatalogService;
 use crate::connection::{Connection, ConnectionChange, SessionEnd, SessionStart};
+use crate::feed::Feeds;
 use crate::ids::{DeviceId, ProjectId, TenantId};
 use crate::principal::Principal;
 use crate::store::Store;
+use crate::stream::StreamType;
 
 /// How often the last-seen times are written: what a crash may lose of them.
 pub const FLUSH_PERIOD: Duration = Duration::from_secs(5);
@@ -43,13 +45,15 @@ pub struct PresenceService {
     catalog: Arc<CatalogService>,
     live: Mutex<HashMap<DeviceId, Live>>,
     changes: broadcast::Sender<ConnectionChange>,
+    feeds: Arc<Feeds>,
 }
 
 impl PresenceService {
-    pub fn new(store: Arc<dyn Store>, catalog: Arc<CatalogService>) -> Self {
+    pub fn new(store: Arc<dyn Store>, catalog: Arc<CatalogService>, feeds: Arc<Feeds>) -> Self {
         Self {
             store,
             catalog,
+            feeds,
             live: Mutex::default(),
             changes: broadcast::channel(CHANGES_BUFFER).0,
         }
@@ -133,12 +137,19 @@ impl PresenceService {
         self.publish(&tenant, project, &end.device).await
     }
 
-    /// Sends the device's record as it is now to the subscribers, if there are any.
+    /// Sends the device's record as it is now to the subscribers and the project's push
+    /// stream, if anyone follows.
     async fn publish(&self, tenant: &TenantId, project: ProjectId, device: &DeviceId) -> Result<()> {
-        if self.changes.receiver_count() == 0 {
+        let streamed = self.feeds.follows(&project);
+        if self.changes.receiver_count() == 0 && !streamed {
             return Ok(());
         }
         let connection = self.current(device).await?;
+        if streamed {
+            self.feeds.publish(&project, StreamType::Connection, device, || {
+                serde_json::to_string(&connection).unwrap_or_default()
+            });
+        }
         let _ = self.changes.send(ConnectionChange {
             tenant_id: tenant.clone(),
             project_id: project,

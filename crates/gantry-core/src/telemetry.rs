@@ -11,6 +11,7 @@ use crate::catalog::CatalogService;
 use crate::control::ControlService;
 use crate::enums::{DeviceStatus, EventSource, MessageType};
 use crate::event::{DeviceEvent, Shadow, ShadowAttribute};
+use crate::feed::Feeds;
 use crate::fields::EventFields;
 use crate::ids::{DeviceId, EventId, TenantId};
 use crate::ingest::Ingest;
@@ -21,6 +22,7 @@ use crate::principal::Principal;
 use crate::query::{EventFilter, EventQuery, TimeField};
 use crate::records::{Device, DeviceModel, JsonMap, ModelAttribute};
 use crate::store::Store;
+use crate::stream::StreamType;
 use crate::time::{now_ms, parse_timestamp};
 use crate::{Error, Result};
 
@@ -33,6 +35,8 @@ pub struct TelemetryService {
     catalog: Arc<CatalogService>,
     control: Arc<ControlService>,
     ingest: Ingest,
+    /// Committed events go to their project's push stream.
+    feeds: Arc<Feeds>,
     /// Shadows read lately. Ingest drops a device's entry after each commit and bumps the epoch,
     /// so a read that raced a commit does not put back what it read before it.
     shadows: TtlCache<DeviceId, Arc<Vec<(ShadowAttribute, i64)>>>,
@@ -73,17 +77,29 @@ pub enum Rejection {
 }
 
 impl TelemetryService {
+    /// Sends committed events to their project's push stream.
+    fn push(&self, events: Vec<DeviceEvent>) {
+        for event in events {
+            self.feeds
+                .publish(&event.project_id, StreamType::Telemetry, &event.device_id, || {
+                    serde_json::to_string(&event).unwrap_or_default()
+                });
+        }
+    }
+
     pub fn new(
         store: Arc<dyn Store>,
         catalog: Arc<CatalogService>,
         control: Arc<ControlService>,
         ingest: Ingest,
+        feeds: Arc<Feeds>,
     ) -> Self {
         Self {
             store,
             catalog,
             control,
             ingest,
+            feeds,
             shadows: TtlCache::new(SHADOW_CACHE_TTL),
             shadow_epoch: AtomicU64::new(0),
             max_attributes: MAX_ATTRIBUTES,
@@ -170,8 +186,10 @@ impl TelemetryService {
                 if events.is_empty() && !outcome.refused.is_empty() {
                     outcome.rejected = Some(Rejection::Refused);
                 }
+                let pushed = self.feeds.follows(&device.project_id).then(|| events.clone());
                 self.ingest.submit(events).await?;
                 self.shadow_changed(&device.id);
+                self.push(pushed.unwrap_or_default());
             }
         }
         if message.meta.needack {
@@ -258,8 +276,10 @@ impl TelemetryService {
             deleted: false,
         };
         let message = Message::of_event(&event);
+        let pushed = self.feeds.follows(&event.project_id).then(|| vec![event.clone()]);
         self.ingest.submit(vec![event]).await?;
         self.shadow_changed(&device.id);
+        self.push(pushed.unwrap_or_default());
         Ok(message)
     }
 

@@ -283,9 +283,12 @@ impl Application {
         };
         // Both HTTP servers stop on the one shutdown signal.
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let feeds = self.services.feeds.clone();
         tokio::spawn(async move {
             shutdown.await;
             let _ = stop_tx.send(true);
+            // Push streams never end on their own: end them, so the servers can drain.
+            feeds.close();
         });
         let stopped = move || {
             let mut rx = stop_rx.clone();

@@ -21,4 +21,5 @@ mod presence;
 mod rotation;
 mod routes;
 mod startup;
+mod stream;
 mod tls;
