@@ -42,16 +42,17 @@ pub fn routes() -> Router<AppState> {
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct StreamParams {
-    /// Comma list of telemetry, shadow, eventLog, connection; default all. (shadow and eventLog
-    /// are accepted and not sent yet.)
+    /// Comma list of telemetry, shadow, eventLog, connection; default all.
     types: Option<String>,
     /// Only this device's events; required with a device token, which may name only itself.
     device_id: Option<String>,
 }
 
 /// Server-Sent Events of the project: `id` (a cursor increasing within the project), `event`
-/// (`telemetry`: a committed DeviceEvent; `connection`: the device's connection record as
-/// `GET /devices/{deviceId}/connection` shows it) and `data` (JSON). Send `Last-Event-ID` to
+/// and `data` (JSON): `telemetry`, a committed DeviceEvent; `shadow`, `{deviceId, attributeMap}`
+/// with the shadow attributes a commit changed; `eventLog`, an EventLog recorded or updated (a
+/// control, its completion by an ack, a Response; not the ack timeout's `exception`);
+/// `connection`, the device's connection record as `GET /devices/{deviceId}/connection` shows it. Send `Last-Event-ID` to
 /// resume: the events after it are replayed while the server still holds them (the last 60 s,
 /// and at least the last 100,000 events, of a project someone follows); otherwise, or when the
 /// client fell too far behind, an `event: reset` comes first: reload, then follow. A comment

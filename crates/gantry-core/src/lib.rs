@@ -95,6 +95,7 @@ impl Services {
             catalog.clone(),
             downlink.clone(),
             ack_timeout,
+            feeds.clone(),
         ));
         Self {
             auth: auth::AuthService::new(store.clone(), tokens),

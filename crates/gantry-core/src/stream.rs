@@ -1,6 +1,7 @@
 //! The project push stream's events (`GET /projects/{id}/stream`): each has a cursor (`id`)
 //! increasing within the project, a type, the device it concerns and its data as JSON (a
-//! DeviceEvent for `telemetry`, the connection record for `connection`).
+//! DeviceEvent for `telemetry`, `{deviceId, attributeMap}` of the attributes that changed for
+//! `shadow`, an EventLog for `eventLog`, the connection record for `connection`).
 
 use std::sync::Arc;
 
@@ -12,9 +13,9 @@ use crate::{Error, Result};
 pub enum StreamType {
     /// A committed device event.
     Telemetry,
-    /// A changed shadow (not sent yet: reserved so that clients may ask for it).
+    /// Shadow attributes a commit changed.
     Shadow,
-    /// An event log (not sent yet: reserved as above).
+    /// An event log recorded or updated (an ack completing a control).
     EventLog,
     /// A device connected or disconnected.
     Connection,

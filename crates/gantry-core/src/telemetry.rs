@@ -77,13 +77,45 @@ pub enum Rejection {
 }
 
 impl TelemetryService {
-    /// Sends committed events to their project's push stream.
-    fn push(&self, events: Vec<DeviceEvent>) {
-        for event in events {
-            self.feeds
-                .publish(&event.project_id, StreamType::Telemetry, &event.device_id, || {
-                    serde_json::to_string(&event).unwrap_or_default()
-                });
+    /// Sends committed events of one device to their project's push stream, then the shadow
+    /// attributes they changed (those whose value is now one of theirs). A failure to read the
+    /// shadow costs the stream its `shadow` event, never the events' commit.
+    async fn push(&self, events: Vec<DeviceEvent>) {
+        let Some(first) = events.first() else {
+            return;
+        };
+        let (tenant, project, device) = (
+            first.tenant_id.clone(),
+            first.project_id.clone(),
+            first.device_id.clone(),
+        );
+        for event in &events {
+            self.feeds.publish(&project, StreamType::Telemetry, &device, || {
+                serde_json::to_string(event).unwrap_or_default()
+            });
+        }
+        let shadow = match self.store.shadow(&tenant, &device).await {
+            Ok(shadow) => shadow,
+            Err(e) => {
+                tracing::warn!(device = %device, error = %e, "shadow change not pushed");
+                return;
+            }
+        };
+        let changed: serde_json::Map<String, serde_json::Value> = shadow
+            .into_iter()
+            .filter(|(attribute, _)| {
+                events.iter().any(|e| {
+                    e.attribute_code == attribute.code
+                        && e.device_timestamp == attribute.timestamp
+                        && e.attribute_data == attribute.value
+                })
+            })
+            .filter_map(|(attribute, _)| Some((attribute.code.clone(), serde_json::to_value(&attribute).ok()?)))
+            .collect();
+        if !changed.is_empty() {
+            self.feeds.publish(&project, StreamType::Shadow, &device, || {
+                serde_json::json!({"deviceId": device, "attributeMap": changed}).to_string()
+            });
         }
     }
 
@@ -189,7 +221,7 @@ impl TelemetryService {
                 let pushed = self.feeds.follows(&device.project_id).then(|| events.clone());
                 self.ingest.submit(events).await?;
                 self.shadow_changed(&device.id);
-                self.push(pushed.unwrap_or_default());
+                self.push(pushed.unwrap_or_default()).await;
             }
         }
         if message.meta.needack {
@@ -279,7 +311,7 @@ impl TelemetryService {
         let pushed = self.feeds.follows(&event.project_id).then(|| vec![event.clone()]);
         self.ingest.submit(vec![event]).await?;
         self.shadow_changed(&device.id);
-        self.push(pushed.unwrap_or_default());
+        self.push(pushed.unwrap_or_default()).await;
         Ok(message)
     }
 

@@ -96,7 +96,7 @@ fn stream_path(project: &Value, query: &str) -> String {
 }
 
 #[tokio::test]
-async fn the_stream_pushes_telemetry_and_connections_and_resumes() {
+async fn the_stream_pushes_telemetry_shadows_logs_and_connections_and_resumes() {
     let app = spawn_app().await;
     let world = app.world().await;
     let (device, project) = (&world.device, &world.project);
@@ -128,25 +128,66 @@ async fn the_stream_pushes_telemetry_and_connections_and_resumes() {
         .await
         .result();
     assert_eq!(listed["results"][0]["id"], telemetry.data["id"]);
+    // The shadow attribute it changed.
+    let shadow = stream.expect("shadow").await;
+    assert_eq!(shadow.data["deviceId"], id(device));
+    assert_eq!(shadow.data["attributeMap"]["temp"]["value"], 21.5);
+    assert_eq!(shadow.data["attributeMap"]["temp"]["timestamp"], 1_714_492_800_000_i64);
+    // An older value (by device time) changes no shadow attribute: telemetry alone.
+    client
+        .publish_attrs(&[("temp", json!(3.0))], Some(1_600_000_000), true)
+        .await
+        .unwrap();
+    assert_eq!(stream.expect("telemetry").await.data["attributeData"], 3.0);
+
+    // A control waiting for its ack, and the ack: event logs.
+    client.subscribe_inbox().await.unwrap();
+    app.put(
+        format!("/api/v1/devices/{}/shadows", id(device)),
+        &app.admin,
+        json!({"needack": true, "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+    )
+    .await
+    .result_done();
+    let control = stream.expect("eventLog").await;
+    assert_eq!(control.data["classification"], "DeviceControll");
+    assert_eq!(control.data["status"], "processing");
+    let sent = loop {
+        let message = client.next_message(ARRIVES).await.unwrap().expect("the control").json();
+        if message["meta"]["type"] != "ack" {
+            break message;
+        }
+    };
+    client.ack(&sent).await.unwrap();
+    let completed = stream.expect("eventLog").await;
+    assert_eq!(
+        (&completed.data["eventId"], &completed.data["status"]),
+        (&control.data["eventId"], &json!("completed"))
+    );
+    assert_eq!(stream.expect("eventLog").await.data["classification"], "Response");
 
     client.disconnect().await;
     let disconnected = stream.expect("connection").await;
     assert_eq!(disconnected.data["connected"], false);
 
-    let ids: Vec<u64> = [&connected, &telemetry, &disconnected]
+    let ids: Vec<u64> = [&connected, &telemetry, &shadow, &disconnected]
         .iter()
         .map(|e| e.id.as_deref().unwrap().parse().unwrap())
         .collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     drop(stream);
 
-    // Resuming after the first: the two after it, in order.
+    // Resuming after the first: what came after it, in order.
     let first = ids[0].to_string();
     let mut resumed = Sse::open(&app, &stream_path(project, ""), app_token, Some(&first))
         .await
         .unwrap();
     assert_eq!(resumed.expect("telemetry").await.id.unwrap(), ids[1].to_string());
-    assert_eq!(resumed.expect("connection").await.id.unwrap(), ids[2].to_string());
+    assert_eq!(resumed.expect("shadow").await.id.unwrap(), ids[2].to_string());
+    for kind in ["telemetry", "eventLog", "eventLog", "eventLog"] {
+        resumed.expect(kind).await;
+    }
+    assert_eq!(resumed.expect("connection").await.id.unwrap(), ids[3].to_string());
 
     // Filtered by type.
     let mut only_telemetry = Sse::open(&app, &stream_path(project, "?types=telemetry"), app_token, Some(&first))
