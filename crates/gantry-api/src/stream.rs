@@ -86,6 +86,7 @@ pub async fn stream(
     let last_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
     let subscription = s.services.feeds.subscribe(&project, last_id);
     let cursor = Cursor {
+        project,
         services: s.services.clone(),
         token,
         who,
@@ -138,6 +139,7 @@ async fn allowed(
 }
 
 struct Cursor {
+    project: ProjectId,
     services: Arc<Services>,
     token: String,
     who: Principal,
@@ -149,6 +151,13 @@ struct Cursor {
     /// The last id sent: live events up to it were replayed already.
     last: u64,
     reauth: tokio::time::Interval,
+}
+
+/// The client is gone (or the stream ended): the feed's replay window starts now.
+impl Drop for Cursor {
+    fn drop(&mut self) {
+        self.services.feeds.unsubscribed(&self.project);
+    }
 }
 
 impl Cursor {

@@ -28,7 +28,8 @@ struct Feed {
     next: u64,
     buffer: VecDeque<(Instant, Arc<StreamEvent>)>,
     live: broadcast::Sender<Arc<StreamEvent>>,
-    /// When it last had a subscriber.
+    /// When it last had a subscriber (set at each subscribe, each publish to one, and each
+    /// unsubscribe), so that a feed lives `REPLAY_WINDOW` past its last subscriber's leaving.
     followed: Instant,
 }
 
@@ -52,6 +53,14 @@ impl Feeds {
     /// the end. A later subscriber starts a new feed.
     pub fn close(&self) {
         self.projects.lock().expect("feeds lock").clear();
+    }
+
+    /// A subscriber of the project left: its feed lives on for `REPLAY_WINDOW` from now, for
+    /// the client to come back with its `Last-Event-ID`.
+    pub fn unsubscribed(&self, project: &ProjectId) {
+        if let Some(feed) = self.projects.lock().expect("feeds lock").get_mut(project) {
+            feed.followed = Instant::now();
+        }
     }
 
     /// Whether the project has a feed: its events are wanted.
