@@ -3,6 +3,7 @@
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use gantry_core::connection::Connection;
 use gantry_core::ids::DeviceId;
 use gantry_core::records::Device;
 
@@ -17,6 +18,7 @@ pub fn routes() -> Router<AppState> {
         .route("/devices", post(create))
         .route("/devices/{deviceId}", get(read).put(update).delete(delete))
         .route("/devices/{deviceId}/accessToken/rotate", post(rotate))
+        .route("/devices/{deviceId}/connection", get(connection))
 }
 
 /// Creates a device with a generated `accessToken`. `deviceName` must be unique; `status` defaults to Active, `virtual` to false.
@@ -97,5 +99,29 @@ pub async fn rotate(
         .services
         .catalog
         .rotate_device_token(&who, &DeviceId::from_string(id), input.grace_seconds)
+        .await?))
+}
+
+/// The device's MQTT connection: whether it is connected now, when its last session began and
+/// ended, when it was last heard from (a message or a ping; written every few seconds, so a
+/// crash of Gantry may set it back by that much), its address, protocol and transport. Times
+/// are epoch ms, absent when they never happened. After a restart of Gantry every device is
+/// disconnected until it connects again; the times of its last session stay. With an external
+/// broker (`--mqtt-broker-url`) the record follows the broker's connect and disconnect events
+/// (EMQX `$SYS/brokers/+/clients/+/connected` and `disconnected`); a broker that publishes
+/// none (Mosquitto) leaves every device `connected` false with no times. Administrators, the
+/// project's application token and the device's own token.
+#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/connection", operation_id = "getDeviceConnection", tag = "Devices", params(("deviceId" = String, Path)),
+    responses((status = 200, body = Envelope<Connection>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(name = "getDeviceConnection", skip_all, fields(device = %id))]
+pub async fn connection(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Envelope<Connection>>> {
+    Ok(ok(s
+        .services
+        .presence
+        .connection(&who, &DeviceId::from_string(id))
         .await?))
 }

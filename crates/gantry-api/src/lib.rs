@@ -15,6 +15,7 @@ pub mod openapi;
 mod projects;
 pub mod request_log;
 mod routes;
+mod stream;
 mod tenants;
 pub mod wire;
 
@@ -77,6 +78,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(events::routes())
         .merge(control::routes())
         .merge(routes::routes())
+        .merge(stream::routes())
         .layer(DefaultBodyLimit::max(config.body_limit));
     Router::new()
         .nest("/api/v1", api)

@@ -7,7 +7,7 @@ use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
-use crate::{control, devices, events, health, models, projects, routes, tenants};
+use crate::{control, devices, events, health, models, projects, routes, stream, tenants};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -28,10 +28,11 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         tenants::create, tenants::list, tenants::rotate,
         models::create, models::update, models::read, models::list, models::devices, models::delete,
         projects::create, projects::update, projects::read, projects::list, projects::models, projects::devices, projects::delete, projects::rotate,
-        devices::create, devices::update, devices::read, devices::delete, devices::rotate,
+        devices::create, devices::update, devices::read, devices::delete, devices::rotate, devices::connection,
         events::create, events::read, events::delete, events::list, events::list_attribute, events::shadow,
         control::send, control::logs,
         routes::create, routes::list, routes::refresh, routes::revoke,
+        stream::stream,
         health::healthz, health::metrics,
     ),
     components(schemas(

@@ -62,6 +62,10 @@ pub struct DeviceParams {
     status: Option<String>,
     /// Only devices of this model.
     model_id: Option<String>,
+    /// true: only devices connected over MQTT now; false: only those not connected (see
+    /// `GET /devices/{deviceId}/connection`).
+    #[param(value_type = Option<bool>)]
+    connected: Option<String>,
     /// updatedTime (default), createdTime, deviceName or status; ties are ordered by id.
     #[param(schema_with = crate::openapi::device_sort_by)]
     sort_by: Option<String>,
@@ -87,6 +91,7 @@ impl DeviceParams {
                 .as_deref()
                 .map(|t| DeviceStatus::parse_field(t, "status"))
                 .transpose()?,
+            connected: self.connected.as_deref().map(parse_connected).transpose()?,
             sort_by: self
                 .sort_by
                 .as_deref()
@@ -100,6 +105,17 @@ impl DeviceParams {
                 .transpose()?
                 .unwrap_or(SortOrder::Desc),
         })
+    }
+}
+
+fn parse_connected(text: &str) -> Result<bool, gantry_core::Error> {
+    match text {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(gantry_core::Error::invalid(
+            "connected",
+            format!("`{text}` is not true or false"),
+        )),
     }
 }
 

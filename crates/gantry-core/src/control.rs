@@ -9,6 +9,7 @@ use crate::catalog::CatalogService;
 use crate::downlink::Downlink;
 use crate::enums::{Classification, DeviceStatus, EventLogStatus, MessageType};
 use crate::event_log::EventLog;
+use crate::feed::Feeds;
 use crate::fields::ControlFields;
 use crate::ids::{DeviceId, EventId};
 use crate::message::{MESSAGE_VERSION, Message, MessageMeta, Payload};
@@ -17,6 +18,7 @@ use crate::principal::Principal;
 use crate::query::EventLogQuery;
 use crate::records::{Device, DeviceModel};
 use crate::store::Store;
+use crate::stream::StreamType;
 use crate::time::now_ms;
 use crate::{Error, Result};
 
@@ -26,6 +28,8 @@ pub struct ControlService {
     downlink: Arc<dyn Downlink>,
     ack_timeout: Duration,
     stats: ControlStats,
+    /// Event logs go to their project's push stream.
+    feeds: Arc<Feeds>,
 }
 
 /// What became of the controls that wait for an ack, counted by this process (exported at
@@ -46,6 +50,7 @@ impl ControlService {
         catalog: Arc<CatalogService>,
         downlink: Arc<dyn Downlink>,
         ack_timeout: Duration,
+        feeds: Arc<Feeds>,
     ) -> Self {
         Self {
             store,
@@ -53,7 +58,16 @@ impl ControlService {
             downlink,
             ack_timeout,
             stats: ControlStats::default(),
+            feeds,
         }
+    }
+
+    /// Sends a stored (or updated) event log to its project's push stream.
+    fn push(&self, log: &EventLog) {
+        self.feeds
+            .publish(&log.project_id, StreamType::EventLog, &log.device_id, || {
+                serde_json::to_string(log).unwrap_or_default()
+            });
     }
 
     pub fn stats(&self) -> &ControlStats {
@@ -110,6 +124,7 @@ impl ControlService {
         );
         let deadline = input.needack.then(|| now + self.ack_timeout.as_millis() as i64);
         self.store.insert_event_log(&log, deadline).await?;
+        self.push(&log);
         if input.needack {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
         }
@@ -137,6 +152,7 @@ impl ControlService {
         log.reply_to = reply_to;
         let deadline = needack.then(|| now + self.ack_timeout.as_millis() as i64);
         self.store.insert_event_log(&log, deadline).await?;
+        self.push(&log);
         if needack {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
         }
@@ -156,6 +172,9 @@ impl ControlService {
             }
             None => None,
         };
+        if let Some(log) = &answered {
+            self.push(log);
+        }
         // The first response completes a control still processing; a later one, or one after
         // the `exception`, leaves its status as it was.
         if let Some(log) = &answered
@@ -179,7 +198,9 @@ impl ControlService {
             "DEVICE",
             now,
         );
-        self.store.insert_event_log(&response, None).await
+        self.store.insert_event_log(&response, None).await?;
+        self.push(&response);
+        Ok(())
     }
 
     /// Marks controls whose ack did not come in time as `exception`; returns how many.

@@ -27,6 +27,13 @@ macro_rules! id_type {
             }
         }
 
+        /// Maps keyed by an id are looked up by the text a broker names a client with.
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(&self.0)

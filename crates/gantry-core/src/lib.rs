@@ -4,16 +4,17 @@
 //! Three layers, each importing only from those above it in this list:
 //! - the domain: plain types and the rules that need nothing but their values (`error`, `ids`,
 //!   `enums`, `names`, `time`, `text`, `paging`, `records`, `principal`, `token`, `event`,
-//!   `message`, `event_log`, `route`, `query`, `fields`);
+//!   `message`, `event_log`, `connection`, `stream`, `route`, `query`, `fields`);
 //! - the ports the services need from outside: the store traits (`store`) and the way down to
 //!   devices (`downlink`);
-//! - the services (`auth`, `catalog`, `control`, `telemetry`, `routes`, `ingest`) and their helpers
-//!   (`cache`, `guard`). A service that needs another holds it (`Arc<CatalogService>`) and calls
+//! - the services (`auth`, `catalog`, `control`, `telemetry`, `routes`, `ingest`, `presence`)
+//!   and their helpers (`cache`, `guard`, `feed`). A service that needs another holds it (`Arc<CatalogService>`) and calls
 //!   its public methods.
 //!
 //! `.ci/import-cycles.sh` checks that no module imports, through others, itself.
 
 // The domain.
+pub mod connection;
 pub mod enums;
 pub mod error;
 pub mod event;
@@ -27,6 +28,7 @@ pub mod principal;
 pub mod query;
 pub mod records;
 pub mod route;
+pub mod stream;
 pub mod text;
 pub mod time;
 pub mod token;
@@ -40,9 +42,11 @@ pub mod auth;
 pub mod cache;
 pub mod catalog;
 pub mod control;
+pub mod feed;
 pub mod guard;
 pub mod histogram;
 pub mod ingest;
+pub mod presence;
 pub mod routes;
 pub mod telemetry;
 
@@ -58,6 +62,10 @@ pub struct Services {
     pub telemetry: telemetry::TelemetryService,
     pub control: Arc<control::ControlService>,
     pub routes: routes::RouteService,
+    /// The projects' push streams.
+    pub feeds: Arc<feed::Feeds>,
+    /// Which devices are connected now, and the changes as they happen.
+    pub presence: Arc<presence::PresenceService>,
     /// Failed logins per address, for HTTP and MQTT alike.
     pub login_guard: Arc<guard::LoginGuard>,
 }
@@ -75,6 +83,7 @@ impl Services {
         login_guard: guard::LoginGuardConfig,
     ) -> Self {
         let tokens = Arc::new(auth::TokenCache::new(auth::TOKEN_CACHE_TTL));
+        let feeds = Arc::new(feed::Feeds::default());
         let catalog = Arc::new(catalog::CatalogService::new(
             store.clone(),
             addrs,
@@ -86,10 +95,23 @@ impl Services {
             catalog.clone(),
             downlink.clone(),
             ack_timeout,
+            feeds.clone(),
         ));
         Self {
             auth: auth::AuthService::new(store.clone(), tokens),
-            telemetry: telemetry::TelemetryService::new(store.clone(), catalog.clone(), control.clone(), ingest),
+            telemetry: telemetry::TelemetryService::new(
+                store.clone(),
+                catalog.clone(),
+                control.clone(),
+                ingest,
+                feeds.clone(),
+            ),
+            presence: Arc::new(presence::PresenceService::new(
+                store.clone(),
+                catalog.clone(),
+                feeds.clone(),
+            )),
+            feeds,
             routes: routes::RouteService::new(store, catalog.clone(), control.clone(), downlink, route_config),
             catalog,
             control,

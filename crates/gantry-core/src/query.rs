@@ -49,6 +49,8 @@ pub struct DeviceQuery {
     pub device_type: Option<DeviceType>,
     pub is_virtual: Option<bool>,
     pub status: Option<DeviceStatus>,
+    /// Only devices connected now (true) or not (false).
+    pub connected: Option<bool>,
     pub sort_by: DeviceSort,
     pub sort_order: SortOrder,
 }
@@ -62,6 +64,7 @@ impl Default for DeviceQuery {
             device_type: None,
             is_virtual: None,
             status: None,
+            connected: None,
             sort_by: DeviceSort::UpdatedTime,
             sort_order: SortOrder::Desc,
         }

@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 
 use crate::Result;
+use crate::connection::{Connection, SessionEnd, SessionStart};
 use crate::event::{DeviceEvent, ShadowAttribute};
 use crate::event_log::EventLog;
 use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
@@ -188,10 +189,33 @@ pub trait RouteStore: Send + Sync {
     ) -> Result<Option<StoredRoute>>;
 }
 
+/// Device presence: the state of each device's MQTT session.
+#[async_trait]
+pub trait ConnectionStore: Send + Sync {
+    /// Records the device connected by this session, unless a session that began later is
+    /// recorded already. Its last session's `disconnectedTime` stays.
+    async fn session_started(&self, tenant: &TenantId, start: &SessionStart) -> Result<()>;
+    /// Records the device disconnected, unless its recorded session began after
+    /// `end.started_by`; whether it did.
+    async fn session_ended(&self, end: &SessionEnd) -> Result<bool>;
+    /// Moves each device's last-seen time forward (never back).
+    async fn record_last_seen(&self, seen: &[(DeviceId, i64)]) -> Result<()>;
+    /// The device's record; None for a device never connected. The device id selects: the
+    /// caller has checked its tenant.
+    async fn connection(&self, device: &DeviceId) -> Result<Option<Connection>>;
+    /// Ends every session recorded as on, at its last-seen time: for a broker that has just
+    /// started and holds none. Returns how many.
+    async fn end_all_sessions(&self) -> Result<u64>;
+}
+
 /// All of storage, as the services see it.
 pub trait Store:
-    TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore + RouteStore
+    TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore + RouteStore + ConnectionStore
 {
 }
 
-impl<T: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore + RouteStore> Store for T {}
+impl<
+    T: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore + RouteStore + ConnectionStore,
+> Store for T
+{
+}

@@ -326,6 +326,7 @@ impl EmbeddedBroker {
             Type::MessagePublishCheckAcl,
             Type::ClientConnected,
             Type::ClientDisconnected,
+            Type::ClientKeepalive,
         ] {
             register.add(hook, Box::new(hooks.clone())).await;
         }

@@ -2,6 +2,10 @@
 //! every Gantry node is one of its clients. The nodes share the upstream traffic through a
 //! shared subscription and acknowledge each message to the broker only after its events are
 //! committed (manual acks), so a node that dies mid-way leaves the message to be delivered again.
+//!
+//! Device presence comes from the broker's client events, where it publishes them: EMQX's
+//! `$SYS/brokers/<node>/clients/<clientid>/connected` and `disconnected` (`presence_event`).
+//! Every node takes them all (no shared subscription), handled in arrival order by one task.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -11,10 +15,13 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use gantry_core::Services;
+use gantry_core::connection::{SessionEnd, SessionStart};
 use gantry_core::downlink::Downlink;
 use gantry_core::ids::{DeviceId, TenantId};
 use gantry_core::message::Message;
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, NetworkOptions, Packet, QoS};
+use serde::Deserialize;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::broker::MqttStats;
@@ -23,6 +30,13 @@ use crate::topics::Topics;
 /// The group name of the shared subscription: all Gantry nodes of a deployment split the load.
 const SHARE_GROUP: &str = "gantry";
 
+/// EMQX's client events; Mosquitto publishes none (presence then shows no device connected).
+const CONNECTED_EVENTS: &str = "$SYS/brokers/+/clients/+/connected";
+const DISCONNECTED_EVENTS: &str = "$SYS/brokers/+/clients/+/disconnected";
+
+/// Client events waiting for the presence task; beyond, they are dropped with a warning.
+const PRESENCE_QUEUE: usize = 4096;
+
 pub struct ExternalBroker {
     client: AsyncClient,
     eventloop: Option<EventLoop>,
@@ -30,7 +44,11 @@ pub struct ExternalBroker {
     stats: Arc<MqttStats>,
     host: String,
     port: u16,
+    /// The broker's listener ports and their transports, to name a client's transport by the
+    /// port it connected to.
+    transports: Vec<(u16, &'static str)>,
     task: Option<JoinHandle<()>>,
+    presence_task: Option<JoinHandle<()>>,
 }
 
 /// A user name and password.
@@ -80,10 +98,20 @@ impl ExternalBroker {
             eventloop: Some(eventloop),
             topics,
             stats: Arc::new(MqttStats::default()),
+            transports: vec![(port, "tcp")],
             host,
             port,
             task: None,
+            presence_task: None,
         })
+    }
+
+    /// The broker's ports for TLS, WebSocket and secure WebSocket clients, when known.
+    pub fn set_transport_ports(&mut self, tls: Option<u16>, ws: Option<u16>, wss: Option<u16>) {
+        let others = [(tls, "tls"), (ws, "ws"), (wss, "wss")];
+        self.transports = std::iter::once((self.port, "tcp"))
+            .chain(others.into_iter().filter_map(|(port, name)| Some((port?, name))))
+            .collect();
     }
 
     pub fn host(&self) -> &str {
@@ -120,6 +148,27 @@ impl ExternalBroker {
         }
         let filter = self.topics.shared_upstream(SHARE_GROUP);
         self.client.subscribe(&filter, QoS::AtLeastOnce).await?;
+        subscribe_client_events(&self.client).await?;
+        let (presence_tx, mut presence_rx) = mpsc::channel::<PresenceEvent>(PRESENCE_QUEUE);
+        let presence_services = services.clone();
+        self.presence_task = Some(tokio::spawn(async move {
+            while let Some(event) = presence_rx.recv().await {
+                let done = match event {
+                    PresenceEvent::Connected(start) => {
+                        match presence_services.telemetry.device_tenant(&start.device).await {
+                            Ok(Some(tenant)) => presence_services.presence.connected(&tenant, start).await,
+                            Ok(None) => Ok(()),
+                            Err(e) => Err(e),
+                        }
+                    }
+                    PresenceEvent::Disconnected(end) => presence_services.presence.disconnected(None, end).await,
+                };
+                if let Err(e) = done {
+                    tracing::warn!(error = %e, "device presence not recorded");
+                }
+            }
+        }));
+        let transports = self.transports.clone();
         let handler = Upstream {
             services,
             client: self.client.clone(),
@@ -131,6 +180,16 @@ impl ExternalBroker {
         self.task = Some(tokio::spawn(async move {
             loop {
                 match eventloop.poll().await {
+                    Ok(Event::Incoming(Packet::Publish(publish))) if publish.topic.starts_with("$SYS/") => {
+                        match presence_event(&publish.topic, &publish.payload, &transports) {
+                            Some(event) => {
+                                if presence_tx.try_send(event).is_err() {
+                                    tracing::warn!("client events arrive faster than they are recorded; one dropped");
+                                }
+                            }
+                            None => tracing::debug!(topic = %publish.topic, "client event not understood"),
+                        }
+                    }
                     Ok(Event::Incoming(Packet::Publish(publish))) => {
                         let handler = handler.clone();
                         tokio::spawn(async move { handler.handle(publish).await });
@@ -139,6 +198,9 @@ impl ExternalBroker {
                         // A new session has no subscription: take the shared one again.
                         if let Err(e) = handler.client.subscribe(&filter, QoS::AtLeastOnce).await {
                             tracing::warn!(error = %e, "could not subscribe again");
+                        }
+                        if let Err(e) = subscribe_client_events(&handler.client).await {
+                            tracing::warn!(error = %e, "could not subscribe to client events again");
                         }
                     }
                     Ok(_) => {}
@@ -156,12 +218,86 @@ impl ExternalBroker {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+        if let Some(task) = self.presence_task.take() {
+            task.abort();
+        }
     }
 }
 
 impl Drop for ExternalBroker {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+async fn subscribe_client_events(client: &AsyncClient) -> Result<(), rumqttc::ClientError> {
+    client.subscribe(CONNECTED_EVENTS, QoS::AtMostOnce).await?;
+    client.subscribe(DISCONNECTED_EVENTS, QoS::AtMostOnce).await
+}
+
+/// A client's connect or disconnect as the broker reported it.
+#[derive(Debug, PartialEq, Eq)]
+enum PresenceEvent {
+    Connected(SessionStart),
+    Disconnected(SessionEnd),
+}
+
+/// The fields of EMQX's client event payloads that presence uses.
+#[derive(Deserialize)]
+struct ClientEvent {
+    clientid: String,
+    ipaddress: Option<String>,
+    sockport: Option<u16>,
+    proto_ver: Option<u8>,
+    connected_at: Option<i64>,
+    disconnected_at: Option<i64>,
+    ts: Option<i64>,
+}
+
+/// Epoch ms; older EMQX versions sent seconds.
+fn epoch_ms(t: i64) -> i64 {
+    if t < 100_000_000_000 { t * 1000 } else { t }
+}
+
+/// Reads an EMQX client event (`$SYS/brokers/<node>/clients/<clientid>/connected` or
+/// `disconnected`); None for any other topic or a payload without its client id and time.
+fn presence_event(topic: &str, payload: &[u8], transports: &[(u16, &'static str)]) -> Option<PresenceEvent> {
+    let mut parts = topic.split('/');
+    let (Some("$SYS"), Some("brokers"), Some(_node), Some("clients")) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let kind = topic.rsplit('/').next()?;
+    let event: ClientEvent = serde_json::from_slice(payload).ok()?;
+    let device = DeviceId::from_string(event.clientid);
+    match kind {
+        "connected" => {
+            let at = epoch_ms(event.connected_at.or(event.ts)?);
+            Some(PresenceEvent::Connected(SessionStart {
+                device,
+                at,
+                client_address: event.ipaddress,
+                protocol: event.proto_ver.map(|v| crate::connections::protocol_name(v).to_owned()),
+                transport: event.sockport.and_then(|port| {
+                    transports
+                        .iter()
+                        .find(|(p, _)| *p == port)
+                        .map(|(_, name)| (*name).to_owned())
+                }),
+            }))
+        }
+        "disconnected" => {
+            let at = epoch_ms(event.disconnected_at.or(event.ts)?);
+            // The event does not say when the session began: any recorded before its end ended.
+            Some(PresenceEvent::Disconnected(SessionEnd {
+                device,
+                started_by: at,
+                at,
+                last_seen: None,
+            }))
+        }
+        _ => None,
     }
 }
 
@@ -201,6 +337,7 @@ impl Upstream {
             return;
         };
         self.stats.messages_in.fetch_add(1, Ordering::Relaxed);
+        self.services.presence.seen(&device);
         let outcome = match self.tenant_of(&device).await {
             Ok(Some(tenant)) => {
                 self.services
@@ -288,5 +425,54 @@ mod tests {
         assert!(parse_url("http://x").is_err());
         assert!(parse_url("mqtt://:1883").is_err());
         assert!(parse_url("mqtt://h:port").is_err());
+    }
+
+    const PORTS: &[(u16, &str)] = &[(1883, "tcp"), (8883, "tls"), (8083, "ws"), (8084, "wss")];
+
+    #[test]
+    fn emqx_client_events() {
+        // EMQX 5's payloads, as its documentation shows them.
+        let connected = br#"{"username":"d1","ts":1625572213873,"sockport":8084,"proto_ver":5,"proto_name":"MQTT",
+            "keepalive":60,"ipaddress":"10.0.0.7","expiry_interval":0,"connected_at":1625572213870,"connack":0,
+            "clientid":"d1","clean_start":true}"#;
+        assert_eq!(
+            presence_event("$SYS/brokers/emqx@10.0.0.1/clients/d1/connected", connected, PORTS),
+            Some(PresenceEvent::Connected(SessionStart {
+                device: DeviceId::from_string("d1"),
+                at: 1625572213870,
+                client_address: Some("10.0.0.7".into()),
+                protocol: Some("MQTT 5".into()),
+                transport: Some("wss".into()),
+            }))
+        );
+        let disconnected = br#"{"username":"d1","ts":1625572213999,"sockport":1883,"reason":"tcp_closed",
+            "proto_ver":4,"proto_name":"MQTT","ipaddress":"10.0.0.7","disconnected_at":1625572213990,"clientid":"d1"}"#;
+        assert_eq!(
+            presence_event("$SYS/brokers/n1/clients/d1/disconnected", disconnected, PORTS),
+            Some(PresenceEvent::Disconnected(SessionEnd {
+                device: DeviceId::from_string("d1"),
+                started_by: 1625572213990,
+                at: 1625572213990,
+                last_seen: None,
+            }))
+        );
+        // Older EMQX: seconds, a port Gantry was not told of, MQTT 3.1.1.
+        let old = br#"{"clientid":"d2","connected_at":1582687922,"proto_ver":4,"sockport":9999}"#;
+        let Some(PresenceEvent::Connected(start)) = presence_event("$SYS/brokers/n/clients/d2/connected", old, PORTS)
+        else {
+            panic!("not read");
+        };
+        assert_eq!(
+            (start.at, start.protocol.as_deref(), start.transport),
+            (1582687922000, Some("MQTT 3.1.1"), None)
+        );
+        for (topic, payload) in [
+            ("$SYS/brokers/n/clients/d1/connected", &b"not json"[..]),
+            ("$SYS/brokers/n/clients/d1/connected", br#"{"clientid":"d1"}"#),
+            ("$SYS/brokers/n/uptime", br#"{"clientid":"d1","ts":1}"#),
+            ("$SYS/brokers/n/clients/d1/subscribed", br#"{"clientid":"d1","ts":1}"#),
+        ] {
+            assert_eq!(presence_event(topic, payload, PORTS), None, "{topic}");
+        }
     }
 }

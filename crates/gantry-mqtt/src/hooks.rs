@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use async_trait::async_trait;
+use gantry_core::connection::{SessionEnd, SessionStart};
 use gantry_core::downlink::Downlink;
 use gantry_core::ids::{DeviceId, TenantId};
 use gantry_core::route::RouteGrant;
@@ -232,10 +233,12 @@ impl GantryHooks {
         }
     }
 
-    /// A client is in: counted by kind and transport, and a line says who, from where, how.
+    /// A client is in: counted by kind and transport, a line says who, from where, how, and a
+    /// device's presence is recorded.
     async fn connected(&self, session: &Session) {
         let client_id = &session.id.client_id;
-        let kind = match self.sessions.identity(client_id) {
+        let identity = self.sessions.identity(client_id);
+        let kind = match identity {
             Some(crate::policy::Identity::Route(_)) => Kind::Temporary,
             _ => Kind::Device,
         };
@@ -251,10 +254,28 @@ impl GantryHooks {
                 tracing::info!(client_id = %client_id, address, protocol, transport, "route identity connected")
             }
         }
+        if let (Some(crate::policy::Identity::Device(tenant)), Some(services)) = (identity, self.policy.services()) {
+            let start = SessionStart {
+                device: DeviceId::from_string(&**client_id),
+                at: session.id.create_time,
+                client_address: Some(address),
+                protocol: Some(protocol.to_owned()),
+                transport: Some(transport.to_owned()),
+            };
+            // Off the handshake: rmqtt holds the client id's entry locked meanwhile, and a
+            // reconnect that finds it locked is refused. The store orders the writes by the
+            // sessions' start times, so the order they land in does not matter.
+            tokio::spawn(async move {
+                let device = start.device.clone();
+                if let Err(e) = services.presence.connected(&tenant, start).await {
+                    tracing::warn!(device = %device, error = %e, "device presence not recorded");
+                }
+            });
+        }
     }
 
-    /// A client is gone: its count ends, and a line says why.
-    fn disconnected(&self, session: &Session, reason: &Reason) {
+    /// A client is gone: its count ends, a line says why, and a device's presence is recorded.
+    async fn disconnected(&self, session: &Session, reason: &Reason) {
         let Some((kind, transport)) = self
             .stats
             .connections
@@ -271,6 +292,21 @@ impl GantryHooks {
             Kind::Temporary => {
                 tracing::info!(client_id = %client_id, address, transport, reason, "route identity disconnected")
             }
+        }
+        if let (Kind::Device, Some(services)) = (kind, self.policy.services()) {
+            let end = SessionEnd {
+                device: DeviceId::from_string(&**client_id),
+                started_by: session.id.create_time,
+                at: gantry_core::time::now_ms(),
+                last_seen: None,
+            };
+            // As at connect: not while rmqtt holds the entry locked.
+            tokio::spawn(async move {
+                let device = end.device.clone();
+                if let Err(e) = services.presence.disconnected(None, end).await {
+                    tracing::warn!(device = %device, error = %e, "device presence not recorded");
+                }
+            });
         }
     }
 
@@ -311,7 +347,14 @@ impl Handler for GantryHooks {
                 (true, acc)
             }
             Parameter::ClientDisconnected(session, reason) => {
-                self.disconnected(session, reason);
+                self.disconnected(session, reason).await;
+                (true, acc)
+            }
+            Parameter::ClientKeepalive(session, _) => {
+                // Every packet from the client: its last-seen time, in memory.
+                if let Some(services) = self.policy.services() {
+                    services.presence.seen(&session.id.client_id);
+                }
                 (true, acc)
             }
             _ => (true, acc),

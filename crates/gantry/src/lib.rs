@@ -284,9 +284,12 @@ impl Application {
         };
         // Both HTTP servers stop on the one shutdown signal.
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let feeds = self.services.feeds.clone();
         tokio::spawn(async move {
             shutdown.await;
             let _ = stop_tx.send(true);
+            // Push streams never end on their own: end them, so the servers can drain.
+            feeds.close();
         });
         let stopped = move || {
             let mut rx = stop_rx.clone();
@@ -311,6 +314,7 @@ impl Application {
             ))
         });
         let sweeper = tokio::spawn(sweep_overdue_acks(self.services.clone()));
+        let last_seen = tokio::spawn(flush_last_seen(self.services.clone()));
         let retention = self
             .retention_days
             .map(|days| tokio::spawn(apply_retention(self.services.clone(), days)));
@@ -321,6 +325,15 @@ impl Application {
         // whatever is still queued.
         self.broker.stop();
         sweeper.abort();
+        last_seen.abort();
+        if let Err(e) = self.services.presence.flush().await {
+            tracing::warn!(error = %e, "last-seen times not written");
+        }
+        if self.broker.is_embedded()
+            && let Err(e) = self.services.presence.end_live_sessions().await
+        {
+            tracing::warn!(error = %e, "device sessions not recorded as ended");
+        }
         if let Some(retention) = retention {
             retention.abort();
         }
@@ -362,6 +375,17 @@ async fn apply_retention(services: Arc<Services>, days: u32) {
             Ok(0) => {}
             Ok(n) => tracing::info!(events = n, days, "deleted events past the retention period"),
             Err(e) => tracing::warn!(error = %e, "event retention failed"),
+        }
+    }
+}
+
+/// Writes the devices' last-seen times that moved, every `presence::FLUSH_PERIOD`.
+async fn flush_last_seen(services: Arc<Services>) {
+    let mut tick = tokio::time::interval(gantry_core::presence::FLUSH_PERIOD);
+    loop {
+        tick.tick().await;
+        if let Err(e) = services.presence.flush().await {
+            tracing::warn!(error = %e, "last-seen times not written; kept for the next flush");
         }
     }
 }

@@ -47,7 +47,12 @@ impl MqttFront {
             }
             Some(url) => {
                 let client_id = format!("gantry-{}", node_id(&config.data_dir)?);
-                let broker = Box::new(ExternalBroker::new(url, topics, &client_id)?);
+                let mut broker = Box::new(ExternalBroker::new(url, topics, &client_id)?);
+                broker.set_transport_ports(
+                    config.mqtts_addr.0.map(|a| a.port()),
+                    config.mqtt_ws_addr.0.map(|a| a.port()),
+                    config.mqtt_wss_addr.0.map(|a| a.port()),
+                );
                 let addr = (broker.host(), broker.port())
                     .to_socket_addrs()
                     .with_context(|| format!("resolving {url}"))?
@@ -113,9 +118,19 @@ impl MqttFront {
         }
     }
 
+    /// Whether the device sessions live in this process (so none outlives it).
+    pub fn is_embedded(&self) -> bool {
+        matches!(self, MqttFront::Embedded(_))
+    }
+
     pub async fn start(&mut self, services: Arc<Services>) -> anyhow::Result<()> {
         match self {
             MqttFront::Embedded(broker) => {
+                // No session outlives the process: those recorded as on ended with it.
+                let ended = services.presence.end_all_sessions().await?;
+                if ended > 0 {
+                    tracing::info!(devices = ended, "device sessions of the last run recorded as ended");
+                }
                 broker.start(services).await;
                 Ok(())
             }

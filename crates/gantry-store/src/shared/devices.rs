@@ -177,6 +177,12 @@ impl DeviceStore for SqlStore {
         if let Some(status) = query.status {
             from_where.push(" AND d.status = ").bind(status.as_str());
         }
+        if let Some(connected) = query.connected {
+            // A device never connected has no row: it is among the disconnected.
+            from_where
+                .push(if connected { " AND " } else { " AND NOT " })
+                .push("EXISTS (SELECT 1 FROM device_connections c WHERE c.device_id = d.id AND c.connected = 1)");
+        }
         let order_by = order_by(query.sort_by, query.sort_order, self.collate());
         fetch_page(&self.pool, COLUMNS, &from_where, &order_by, page, device_from_row).await
     }

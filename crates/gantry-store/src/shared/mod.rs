@@ -1,8 +1,9 @@
 //! The SQL both engines run as it is: tenants and tokens, device models, projects, devices,
-//! routes and event logs. It reads through `SqlStore::pool` and writes through
+//! device connections, routes and event logs. It reads through `SqlStore::pool` and writes through
 //! `SqlStore::begin_write` / `writes`; what differs between the engines' dialects (text
 //! collation, row locks) comes from `Dialect`, fixed at connect, never from a branch here.
 
+mod connections;
 mod devices;
 mod event_logs;
 mod models;

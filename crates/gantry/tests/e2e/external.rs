@@ -89,6 +89,12 @@ async fn telemetry_and_controls_through_an_external_broker() {
         .await
         .result();
     assert_eq!(shadow["attributeMap"]["temp"]["value"], 20.5);
+    // Mosquitto publishes no client events: presence knows of no session (README, Presence).
+    let presence = app
+        .get(format!("/api/v1/devices/{did}/connection"), &app.admin)
+        .await
+        .result();
+    assert_eq!(presence, json!({"deviceId": did, "connected": false}));
 
     app.put(
         format!("/api/v1/devices/{did}/shadows"),

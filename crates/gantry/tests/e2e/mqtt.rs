@@ -172,6 +172,18 @@ async fn an_mqtt5_device_logs_in_and_publishes() {
     assert_eq!(stored["totalResults"], 1, "{stored}");
     assert_eq!(stored["results"][0]["correlationId"], "mqtt5-1");
     assert_eq!(stored["results"][0]["deviceTimestamp"], 1_714_492_800_000_i64);
+    // Its presence names the protocol.
+    let mut presence = Value::Null;
+    let recorded = wait_for(Duration::from_secs(10), async || {
+        presence = app
+            .get(format!("/api/v1/devices/{id}/connection"), &app.admin)
+            .await
+            .result();
+        presence["connected"] == true
+    })
+    .await;
+    assert!(recorded, "{presence}");
+    assert_eq!(presence["protocol"], "MQTT 5");
 }
 
 #[tokio::test]

@@ -1,0 +1,218 @@
+//! Device presence: which devices hold an MQTT session, since when, and when each was last
+//! heard from. The broker (embedded hooks, or an external broker's connect/disconnect events)
+//! reports sessions starting and ending; each is written to the store at once and published as
+//! a `ConnectionChange` to in-process subscribers (the push stream, webhooks).
+//!
+//! The last-seen time moves with every packet, so it is kept in memory and written in batches
+//! (`flush`, every `FLUSH_PERIOD`) and when the session ends: a crash loses at most the last
+//! period's movement of it, never whether a device is connected (an embedded broker's start
+//! ends every recorded session, `end_all_sessions`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+
+use crate::Result;
+use crate::catalog::CatalogService;
+use crate::connection::{Connection, ConnectionChange, SessionEnd, SessionStart};
+use crate::feed::Feeds;
+use crate::ids::{DeviceId, ProjectId, TenantId};
+use crate::principal::Principal;
+use crate::store::Store;
+use crate::stream::StreamType;
+
+/// How often the last-seen times are written: what a crash may lose of them.
+pub const FLUSH_PERIOD: Duration = Duration::from_secs(5);
+
+/// Changes a slow subscriber may fall behind by before it misses some (it is told, by
+/// `broadcast::error::RecvError::Lagged`).
+const CHANGES_BUFFER: usize = 4096;
+
+/// A session this process has seen start and not end.
+struct Live {
+    tenant: TenantId,
+    project: ProjectId,
+    started: i64,
+    last_seen: i64,
+    /// `last_seen` moved since the last flush.
+    dirty: bool,
+}
+
+pub struct PresenceService {
+    store: Arc<dyn Store>,
+    catalog: Arc<CatalogService>,
+    live: Mutex<HashMap<DeviceId, Live>>,
+    changes: broadcast::Sender<ConnectionChange>,
+    feeds: Arc<Feeds>,
+}
+
+impl PresenceService {
+    pub fn new(store: Arc<dyn Store>, catalog: Arc<CatalogService>, feeds: Arc<Feeds>) -> Self {
+        Self {
+            store,
+            catalog,
+            feeds,
+            live: Mutex::default(),
+            changes: broadcast::channel(CHANGES_BUFFER).0,
+        }
+    }
+
+    /// Every connect and disconnect from now on, in the order they were recorded.
+    pub fn subscribe(&self) -> broadcast::Receiver<ConnectionChange> {
+        self.changes.subscribe()
+    }
+
+    /// A device's session began. A device that is gone (deleted since it logged in) is ignored.
+    pub async fn connected(&self, tenant: &TenantId, start: SessionStart) -> Result<()> {
+        let project = match self.catalog.load_device(tenant, &start.device).await {
+            Ok(device) => device.project_id.clone(),
+            Err(crate::Error::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        self.store.session_started(tenant, &start).await?;
+        {
+            let mut live = self.live.lock().expect("presence lock");
+            let newer = live.get(&start.device).is_some_and(|l| l.started > start.at);
+            if !newer {
+                live.insert(
+                    start.device.clone(),
+                    Live {
+                        tenant: tenant.clone(),
+                        project: project.clone(),
+                        started: start.at,
+                        last_seen: start.at,
+                        dirty: false,
+                    },
+                );
+            }
+        }
+        self.publish(tenant, project, &start.device).await
+    }
+
+    /// A packet from the device: moves its last-seen time, in memory. Nothing for a client
+    /// without a live session here (a route's identity, an unknown client).
+    pub fn seen(&self, device: &str) {
+        let mut live = self.live.lock().expect("presence lock");
+        if let Some(session) = live.get_mut(device) {
+            session.last_seen = crate::time::now_ms();
+            session.dirty = true;
+        }
+    }
+
+    /// A device's session ended. `tenant`, when the caller knows it, saves a lookup.
+    pub async fn disconnected(&self, tenant: Option<&TenantId>, mut end: SessionEnd) -> Result<()> {
+        let known = {
+            let mut live = self.live.lock().expect("presence lock");
+            match live.get(&end.device) {
+                Some(session) if session.started <= end.started_by => {
+                    let session = live.remove(&end.device).expect("present");
+                    end.last_seen = end.last_seen.max(Some(session.last_seen));
+                    Some((session.tenant, session.project))
+                }
+                _ => None,
+            }
+        };
+        if !self.store.session_ended(&end).await? {
+            return Ok(());
+        }
+        let (tenant, project) = match known {
+            Some(known) => known,
+            None => {
+                let tenant = match tenant {
+                    Some(tenant) => tenant.clone(),
+                    None => match self.store.device_tenant(&end.device).await? {
+                        Some(tenant) => tenant,
+                        None => return Ok(()),
+                    },
+                };
+                match self.catalog.load_device(&tenant, &end.device).await {
+                    Ok(device) => (tenant, device.project_id.clone()),
+                    Err(crate::Error::NotFound { .. }) => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        self.publish(&tenant, project, &end.device).await
+    }
+
+    /// Sends the device's record as it is now to the subscribers and the project's push
+    /// stream, if anyone follows.
+    async fn publish(&self, tenant: &TenantId, project: ProjectId, device: &DeviceId) -> Result<()> {
+        let streamed = self.feeds.follows(&project);
+        if self.changes.receiver_count() == 0 && !streamed {
+            return Ok(());
+        }
+        let connection = self.current(device).await?;
+        if streamed {
+            self.feeds.publish(&project, StreamType::Connection, device, || {
+                serde_json::to_string(&connection).unwrap_or_default()
+            });
+        }
+        let _ = self.changes.send(ConnectionChange {
+            tenant_id: tenant.clone(),
+            project_id: project,
+            connection,
+        });
+        Ok(())
+    }
+
+    /// Writes the last-seen times that moved since the last flush.
+    pub async fn flush(&self) -> Result<()> {
+        let seen: Vec<(DeviceId, i64)> = {
+            let mut live = self.live.lock().expect("presence lock");
+            live.iter_mut()
+                .filter(|(_, s)| s.dirty)
+                .map(|(device, s)| {
+                    s.dirty = false;
+                    (device.clone(), s.last_seen)
+                })
+                .collect()
+        };
+        self.store.record_last_seen(&seen).await
+    }
+
+    /// For a broker that has just started and so holds no session: every session recorded as
+    /// on ended at its last-seen time. Returns how many.
+    pub async fn end_all_sessions(&self) -> Result<u64> {
+        self.store.end_all_sessions().await
+    }
+
+    /// For a broker that stops: ends every session this process knows of now.
+    pub async fn end_live_sessions(&self) -> Result<()> {
+        let now = crate::time::now_ms();
+        let live: Vec<(DeviceId, Live)> = self.live.lock().expect("presence lock").drain().collect();
+        for (device, session) in live {
+            let end = SessionEnd {
+                device,
+                started_by: session.started,
+                at: now,
+                last_seen: Some(session.last_seen),
+            };
+            self.store.session_ended(&end).await?;
+        }
+        Ok(())
+    }
+
+    /// The device's connection record for `who` (who may read the device: its tenant's
+    /// administrator, its project's application, the device itself).
+    pub async fn connection(&self, who: &Principal, id: &DeviceId) -> Result<Connection> {
+        self.catalog.get_device(who, id).await?;
+        self.current(id).await
+    }
+
+    /// The stored record with the last-seen time not yet written.
+    async fn current(&self, id: &DeviceId) -> Result<Connection> {
+        let mut connection = self
+            .store
+            .connection(id)
+            .await?
+            .unwrap_or_else(|| Connection::never(id.clone()));
+        let pending = self.live.lock().expect("presence lock").get(id).map(|s| s.last_seen);
+        if connection.connected {
+            connection.last_seen_time = connection.last_seen_time.max(pending);
+        }
+        Ok(connection)
+    }
+}

@@ -1,0 +1,116 @@
+//! Device presence: one row per device that ever connected. A session's start and end are
+//! conditional writes keyed by the session's start time, so that events that arrive out of
+//! order (an old session's end after a new session's start) never undo the newer state.
+
+use async_trait::async_trait;
+use gantry_core::Result;
+use gantry_core::connection::{Connection, SessionEnd, SessionStart};
+use gantry_core::ids::{DeviceId, TenantId};
+use gantry_core::store::ConnectionStore;
+use sqlx::any::AnyRow;
+
+use crate::SqlStore;
+use crate::error::db_error;
+use crate::row::{flag, get};
+
+fn connection_from_row(row: &AnyRow) -> Result<Connection> {
+    Ok(Connection {
+        device_id: DeviceId::from_string(get::<String>(row, "device_id")?),
+        connected: flag(row, "connected")?,
+        connected_time: get(row, "connected_time")?,
+        disconnected_time: get(row, "disconnected_time")?,
+        last_seen_time: get(row, "last_seen_time")?,
+        client_address: get(row, "client_address")?,
+        protocol: get(row, "protocol")?,
+        transport: get(row, "transport")?,
+    })
+}
+
+#[async_trait]
+impl ConnectionStore for SqlStore {
+    async fn session_started(&self, tenant: &TenantId, start: &SessionStart) -> Result<()> {
+        // An older session's start that arrives late leaves a newer one as it is.
+        sqlx::query(
+            "INSERT INTO device_connections (device_id, tenant_id, connected, connected_time, \
+             disconnected_time, last_seen_time, client_address, protocol, transport) \
+             VALUES ($1, $2, 1, $3, NULL, $3, $4, $5, $6) \
+             ON CONFLICT (device_id) DO UPDATE SET connected = 1, \
+             connected_time = excluded.connected_time, \
+             last_seen_time = CASE WHEN excluded.last_seen_time > COALESCE(device_connections.last_seen_time, 0) \
+                 THEN excluded.last_seen_time ELSE device_connections.last_seen_time END, \
+             client_address = excluded.client_address, protocol = excluded.protocol, \
+             transport = excluded.transport \
+             WHERE device_connections.connected_time IS NULL \
+                OR device_connections.connected_time <= excluded.connected_time",
+        )
+        .bind(start.device.as_str())
+        .bind(tenant.as_str())
+        .bind(start.at)
+        .bind(start.client_address.as_deref())
+        .bind(start.protocol.as_deref())
+        .bind(start.transport.as_deref())
+        .execute(self.writes())
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn session_ended(&self, end: &SessionEnd) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE device_connections SET connected = 0, disconnected_time = $1, \
+             last_seen_time = CASE WHEN $2 > COALESCE(last_seen_time, 0) THEN $2 ELSE last_seen_time END \
+             WHERE device_id = $3 AND connected = 1 AND connected_time <= $4",
+        )
+        .bind(end.at)
+        .bind(end.last_seen.unwrap_or(0))
+        .bind(end.device.as_str())
+        .bind(end.started_by)
+        .execute(self.writes())
+        .await
+        .map_err(db_error)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn record_last_seen(&self, seen: &[(DeviceId, i64)]) -> Result<()> {
+        if seen.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin_write().await?;
+        for (device, at) in seen {
+            sqlx::query(
+                "UPDATE device_connections SET last_seen_time = $1 \
+                 WHERE device_id = $2 AND (last_seen_time IS NULL OR last_seen_time < $1)",
+            )
+            .bind(*at)
+            .bind(device.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn connection(&self, device: &DeviceId) -> Result<Option<Connection>> {
+        let row = sqlx::query(
+            "SELECT device_id, connected, connected_time, disconnected_time, last_seen_time, \
+             client_address, protocol, transport FROM device_connections WHERE device_id = $1",
+        )
+        .bind(device.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?;
+        row.as_ref().map(connection_from_row).transpose()
+    }
+
+    async fn end_all_sessions(&self) -> Result<u64> {
+        // The last packet is the best known end of a session the process did not see end.
+        let done = sqlx::query(
+            "UPDATE device_connections SET connected = 0, \
+             disconnected_time = COALESCE(last_seen_time, connected_time) WHERE connected = 1",
+        )
+        .execute(self.writes())
+        .await
+        .map_err(db_error)?;
+        Ok(done.rows_affected())
+    }
+}

@@ -1,0 +1,298 @@
+//! The project push stream (`GET /projects/{id}/stream`, Server-Sent Events) over real HTTP,
+//! fed by real MQTT devices: what it sends, resuming with `Last-Event-ID`, `reset`, filters,
+//! who may open it, and its end when its token stops standing for its caller.
+
+use std::time::Duration;
+
+use gantry::device::DeviceClient;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, spawn_app, unique};
+
+const PREFIX: &str = "gantry";
+
+/// How long an event may take to reach the stream.
+const ARRIVES: Duration = Duration::from_secs(10);
+
+fn id(record: &Value) -> &str {
+    record["id"].as_str().unwrap()
+}
+
+#[derive(Debug)]
+struct SseEvent {
+    id: Option<String>,
+    event: String,
+    data: Value,
+}
+
+/// A stream being read: the response and what was read of it.
+struct Sse {
+    response: reqwest::Response,
+    text: String,
+}
+
+impl Sse {
+    async fn open(app: &TestApp, query: &str, token: &str, last_id: Option<&str>) -> Result<Sse, reqwest::Response> {
+        let project_path = query;
+        let mut request = app.client.get(format!("{}{project_path}", app.base)).bearer_auth(token);
+        if let Some(last) = last_id {
+            request = request.header("Last-Event-ID", last);
+        }
+        let response = request.send().await.unwrap();
+        if response.status() != 200 {
+            return Err(response);
+        }
+        assert_eq!(
+            response.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        Ok(Sse {
+            response,
+            text: String::new(),
+        })
+    }
+
+    /// The next event (comments skipped); None when the server ended the stream.
+    async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(end) = self.text.find("\n\n") {
+                let block: String = self.text.drain(..end + 2).collect();
+                let (mut id, mut event, mut data) = (None, String::new(), String::new());
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        event = v.trim().to_owned();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if event.is_empty() && data.is_empty() {
+                    continue; // a comment
+                }
+                return Some(SseEvent {
+                    id,
+                    event,
+                    data: serde_json::from_str(&data).unwrap_or(Value::String(data)),
+                });
+            }
+            let chunk = tokio::time::timeout(ARRIVES, self.response.chunk())
+                .await
+                .expect("an event in time")
+                .ok()??;
+            self.text.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    async fn expect(&mut self, event: &str) -> SseEvent {
+        let got = self.next().await.expect("the stream is open");
+        assert_eq!(got.event, event, "{got:?}");
+        got
+    }
+}
+
+fn stream_path(project: &Value, query: &str) -> String {
+    format!("/api/v1/projects/{}/stream{query}", id(project))
+}
+
+#[tokio::test]
+async fn the_stream_pushes_telemetry_shadows_logs_and_connections_and_resumes() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let (device, project) = (&world.device, &world.project);
+    let app_token = project["applicationAccessToken"].as_str().unwrap();
+    let mut stream = Sse::open(&app, &stream_path(project, ""), app_token, None)
+        .await
+        .unwrap();
+
+    let mut client = DeviceClient::connect(app.mqtt, PREFIX, id(device), device["accessToken"].as_str().unwrap())
+        .await
+        .unwrap();
+    let connected = stream.expect("connection").await;
+    assert_eq!(connected.data["deviceId"], id(device));
+    assert_eq!(connected.data["connected"], true);
+    assert_eq!(connected.data["transport"], "tcp");
+
+    client
+        .publish_attrs(&[("temp", json!(21.5))], Some(1_714_492_800), true)
+        .await
+        .unwrap();
+    let telemetry = stream.expect("telemetry").await;
+    assert_eq!(telemetry.data["deviceId"], id(device));
+    assert_eq!(telemetry.data["attributeCode"], "temp");
+    assert_eq!(telemetry.data["attributeData"], 21.5);
+    assert_eq!(telemetry.data["deviceTimestamp"], 1_714_492_800_000_i64);
+    // What was pushed is committed: it lists.
+    let listed = app
+        .get(format!("/api/v1/devices/{}/events", id(device)), &app.admin)
+        .await
+        .result();
+    assert_eq!(listed["results"][0]["id"], telemetry.data["id"]);
+    // The shadow attribute it changed.
+    let shadow = stream.expect("shadow").await;
+    assert_eq!(shadow.data["deviceId"], id(device));
+    assert_eq!(shadow.data["attributeMap"]["temp"]["value"], 21.5);
+    assert_eq!(shadow.data["attributeMap"]["temp"]["timestamp"], 1_714_492_800_000_i64);
+    // An older value (by device time) changes no shadow attribute: telemetry alone.
+    client
+        .publish_attrs(&[("temp", json!(3.0))], Some(1_600_000_000), true)
+        .await
+        .unwrap();
+    assert_eq!(stream.expect("telemetry").await.data["attributeData"], 3.0);
+
+    // A control waiting for its ack, and the ack: event logs.
+    client.subscribe_inbox().await.unwrap();
+    app.put(
+        format!("/api/v1/devices/{}/shadows", id(device)),
+        &app.admin,
+        json!({"needack": true, "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+    )
+    .await
+    .result_done();
+    let control = stream.expect("eventLog").await;
+    assert_eq!(control.data["classification"], "DeviceControll");
+    assert_eq!(control.data["status"], "processing");
+    let sent = loop {
+        let message = client.next_message(ARRIVES).await.unwrap().expect("the control").json();
+        if message["meta"]["type"] != "ack" {
+            break message;
+        }
+    };
+    client.ack(&sent).await.unwrap();
+    let completed = stream.expect("eventLog").await;
+    assert_eq!(
+        (&completed.data["eventId"], &completed.data["status"]),
+        (&control.data["eventId"], &json!("completed"))
+    );
+    assert_eq!(stream.expect("eventLog").await.data["classification"], "Response");
+
+    client.disconnect().await;
+    let disconnected = stream.expect("connection").await;
+    assert_eq!(disconnected.data["connected"], false);
+
+    let ids: Vec<u64> = [&connected, &telemetry, &shadow, &disconnected]
+        .iter()
+        .map(|e| e.id.as_deref().unwrap().parse().unwrap())
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    drop(stream);
+
+    // Resuming after the first: what came after it, in order.
+    let first = ids[0].to_string();
+    let mut resumed = Sse::open(&app, &stream_path(project, ""), app_token, Some(&first))
+        .await
+        .unwrap();
+    assert_eq!(resumed.expect("telemetry").await.id.unwrap(), ids[1].to_string());
+    assert_eq!(resumed.expect("shadow").await.id.unwrap(), ids[2].to_string());
+    for kind in ["telemetry", "eventLog", "eventLog", "eventLog"] {
+        resumed.expect(kind).await;
+    }
+    assert_eq!(resumed.expect("connection").await.id.unwrap(), ids[3].to_string());
+
+    // Filtered by type.
+    let mut only_telemetry = Sse::open(&app, &stream_path(project, "?types=telemetry"), app_token, Some(&first))
+        .await
+        .unwrap();
+    // A cursor the server no longer (or never) held: reset first.
+    let mut stale = Sse::open(&app, &stream_path(project, ""), &app.admin, Some("12"))
+        .await
+        .unwrap();
+    stale.expect("reset").await;
+
+    // Filtered by device: another device's connection, not the first one's replayed events.
+    let other = app.create_device(&app.admin, project, &world.model).await;
+    let mut of_other = Sse::open(
+        &app,
+        &stream_path(project, &format!("?deviceId={}", id(&other))),
+        &app.admin,
+        Some(&first),
+    )
+    .await
+    .unwrap();
+    let _other_client = DeviceClient::connect(app.mqtt, PREFIX, id(&other), other["accessToken"].as_str().unwrap())
+        .await
+        .unwrap();
+    let event = of_other.expect("connection").await;
+    assert_eq!(event.data["deviceId"], id(&other));
+    // The type filter skipped the connections, up to the other device's.
+    assert_eq!(only_telemetry.expect("telemetry").await.id.unwrap(), ids[1].to_string());
+    // The live events reach every open stream.
+    assert_eq!(resumed.expect("connection").await.data["deviceId"], id(&other));
+    assert_eq!(stale.expect("connection").await.data["deviceId"], id(&other));
+}
+
+#[tokio::test]
+async fn the_stream_is_opened_by_the_project_or_the_device_alone_and_ends_with_its_token() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let (device, project) = (&world.device, &world.project);
+    let device_token = device["accessToken"].as_str().unwrap();
+    let sibling = app.create_device(&app.admin, project, &world.model).await;
+    let refused = async |query: &str, token: &str, status: u16| -> String {
+        let response = Sse::open(&app, &stream_path(project, query), token, None)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{query} should be refused"));
+        assert_eq!(response.status().as_u16(), status, "{query}");
+        let body: Value = response.json().await.unwrap();
+        assert_ne!(body["returnCode"], 0);
+        body["message"].as_str().unwrap().to_owned()
+    };
+
+    // A device: only its own events, with deviceId.
+    refused("", device_token, 403).await;
+    refused(&format!("?deviceId={}", id(&sibling)), device_token, 403).await;
+    let mut own = Sse::open(
+        &app,
+        &stream_path(project, &format!("?deviceId={}", id(device))),
+        device_token,
+        None,
+    )
+    .await
+    .unwrap();
+    // Other projects and tenants.
+    let other_project = app.create_project(&app.admin).await;
+    refused("", other_project["applicationAccessToken"].as_str().unwrap(), 403).await;
+    let tenant = app
+        .post("/api/v1/tenants", &app.admin, json!({"name": unique("other")}))
+        .await
+        .result();
+    refused("", tenant["adminToken"].as_str().unwrap(), 404).await;
+    refused("", "not-a-token", 401).await;
+    let message = refused("?types=telemetry,alarm", &app.admin, 400).await;
+    assert!(message.contains("types"), "{message}");
+    let elsewhere = app.create_device(&app.admin, &other_project, &world.model).await;
+    let message = refused(&format!("?deviceId={}", id(&elsewhere)), &app.admin, 400).await;
+    assert!(message.contains("deviceId"), "{message}");
+
+    // Rotating the application token ends its streams.
+    let app_token = project["applicationAccessToken"].as_str().unwrap();
+    let mut by_app = Sse::open(&app, &stream_path(project, ""), app_token, None)
+        .await
+        .unwrap();
+    app.post(
+        format!("/api/v1/projects/{}/applicationAccessToken/rotate", id(project)),
+        &app.admin,
+        json!({}),
+    )
+    .await
+    .result();
+    assert!(by_app.next().await.is_none(), "the stream ends");
+
+    // Locking the device ends its own stream.
+    app.put(
+        format!("/api/v1/devices/{}", id(device)),
+        &app.admin,
+        json!({"status": "Locked"}),
+    )
+    .await
+    .result();
+    assert!(own.next().await.is_none(), "the stream ends");
+
+    // A stop of Gantry ends the streams.
+    let mut by_admin = Sse::open(&app, &stream_path(project, ""), &app.admin, None)
+        .await
+        .unwrap();
+    app.stop().await;
+    assert!(by_admin.next().await.is_none(), "the stream ends");
+}
