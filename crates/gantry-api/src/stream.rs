@@ -38,6 +38,20 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// Filters of the push stream.
+/// One Server-Sent Event of the stream, as a client's SSE parser yields it.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct SseEvent {
+    /// The cursor: increasing within the project; send the last one as `Last-Event-ID` to resume.
+    /// Absent on `reset`.
+    id: Option<String>,
+    /// `telemetry`, `shadow`, `eventLog`, `connection`, or `reset` (what was missed is no longer
+    /// kept: reload, then follow).
+    event: String,
+    /// The event's JSON document (`{}` on `reset`).
+    data: String,
+}
+
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
@@ -62,7 +76,7 @@ pub struct StreamParams {
 #[utoipa::path(get, path = "/api/v1/projects/{projectId}/stream", operation_id = "streamProject", tag = "Projects",
     params(("projectId" = String, Path), StreamParams,
            ("Last-Event-ID" = Option<String>, Header, description = "the last id received, to resume")),
-    responses((status = 200, description = "text/event-stream", content_type = "text/event-stream", body = String),
+    responses((status = 200, description = "text/event-stream", content_type = "text/event-stream", body = SseEvent),
               (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody)))]
 #[tracing::instrument(name = "streamProject", skip_all, fields(project = %id))]
@@ -83,7 +97,13 @@ pub async fn stream(
         .and_then(|v| v.get(7..))
         .map(|t| t.trim().to_owned())
         .unwrap_or_default();
-    let last_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    // An empty id is no id: the SSE specification lets a stream clear it, and a client then
+    // resumes from nothing rather than from a cursor it lost.
+    let last_id = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
     let subscription = s.services.feeds.subscribe(&project, last_id);
     let cursor = Cursor {
         project,
