@@ -66,7 +66,7 @@ impl EventLogStore for SqlStore {
         .bind(log.updated_by.as_deref())
         .bind(log.updated_time)
         .bind(log.reply_to.as_deref())
-        .execute(self.writes())
+        .execute(&mut *self.writes().await?)
         .await
         .map_err(crate::error::db_error)?;
         Ok(())
@@ -124,7 +124,7 @@ impl EventLogStore for SqlStore {
         .bind(EventLogStatus::Exception.as_str())
         .bind(now)
         .bind(EventLogStatus::Processing.as_str())
-        .execute(self.writes())
+        .execute(&mut *self.writes().await?)
         .await
         .map_err(crate::error::db_error)?;
         Ok(done.rows_affected())
