@@ -5,8 +5,8 @@
 
 use std::borrow::Cow;
 use std::fmt::Debug;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use gantry_core::Result;
@@ -23,6 +23,34 @@ pub(crate) struct Connected {
     pub(crate) writer: AnyPool,
     pub(crate) dialect: &'static Dialect,
     pub(crate) events: Arc<dyn EventEngine>,
+    /// When the catalog's and event logs' writes last asked for `writer`.
+    pub(crate) api_writes: Arc<ApiWrites>,
+}
+
+/// When the API (the catalog, a control's event log) last asked for `Connected::writer`, for an
+/// engine whose background work writes through the same connection (SQLite's mover). The pool
+/// queues its waiters in order, so an API write that waits goes before the engine's next
+/// transaction; what it can still meet is the one in flight, which the engine keeps short while
+/// API writes come (docs/PERFORMANCE.md, "Controls after an ingest burst"). An engine with no
+/// such work ignores it.
+#[derive(Debug, Default)]
+pub(crate) struct ApiWrites {
+    last: Mutex<Option<Instant>>,
+}
+
+impl ApiWrites {
+    /// An API write asks for the writer now.
+    pub(crate) fn asking(&self) {
+        *self.last.lock().expect("not poisoned") = Some(Instant::now());
+    }
+
+    /// Whether an API write asked for the writer within `window`.
+    pub(crate) fn asked_within(&self, window: Duration) -> bool {
+        self.last
+            .lock()
+            .expect("not poisoned")
+            .is_some_and(|last| last.elapsed() < window)
+    }
 }
 
 /// What the shared SQL spells differently per engine, as data.

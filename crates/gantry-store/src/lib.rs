@@ -25,9 +25,10 @@ use gantry_core::ids::{DeviceId, EventId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::store::{Durable, EventStore};
+use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Transaction};
 
-use crate::engine::{Connected, Dialect, EventEngine};
+use crate::engine::{ApiWrites, Connected, Dialect, EventEngine};
 pub use crate::figures::{PoolFigures, StoreFigures};
 pub use crate::sqlite::sqlite_url;
 
@@ -63,6 +64,8 @@ pub struct SqlStore {
     writer: AnyPool,
     dialect: &'static Dialect,
     events: Arc<dyn EventEngine>,
+    /// Every write through `writer` says so here as it asks for the connection (`ApiWrites`).
+    api_writes: Arc<ApiWrites>,
 }
 
 impl SqlStore {
@@ -75,6 +78,7 @@ impl SqlStore {
             writer,
             dialect,
             events,
+            api_writes,
         } = match Backend::of_url(database_url)? {
             Backend::Sqlite => sqlite::connect(database_url).await?,
             Backend::Postgres => postgres::connect(database_url).await?,
@@ -84,6 +88,7 @@ impl SqlStore {
             writer,
             dialect,
             events,
+            api_writes,
         })
     }
 
@@ -109,13 +114,15 @@ impl SqlStore {
         self.events.settle().await
     }
 
-    /// Where a statement that writes outside `begin_write` runs.
-    fn writes(&self) -> &AnyPool {
-        &self.writer
+    /// The connection a statement that writes outside `begin_write` runs on.
+    async fn writes(&self) -> gantry_core::Result<PoolConnection<Any>> {
+        self.api_writes.asking();
+        self.writer.acquire().await.map_err(error::db_error)
     }
 
     /// A transaction that writes the catalog or the event logs.
     async fn begin_write(&self) -> gantry_core::Result<Transaction<'static, Any>> {
+        self.api_writes.asking();
         self.writer.begin().await.map_err(error::db_error)
     }
 

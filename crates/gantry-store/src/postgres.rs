@@ -56,6 +56,7 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::E
         pool,
         dialect: &DIALECT,
         events: std::sync::Arc::new(events),
+        api_writes: Default::default(),
     })
 }
 

@@ -1,5 +1,7 @@
 //! Event logs: controls, their acks and the deadline sweep.
 
+use std::time::{Duration, Instant};
+
 use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::enums::{Classification, EventLogStatus, SortOrder};
@@ -17,6 +19,19 @@ use crate::sql::{Sql, fetch_page};
 const COLUMNS: &str = "id, tenant_id, project_id, status, classification, device_id, device_name, event_data, \
                        context_id, responses, event_id, created_by, created_time, updated_by, updated_time, deleted, \
                        reply_to";
+
+/// A control's event-log write, for following a slow control (debug level): its time in all
+/// and the part it waited for the writer (on SQLite, behind a move: docs/PERFORMANCE.md, "Controls
+/// after an ingest burst"); the rest is its statements and its synced commit.
+fn written(log: &EventLog, what: &str, started: Instant, waited: Duration) {
+    tracing::debug!(
+        event_log = %log.id,
+        device = %log.device_id,
+        took_ms = started.elapsed().as_secs_f64() * 1e3,
+        waited_ms = waited.as_secs_f64() * 1e3,
+        "event log {what}"
+    );
+}
 
 fn log_from_row(row: &AnyRow) -> Result<EventLog> {
     Ok(EventLog {
@@ -43,6 +58,9 @@ fn log_from_row(row: &AnyRow) -> Result<EventLog> {
 #[async_trait]
 impl EventLogStore for SqlStore {
     async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>) -> Result<()> {
+        let started = Instant::now();
+        let mut conn = self.writes().await?;
+        let waited = started.elapsed();
         sqlx::query(
             "INSERT INTO event_logs (id, tenant_id, project_id, status, classification, device_id, device_name, \
                  event_data, context_id, responses, event_id, ack_deadline, created_by, created_time, updated_by, \
@@ -66,9 +84,10 @@ impl EventLogStore for SqlStore {
         .bind(log.updated_by.as_deref())
         .bind(log.updated_time)
         .bind(log.reply_to.as_deref())
-        .execute(self.writes())
+        .execute(&mut *conn)
         .await
         .map_err(crate::error::db_error)?;
+        written(log, "inserted", started, waited);
         Ok(())
     }
 
@@ -80,7 +99,9 @@ impl EventLogStore for SqlStore {
         response: &serde_json::Value,
         at: i64,
     ) -> Result<Option<EventLog>> {
+        let started = Instant::now();
         let mut tx = self.begin_write().await?;
+        let waited = started.elapsed();
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM event_logs \
              WHERE device_id = $1 AND event_id = $2 AND tenant_id = $3 AND classification = $4"
@@ -113,6 +134,7 @@ impl EventLogStore for SqlStore {
         .await
         .map_err(crate::error::db_error)?;
         tx.commit().await.map_err(crate::error::db_error)?;
+        written(&log, "completed", started, waited);
         Ok(Some(log))
     }
 
@@ -124,7 +146,7 @@ impl EventLogStore for SqlStore {
         .bind(EventLogStatus::Exception.as_str())
         .bind(now)
         .bind(EventLogStatus::Processing.as_str())
-        .execute(self.writes())
+        .execute(&mut *self.writes().await?)
         .await
         .map_err(crate::error::db_error)?;
         Ok(done.rows_affected())

@@ -58,7 +58,7 @@ impl ModelStore for SqlStore {
         .bind(record.created_time)
         .bind(record.updated_by.as_deref())
         .bind(record.updated_time)
-        .execute(self.writes())
+        .execute(&mut *self.writes().await?)
         .await
         .map_err(write_error("device model", &model.name))?;
         Ok(())
@@ -85,7 +85,7 @@ impl ModelStore for SqlStore {
         .bind(model.gateway_id.as_deref())
         .bind(record.updated_by.as_deref())
         .bind(record.updated_time)
-        .execute(self.writes())
+        .execute(&mut *self.writes().await?)
         .await
         .map_err(write_error("device model", &model.name))?;
         if done.rows_affected() == 0 {

@@ -103,7 +103,7 @@ impl ProjectStore for SqlStore {
         .bind(to_json(&project.metadata)?)
         .bind(record.updated_by.as_deref())
         .bind(record.updated_time)
-        .execute(self.writes())
+        .execute(&mut *self.writes().await?)
         .await
         .map_err(write_error("project", &project.name))?;
         if done.rows_affected() == 0 {

@@ -57,7 +57,7 @@ impl RouteStore for SqlStore {
         .bind(r.created_time)
         .bind(r.updated_by.as_deref())
         .bind(r.updated_time)
-        .execute(self.writes())
+        .execute(&mut *self.writes().await?)
         .await
         .map_err(crate::error::db_error)?;
         Ok(())
@@ -72,7 +72,7 @@ impl RouteStore for SqlStore {
         .bind(r.updated_time)
         .bind(r.tenant_id.as_str())
         .bind(r.id.as_str())
-        .execute(self.writes())
+        .execute(&mut *self.writes().await?)
         .await
         .map_err(crate::error::db_error)?;
         if done.rows_affected() == 0 {
@@ -127,7 +127,7 @@ impl RouteStore for SqlStore {
         .bind(id)
         .bind(by)
         .bind(at)
-        .execute(self.writes())
+        .execute(&mut *self.writes().await?)
         .await
         .map_err(crate::error::db_error)?;
         if done.rows_affected() == 0 {

@@ -36,7 +36,7 @@ impl TenantStore for SqlStore {
         )
         .bind(ids::DEFAULT_TENANT)
         .bind(now)
-        .execute(self.writes())
+        .execute(&mut *self.writes().await?)
         .await
         .map_err(crate::error::db_error)?;
         Ok(())

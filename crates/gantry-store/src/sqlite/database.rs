@@ -52,6 +52,9 @@ pub(crate) struct Database {
     pub(crate) writer: AnyPool,
     pub(crate) lock: Lock,
     pub(crate) alive: Arc<()>,
+    /// When the API's writes last asked for `writer` (`ApiWrites`): the mover's moves are short
+    /// while they come.
+    pub(crate) api_writes: Arc<crate::engine::ApiWrites>,
 }
 
 impl Database {

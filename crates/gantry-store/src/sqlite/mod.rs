@@ -42,6 +42,7 @@ pub(crate) async fn connect(url: &str) -> Result<Connected, sqlx::Error> {
         pool: database.pool.clone(),
         writer: database.writer.clone(),
         dialect: &DIALECT,
+        api_writes: database.api_writes.clone(),
         events,
     })
 }
@@ -71,6 +72,7 @@ pub(crate) async fn open(url: &str) -> Result<StagingEvents, sqlx::Error> {
         writer: writer.clone(),
         lock,
         alive: Arc::new(()),
+        api_writes: Default::default(),
     };
     // The checkpointer: passive, it never waits for readers or the writers, it copies what it
     // can, in both files.

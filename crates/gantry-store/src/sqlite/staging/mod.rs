@@ -92,6 +92,7 @@ impl StagingEvents {
             stager: stager.clone(),
             staged,
             flusher,
+            api_writes: database.api_writes.clone(),
             walked: Default::default(),
         });
         tokio::spawn(every(

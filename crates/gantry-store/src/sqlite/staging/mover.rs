@@ -15,6 +15,10 @@
 //! stretch of numbers per transaction on the stager; then the in-memory index of staged events
 //! (staged.rs) forgets those numbers and the records of those rows are cleared.
 //!
+//! The API's writes (the catalog, a control's event log) share the main file's writer: one that
+//! waits goes before the walk's next move (the pool queues in order), and while they come the
+//! moves are short (`ROWS_PER_SHORT_MOVE`), so that a control meets at most a short move.
+//!
 //! Why one walk later: a statement that reads both files takes its snapshot of the main file
 //! first and of the staging file an instant later (SQLite opens them in schema order). A row
 //! whose move committed and whose delete committed both within that instant would be read in
@@ -33,6 +37,7 @@ use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 use super::flush::Flusher;
 use super::staged::Staged;
 use super::table::{LATEST_STAGED, STAGING, json_array};
+use crate::engine::ApiWrites;
 use crate::events::counts::{COUNT_UPSERT, hour_sql};
 use crate::events::{COLUMNS, SHADOW_UPSERT};
 use crate::sql::Sql;
@@ -53,10 +58,21 @@ pub(crate) const PACE: Duration = MERGE_EVERY;
 /// staged events in one transaction, so its per-device index pages are written once per walk
 /// however the walk is cut. Not so the index of event ids: every move of a walk inserts ids spread
 /// over the walk's whole stretch of time, so each move writes most of that stretch's leaves again,
-/// and fewer, larger moves write fewer pages. The price is the wait of a main-file write (a
-/// control's event log) that meets a move; ingest does not wait for moves (they write the main
-/// file). Measured: docs/PERFORMANCE.md, "The store's tuned constants".
+/// and fewer, larger moves write fewer pages. The price is the wait of a main-file write that
+/// meets a move, while no API writes come (`ROWS_PER_SHORT_MOVE`); ingest does not wait for moves
+/// (they write the main file). Measured: docs/PERFORMANCE.md, "The store's tuned constants".
 const ROWS_PER_MOVE: usize = 4_000;
+
+/// Staged events moved per transaction, about (whole devices), while API writes come (one within
+/// `API_WRITES_RECENT`): a control's event-log write that meets a move waits for it, and a write
+/// synced after unsynced moves puts their pages on disk with its own. Fewer rows per move cost
+/// pages (see `ROWS_PER_MOVE`) only while controls come. Measured: docs/PERFORMANCE.md,
+/// "Controls after an ingest burst".
+pub(super) const ROWS_PER_SHORT_MOVE: usize = 500;
+
+/// How long after an API write the moves stay short: a walk's length, so that a control's next
+/// write (its ack's, a few milliseconds later, or the next control's) finds them short too.
+const API_WRITES_RECENT: Duration = MERGE_EVERY;
 
 /// How long moved rows stay in the staging file after their move committed, at least (see the
 /// module's doc): the next walk deletes them, waiting first if it starts sooner.
@@ -71,6 +87,8 @@ pub(crate) struct Mover {
     pub(crate) stager: AnyPool,
     pub(crate) staged: Arc<Staged>,
     pub(crate) flusher: Arc<Flusher>,
+    /// When the API's writes last asked for `writer`.
+    pub(crate) api_writes: Arc<ApiWrites>,
     /// Held by a walk from its first delete to its last move: two walks at once (the background
     /// one and `SqlStore::merge_recent`) would move the same rows.
     pub(crate) walked: tokio::sync::Mutex<Walked>,
@@ -92,7 +110,11 @@ pub(crate) struct Walked {
 /// failure, a crash) leaves its records; the next walk skips those rows, and the walk after it
 /// deletes them with the next's own.
 pub(crate) async fn walk(mover: &Mover, pace: Option<Duration>) -> Result<u64> {
-    let mut walked = mover.walked.lock().await;
+    walk_held(mover, &mut *mover.walked.lock().await, pace).await
+}
+
+/// `walk`, with `mover.walked` held by the caller.
+pub(super) async fn walk_held(mover: &Mover, walked: &mut Walked, pace: Option<Duration>) -> Result<u64> {
     let previous = walked.moved.take();
     // The delete of the last walk's rows (on the stager) and this walk's moves (on the writer)
     // write different files: they run side by side.
@@ -215,9 +237,16 @@ async fn move_staged(mover: &Mover, pace: Option<Duration>) -> Result<Option<(u6
     let mut busy = Duration::ZERO;
     let mut devices = by_device.into_iter().peekable();
     while devices.peek().is_some() {
+        // An API write waiting for the writer goes before this move (the pool's queue is in
+        // order); the move it meets in flight is short while API writes come.
+        let rows_per_move = if mover.api_writes.asked_within(API_WRITES_RECENT) {
+            ROWS_PER_SHORT_MOVE
+        } else {
+            ROWS_PER_MOVE
+        };
         let mut seqs = Vec::new();
         let mut range: Option<(String, String)> = None;
-        while seqs.len() < ROWS_PER_MOVE
+        while seqs.len() < rows_per_move
             && let Some((device, device_seqs)) = devices.next()
         {
             seqs.extend(device_seqs);

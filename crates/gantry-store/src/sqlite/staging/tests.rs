@@ -12,7 +12,7 @@ use serde_json::json;
 use sqlx::AnyPool;
 
 use super::StagingEvents;
-use super::mover::{SETTLE, delete_moved, move_devices, sync_main};
+use super::mover::{ROWS_PER_SHORT_MOVE, SETTLE, delete_moved, move_devices, sync_main, walk_held};
 use crate::engine::EventEngine;
 use crate::sqlite::file::sqlite_url;
 
@@ -182,6 +182,55 @@ async fn a_walk_cut_short_is_finished_by_the_next() {
     assert!(syncs >= 1, "a walk that deleted moved rows synced the main file");
     assert_eq!(read(&store, "dev-a").await, expected_a, "after the deletes");
     assert_eq!(read(&store, "dev-b").await, expected_b);
+}
+
+/// While API writes come (a control's event log), a walk moves in short transactions, each of
+/// which such a write may have to wait for; without them, in long ones. Counted by the walk's
+/// records, one per move.
+#[tokio::test]
+async fn moves_are_short_while_api_writes_come() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&sqlite_url(dir.path())).await.unwrap();
+    // The background walk waits: this test walks itself, and reads the records before a next
+    // walk clears them.
+    let mut walked = store.mover.walked.lock().await;
+    let devices = ["dev-a", "dev-b", "dev-c"];
+    let mut ts = 0;
+    let mut stage = || {
+        let events: Vec<DeviceEvent> = devices
+            .iter()
+            .flat_map(|device| (0..ROWS_PER_SHORT_MOVE + 100).map(move |i| (device, i)))
+            .map(|(device, i)| event(device, ts + i as i64))
+            .collect();
+        ts += events.len() as i64;
+        events
+    };
+    let moves = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM device_events_recent_moved \
+             WHERE through = (SELECT MAX(through) FROM device_events_recent_moved)",
+        )
+        .fetch_one(&store.database.pool)
+        .await
+        .unwrap()
+    };
+
+    store.append_events(&stage()).await.unwrap();
+    walk_held(&store.mover, &mut walked, None).await.unwrap();
+    assert_eq!(moves().await, 1, "no API write yet: one move");
+
+    // An API write, as `SqlStore::begin_write` makes one.
+    store.database.api_writes.asking();
+    let mut tx = store.database.writer.begin().await.unwrap();
+    sqlx::query("INSERT INTO tenants (id, name, created_by, created_time, deleted) VALUES ('t', 't', 'system', 0, 0)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    store.append_events(&stage()).await.unwrap();
+    walk_held(&store.mover, &mut walked, None).await.unwrap();
+    assert_eq!(moves().await, 3, "after an API write: one move per device");
+    assert_eq!(read(&store, "dev-c").await.0, 2 * (ROWS_PER_SHORT_MOVE as u64 + 100));
 }
 
 /// A sync commits a change to the main file: a connection reading the file sees a new
