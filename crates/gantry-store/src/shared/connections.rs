@@ -1,6 +1,8 @@
 //! Device presence: one row per device that ever connected. A session's start and end are
 //! conditional writes keyed by the session's start time, so that events that arrive out of
 //! order (an old session's end after a new session's start) never undo the newer state.
+//! They go to the writer without `SqlStore::writes`: they are background writes no request
+//! waits for, so they must not make the SQLite mover's moves short (`engine::ApiWrites`).
 
 use async_trait::async_trait;
 use gantry_core::Result;
@@ -49,7 +51,7 @@ impl ConnectionStore for SqlStore {
         .bind(start.client_address.as_deref())
         .bind(start.protocol.as_deref())
         .bind(start.transport.as_deref())
-        .execute(self.writes())
+        .execute(&self.writer)
         .await
         .map_err(db_error)?;
         Ok(())
@@ -65,7 +67,7 @@ impl ConnectionStore for SqlStore {
         .bind(end.last_seen.unwrap_or(0))
         .bind(end.device.as_str())
         .bind(end.started_by)
-        .execute(self.writes())
+        .execute(&self.writer)
         .await
         .map_err(db_error)?;
         Ok(done.rows_affected() > 0)
@@ -108,7 +110,7 @@ impl ConnectionStore for SqlStore {
             "UPDATE device_connections SET connected = 0, \
              disconnected_time = COALESCE(last_seen_time, connected_time) WHERE connected = 1",
         )
-        .execute(self.writes())
+        .execute(&self.writer)
         .await
         .map_err(db_error)?;
         Ok(done.rows_affected())
