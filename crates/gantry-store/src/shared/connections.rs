@@ -77,7 +77,7 @@ impl ConnectionStore for SqlStore {
         if seen.is_empty() {
             return Ok(());
         }
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.writer.begin().await.map_err(db_error)?;
         for (device, at) in seen {
             sqlx::query(
                 "UPDATE device_connections SET last_seen_time = $1 \
