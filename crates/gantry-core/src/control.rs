@@ -203,11 +203,16 @@ impl ControlService {
         Ok(())
     }
 
-    /// Marks controls whose ack did not come in time as `exception`; returns how many.
+    /// Marks controls whose ack did not come in time as `exception` and pushes them to their
+    /// projects' streams; returns how many.
     pub async fn expire_overdue(&self) -> Result<u64> {
         let expired = self.store.expire_event_logs(now_ms()).await?;
-        self.stats.exception.fetch_add(expired, Ordering::Relaxed);
-        Ok(expired)
+        for log in &expired {
+            self.push(log);
+        }
+        let count = expired.len() as u64;
+        self.stats.exception.fetch_add(count, Ordering::Relaxed);
+        Ok(count)
     }
 
     pub fn ack_timeout(&self) -> Duration {

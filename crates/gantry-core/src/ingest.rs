@@ -6,11 +6,15 @@
 //! once (PostgreSQL), there are as many writers as it asks for (`EventStore::ingest_writers`),
 //! each for its own share of the devices: a device's events are committed in the order they were
 //! submitted, and no two writers touch the same shadow or count rows.
+//!
+//! Durable batches are handed to the observer (`Ingest::on_committed`) in commit order: a
+//! writer's batches one after the other (each waits for the one before it), and the writers'
+//! batches in the order they became durable.
 
 use std::hash::{BuildHasher, RandomState};
 use std::ops::Range;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
@@ -66,6 +70,26 @@ struct Job {
     done: oneshot::Sender<Result<()>>,
 }
 
+/// Told of every durable batch, in commit order (the push stream). It runs on the writer's way
+/// to its next batch's answer, so it only hands the events on: no I/O, no waiting.
+pub type CommitObserver = Arc<dyn Fn(&[DeviceEvent]) + Send + Sync>;
+
+/// The observer, set once after start, and the lock that keeps the writers' calls in order.
+#[derive(Default)]
+struct Observer {
+    observer: OnceLock<CommitObserver>,
+    order: Mutex<()>,
+}
+
+impl Observer {
+    fn committed(&self, events: &[DeviceEvent]) {
+        if let Some(observer) = self.observer.get() {
+            let _in_order = self.order.lock().expect("observer lock");
+            observer(events);
+        }
+    }
+}
+
 /// The sending side; cheap to clone.
 #[derive(Clone)]
 pub struct Ingest {
@@ -75,6 +99,7 @@ pub struct Ingest {
     stop: Arc<watch::Sender<bool>>,
     stats: Arc<IngestStats>,
     full_wait: Duration,
+    observer: Arc<Observer>,
 }
 
 /// The writer tasks; await them after `Ingest::close` to know everything accepted is committed.
@@ -96,6 +121,7 @@ impl Ingest {
         let (stop, stopped) = watch::channel(false);
         let stats = Arc::new(IngestStats::default());
         let full_wait = config.full_wait;
+        let observer = Arc::new(Observer::default());
         let mut lanes = Vec::with_capacity(writers);
         let mut handles = Vec::with_capacity(writers);
         for _ in 0..writers {
@@ -107,6 +133,7 @@ impl Ingest {
                 stopped.clone(),
                 stats.clone(),
                 config.clone(),
+                observer.clone(),
             )));
         }
         (
@@ -116,6 +143,7 @@ impl Ingest {
                 stop: Arc::new(stop),
                 stats,
                 full_wait,
+                observer,
             },
             IngestWriter(handles),
         )
@@ -129,6 +157,11 @@ impl Ingest {
             [only] => only,
             lanes => &lanes[self.hasher.hash_one(device.as_str()) as usize % lanes.len()],
         }
+    }
+
+    /// Sets who is told of durable batches (once; later calls are ignored).
+    pub fn on_committed(&self, observer: CommitObserver) {
+        let _ = self.observer.observer.set(observer);
     }
 
     pub fn stats(&self) -> &Arc<IngestStats> {
@@ -173,7 +206,10 @@ async fn write_batches(
     mut stopped: watch::Receiver<bool>,
     stats: Arc<IngestStats>,
     config: IngestConfig,
+    observer: Arc<Observer>,
 ) {
+    // Each batch's answer waits for the one before it to be observed: `previous` is its signal.
+    let mut previous: Option<oneshot::Receiver<()>> = None;
     let in_flight = Arc::new(Semaphore::new(config.commits_in_flight.max(1)));
     let mut flushing = JoinSet::new();
     let mut closing = false;
@@ -210,12 +246,38 @@ async fn write_batches(
                 Err(_) => break,
             }
         }
-        commit(&store, jobs, &stats, permit, &mut flushing).await;
+        let (observed, next) = oneshot::channel();
+        let order = Order {
+            after: previous.replace(next),
+            observed,
+            observer: observer.clone(),
+        };
+        commit(&store, jobs, &stats, permit, order, &mut flushing).await;
         while flushing.try_join_next().is_some() {}
     }
     // Every accepted event is answered before the writer ends.
     while flushing.join_next().await.is_some() {}
     tracing::info!("ingest writer drained and stopped");
+}
+
+/// A batch's place in its writer's commit order.
+struct Order {
+    /// Resolves (or is dropped) once the batch before is observed.
+    after: Option<oneshot::Receiver<()>>,
+    /// Sent once this batch is observed (or dropped when it failed).
+    observed: oneshot::Sender<()>,
+    observer: Arc<Observer>,
+}
+
+impl Order {
+    /// Hands `events` to the observer after the batch before them.
+    async fn observe(self, events: &[DeviceEvent]) {
+        if let Some(after) = self.after {
+            let _ = after.await;
+        }
+        self.observer.committed(events);
+        let _ = self.observed.send(());
+    }
 }
 
 /// Commits a batch in one transaction; its submissions are answered once it is durable, by a
@@ -226,6 +288,7 @@ async fn commit(
     jobs: Vec<Job>,
     stats: &Arc<IngestStats>,
     permit: OwnedSemaphorePermit,
+    order: Order,
     flushing: &mut JoinSet<()>,
 ) {
     let mut events = Vec::new();
@@ -261,15 +324,24 @@ async fn commit(
                         Err(e) => Err(e.duplicate_for_waiter()),
                     });
                 }
+                if result.is_ok() {
+                    order.observe(&events).await;
+                } else if let Some(after) = order.after {
+                    // Keep the chain: the next batch waits for the one before this.
+                    let _ = after.await;
+                    let _ = order.observed.send(());
+                }
             };
             flushing.spawn(flushed.instrument(span));
         }
         Err(batch_error) => {
             tracing::warn!(error = %batch_error, events = events.len(), "batch commit failed; committing submissions one by one");
+            let mut stored = Vec::new();
             for (range, done) in spans {
                 let result = store.append_events(&events[range.clone()]).await;
                 match &result {
                     Ok(()) => {
+                        stored.extend_from_slice(&events[range.clone()]);
                         stats.commit_seconds.observe(started.elapsed());
                         stats.batches.fetch_add(1, Ordering::Relaxed);
                         stats.committed.fetch_add(range.len() as u64, Ordering::Relaxed);
@@ -281,6 +353,7 @@ async fn commit(
                 }
                 let _ = done.send(result);
             }
+            order.observe(&stored).await;
         }
     }
 }

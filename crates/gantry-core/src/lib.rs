@@ -47,6 +47,7 @@ pub mod guard;
 pub mod histogram;
 pub mod ingest;
 pub mod presence;
+pub mod publish;
 pub mod routes;
 pub mod telemetry;
 
@@ -84,6 +85,7 @@ impl Services {
     ) -> Self {
         let tokens = Arc::new(auth::TokenCache::new(auth::TOKEN_CACHE_TTL));
         let feeds = Arc::new(feed::Feeds::default());
+        ingest.on_committed(publish::stream_publisher(store.clone(), feeds.clone()));
         let catalog = Arc::new(catalog::CatalogService::new(
             store.clone(),
             addrs,
@@ -99,13 +101,7 @@ impl Services {
         ));
         Self {
             auth: auth::AuthService::new(store.clone(), tokens),
-            telemetry: telemetry::TelemetryService::new(
-                store.clone(),
-                catalog.clone(),
-                control.clone(),
-                ingest,
-                feeds.clone(),
-            ),
+            telemetry: telemetry::TelemetryService::new(store.clone(), catalog.clone(), control.clone(), ingest),
             presence: Arc::new(presence::PresenceService::new(
                 store.clone(),
                 catalog.clone(),

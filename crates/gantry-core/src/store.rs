@@ -149,8 +149,9 @@ pub trait EventLogStore: Send + Sync {
         response: &serde_json::Value,
         at: i64,
     ) -> Result<Option<EventLog>>;
-    /// Controls still processing at `now` past their deadline become `exception`; returns how many.
-    async fn expire_event_logs(&self, now: i64) -> Result<u64>;
+    /// Controls still processing at `now` past their deadline become `exception`; returns them
+    /// as they are now.
+    async fn expire_event_logs(&self, now: i64) -> Result<Vec<EventLog>>;
     async fn list_event_logs(
         &self,
         tenant: &TenantId,

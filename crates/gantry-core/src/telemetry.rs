@@ -11,7 +11,6 @@ use crate::catalog::CatalogService;
 use crate::control::ControlService;
 use crate::enums::{DeviceStatus, EventSource, MessageType};
 use crate::event::{DeviceEvent, Shadow, ShadowAttribute};
-use crate::feed::Feeds;
 use crate::fields::EventFields;
 use crate::ids::{DeviceId, EventId, TenantId};
 use crate::ingest::Ingest;
@@ -22,7 +21,6 @@ use crate::principal::Principal;
 use crate::query::{EventFilter, EventQuery, TimeField};
 use crate::records::{Device, DeviceModel, JsonMap, ModelAttribute};
 use crate::store::Store;
-use crate::stream::StreamType;
 use crate::time::{now_ms, parse_timestamp};
 use crate::{Error, Result};
 
@@ -35,8 +33,6 @@ pub struct TelemetryService {
     catalog: Arc<CatalogService>,
     control: Arc<ControlService>,
     ingest: Ingest,
-    /// Committed events go to their project's push stream.
-    feeds: Arc<Feeds>,
     /// Shadows read lately. Ingest drops a device's entry after each commit and bumps the epoch,
     /// so a read that raced a commit does not put back what it read before it.
     shadows: TtlCache<DeviceId, Arc<Vec<(ShadowAttribute, i64)>>>,
@@ -77,61 +73,17 @@ pub enum Rejection {
 }
 
 impl TelemetryService {
-    /// Sends committed events of one device to their project's push stream, then the shadow
-    /// attributes they changed (those whose value is now one of theirs). A failure to read the
-    /// shadow costs the stream its `shadow` event, never the events' commit.
-    async fn push(&self, events: Vec<DeviceEvent>) {
-        let Some(first) = events.first() else {
-            return;
-        };
-        let (tenant, project, device) = (
-            first.tenant_id.clone(),
-            first.project_id.clone(),
-            first.device_id.clone(),
-        );
-        for event in &events {
-            self.feeds.publish(&project, StreamType::Telemetry, &device, || {
-                serde_json::to_string(event).unwrap_or_default()
-            });
-        }
-        let shadow = match self.store.shadow(&tenant, &device).await {
-            Ok(shadow) => shadow,
-            Err(e) => {
-                tracing::warn!(device = %device, error = %e, "shadow change not pushed");
-                return;
-            }
-        };
-        let changed: serde_json::Map<String, serde_json::Value> = shadow
-            .into_iter()
-            .filter(|(attribute, _)| {
-                events.iter().any(|e| {
-                    e.attribute_code == attribute.code
-                        && e.device_timestamp == attribute.timestamp
-                        && e.attribute_data == attribute.value
-                })
-            })
-            .filter_map(|(attribute, _)| Some((attribute.code.clone(), serde_json::to_value(&attribute).ok()?)))
-            .collect();
-        if !changed.is_empty() {
-            self.feeds.publish(&project, StreamType::Shadow, &device, || {
-                serde_json::json!({"deviceId": device, "attributeMap": changed}).to_string()
-            });
-        }
-    }
-
     pub fn new(
         store: Arc<dyn Store>,
         catalog: Arc<CatalogService>,
         control: Arc<ControlService>,
         ingest: Ingest,
-        feeds: Arc<Feeds>,
     ) -> Self {
         Self {
             store,
             catalog,
             control,
             ingest,
-            feeds,
             shadows: TtlCache::new(SHADOW_CACHE_TTL),
             shadow_epoch: AtomicU64::new(0),
             max_attributes: MAX_ATTRIBUTES,
@@ -218,10 +170,8 @@ impl TelemetryService {
                 if events.is_empty() && !outcome.refused.is_empty() {
                     outcome.rejected = Some(Rejection::Refused);
                 }
-                let pushed = self.feeds.follows(&device.project_id).then(|| events.clone());
                 self.ingest.submit(events).await?;
                 self.shadow_changed(&device.id);
-                self.push(pushed.unwrap_or_default()).await;
             }
         }
         if message.meta.needack {
@@ -308,10 +258,8 @@ impl TelemetryService {
             deleted: false,
         };
         let message = Message::of_event(&event);
-        let pushed = self.feeds.follows(&event.project_id).then(|| vec![event.clone()]);
         self.ingest.submit(vec![event]).await?;
         self.shadow_changed(&device.id);
-        self.push(pushed.unwrap_or_default()).await;
         Ok(message)
     }
 

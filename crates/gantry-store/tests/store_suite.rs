@@ -1843,7 +1843,9 @@ async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
 /// The ingest pipeline (ingest.rs) with the writers the store asks for (two on PostgreSQL,
 /// one on SQLite): each device's submissions are committed in the order they were queued, so with
 /// equal device times each shadow ends at the device's last queued value; closing the pipeline
-/// commits everything it accepted before the writers end.
+/// commits everything it accepted before the writers end. The observer of durable batches (the
+/// push stream's source) sees every event once, in commit order: with one writer that is the
+/// order they were queued in, with several each device's.
 async fn ingest_keeps_each_devices_order(store: SqlStore) {
     use gantry_core::ingest::{Ingest, IngestConfig};
     let tenant = new_tenant(&store, "ingest-order").await;
@@ -1854,6 +1856,18 @@ async fn ingest_keeps_each_devices_order(store: SqlStore) {
         devices.push(new_device(&store, &tenant, &format!("d{i}"), &project, &model).await);
     }
     let (ingest, writers) = Ingest::start(std::sync::Arc::new(store.clone()), IngestConfig::default());
+    let observed = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(DeviceId, i64)>::new()));
+    ingest.on_committed({
+        let observed = observed.clone();
+        std::sync::Arc::new(move |events: &[DeviceEvent]| {
+            let mut observed = observed.lock().unwrap();
+            observed.extend(
+                events
+                    .iter()
+                    .map(|e| (e.device_id.clone(), e.attribute_data.as_i64().unwrap())),
+            );
+        })
+    });
     let rounds = 20;
     let mut submissions = Vec::new();
     for round in 0..rounds {
@@ -1896,6 +1910,22 @@ async fn ingest_keeps_each_devices_order(store: SqlStore) {
             .is_err(),
         "closed"
     );
+    let observed = observed.lock().unwrap().clone();
+    assert_eq!(observed.len(), rounds * devices.len(), "every event observed once");
+    for device in &devices {
+        let values: Vec<i64> = observed
+            .iter()
+            .filter(|(d, _)| *d == device.id)
+            .map(|(_, v)| *v)
+            .collect();
+        assert_eq!(values, (0..rounds as i64).collect::<Vec<_>>(), "{}", device.device_name);
+    }
+    if store.ingest_writers() == 1 {
+        let queued: Vec<(DeviceId, i64)> = (0..rounds as i64)
+            .flat_map(|round| devices.iter().map(move |d| (d.id.clone(), round)))
+            .collect();
+        assert_eq!(observed, queued, "one writer: observed in the order queued");
+    }
 }
 
 /// Walks of the mover back to back (`merge_recent` in a loop, none on PostgreSQL's store) until

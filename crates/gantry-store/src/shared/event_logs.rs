@@ -138,18 +138,18 @@ impl EventLogStore for SqlStore {
         Ok(Some(log))
     }
 
-    async fn expire_event_logs(&self, now: i64) -> Result<u64> {
-        let done = sqlx::query(
+    async fn expire_event_logs(&self, now: i64) -> Result<Vec<EventLog>> {
+        let rows = sqlx::query(&format!(
             "UPDATE event_logs SET status = $1, updated_by = 'system', updated_time = $2 \
-             WHERE status = $3 AND ack_deadline <= $2",
-        )
+             WHERE status = $3 AND ack_deadline <= $2 RETURNING {COLUMNS}"
+        ))
         .bind(EventLogStatus::Exception.as_str())
         .bind(now)
         .bind(EventLogStatus::Processing.as_str())
-        .execute(&mut *self.writes().await?)
+        .fetch_all(&mut *self.writes().await?)
         .await
         .map_err(crate::error::db_error)?;
-        Ok(done.rows_affected())
+        rows.iter().map(log_from_row).collect()
     }
 
     async fn list_event_logs(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use gantry::device::DeviceClient;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app, unique};
+use crate::helpers::{TestApp, spawn_app, spawn_app_with, unique};
 
 const PREFIX: &str = "gantry";
 
@@ -295,4 +295,116 @@ async fn the_stream_is_opened_by_the_project_or_the_device_alone_and_ends_with_i
         .unwrap();
     app.stop().await;
     assert!(by_admin.next().await.is_none(), "the stream ends");
+}
+
+/// Devices publishing at once: every committed event reaches the stream once, each device's in
+/// the order it published them, under ids that only increase.
+#[tokio::test]
+async fn concurrent_devices_stream_every_event_once_in_order() {
+    const DEVICES: usize = 4;
+    const MESSAGES: usize = 50;
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let project = &world.project;
+    let mut stream = Sse::open(&app, &stream_path(project, "?types=telemetry"), &app.admin, None)
+        .await
+        .unwrap();
+    let mut devices = vec![world.device.clone()];
+    for _ in 1..DEVICES {
+        devices.push(app.create_device(&app.admin, project, &world.model).await);
+    }
+    let publishers: Vec<_> = devices
+        .iter()
+        .map(|device| {
+            let (mqtt, device_id, token) = (
+                app.mqtt,
+                id(device).to_owned(),
+                device["accessToken"].as_str().unwrap().to_owned(),
+            );
+            tokio::spawn(async move {
+                let mut client = DeviceClient::connect(mqtt, PREFIX, &device_id, &token).await.unwrap();
+                for n in 0..MESSAGES {
+                    client
+                        .publish_attrs(&[("temp", json!(n))], Some(1_714_492_800 + n as i64), true)
+                        .await
+                        .unwrap();
+                }
+                client.disconnect().await;
+            })
+        })
+        .collect();
+    for publisher in publishers {
+        publisher.await.unwrap();
+    }
+    let mut seen: std::collections::HashMap<String, Vec<i64>> = Default::default();
+    let mut last_id = 0_u64;
+    for _ in 0..DEVICES * MESSAGES {
+        let event = stream.expect("telemetry").await;
+        let cursor: u64 = event.id.unwrap().parse().unwrap();
+        assert!(cursor > last_id, "ids increase: {cursor} after {last_id}");
+        last_id = cursor;
+        seen.entry(event.data["deviceId"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(event.data["attributeData"].as_i64().unwrap());
+    }
+    assert_eq!(seen.len(), DEVICES);
+    for (device, values) in seen {
+        assert_eq!(values, (0..MESSAGES as i64).collect::<Vec<_>>(), "{device}");
+    }
+}
+
+/// A control whose ack never comes is pushed again when it ends in `exception`.
+#[tokio::test]
+async fn a_control_that_times_out_is_pushed_as_exception() {
+    let app = spawn_app_with(|c| c.ack_timeout = 1).await;
+    let world = app.world().await;
+    let (device, project) = (&world.device, &world.project);
+    let mut stream = Sse::open(&app, &stream_path(project, "?types=eventLog"), &app.admin, None)
+        .await
+        .unwrap();
+    app.put(
+        format!("/api/v1/devices/{}/shadows", id(device)),
+        &app.admin,
+        json!({"needack": true, "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+    )
+    .await
+    .result_done();
+    let sent = stream.expect("eventLog").await;
+    assert_eq!(sent.data["status"], "processing");
+    let ended = stream.expect("eventLog").await;
+    assert_eq!(
+        (&ended.data["eventId"], &ended.data["status"]),
+        (&sent.data["eventId"], &json!("exception"))
+    );
+}
+
+/// An idle stream gets a heartbeat comment within the 15 s the API promises.
+#[tokio::test]
+async fn an_idle_stream_gets_heartbeats() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let mut stream = Sse::open(&app, &stream_path(&world.project, ""), &app.admin, None)
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(17);
+    loop {
+        let chunk = tokio::time::timeout_at(deadline, stream.response.chunk())
+            .await
+            .expect("a heartbeat within 15 s")
+            .unwrap()
+            .expect("the stream stays open");
+        stream.text.push_str(std::str::from_utf8(&chunk).unwrap());
+        if stream
+            .text
+            .lines()
+            .any(|line| line.starts_with(':') && line.contains("heartbeat"))
+        {
+            break;
+        }
+    }
+    assert!(
+        stream.text.lines().all(|line| line.is_empty() || line.starts_with(':')),
+        "only comments: {}",
+        stream.text
+    );
 }
