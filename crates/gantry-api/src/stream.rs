@@ -65,7 +65,7 @@ pub struct StreamParams {
 /// Server-Sent Events of the project: `id` (a cursor increasing within the project), `event`
 /// and `data` (JSON): `telemetry`, a committed DeviceEvent; `shadow`, `{deviceId, attributeMap}`
 /// with the shadow attributes a commit changed; `eventLog`, an EventLog recorded or updated (a
-/// control, its completion by an ack, a Response; not the ack timeout's `exception`);
+/// control, its completion by an ack or its `exception` by the ack timeout, a Response);
 /// `connection`, the device's connection record as `GET /devices/{deviceId}/connection` shows it. Send `Last-Event-ID` to
 /// resume: the events after it are replayed while the server still holds them (the last 60 s,
 /// and at least the last 100,000 events, of a project someone follows); otherwise, or when the
@@ -104,7 +104,7 @@ pub async fn stream(
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|v| !v.is_empty());
-    let subscription = s.services.feeds.subscribe(&project, last_id);
+    let subscription = s.services.feeds.subscribe(&project, device.as_ref(), last_id);
     let cursor = Cursor {
         project,
         services: s.services.clone(),

@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::report::Settings;
 use crate::scenarios::control::Burst;
-use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read};
+use crate::scenarios::stream::StreamLoad;
+use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, stream};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -35,6 +36,9 @@ pub enum Command {
     /// PUT shadows → device over MQTT → ack → event log completed; idle, under telemetry, and
     /// right after an ingest burst.
     Control,
+    /// Telemetry followed by Server-Sent-Events subscribers (one device each): delivery latency,
+    /// and ingest beside ingest with nobody following.
+    Stream,
     /// As many device connections as the open-file limit allows, held; memory per connection.
     Connections,
     /// Every scenario.
@@ -120,12 +124,14 @@ impl Options {
             Command::Read => vec![read::SCENARIO],
             Command::IngestMqtt => vec![ingest_mqtt::SCENARIO],
             Command::Control => vec![control::SCENARIO],
+            Command::Stream => vec![stream::SCENARIO],
             Command::Connections => vec![connections::SCENARIO],
             Command::All => vec![
                 read::SCENARIO,
                 ingest_rest::SCENARIO,
                 ingest_mqtt::SCENARIO,
                 control::SCENARIO,
+                stream::SCENARIO,
                 connections::SCENARIO,
             ],
         }
@@ -157,6 +163,15 @@ impl Options {
                 Burst::FULL
             },
             held_connections: self.held_connections.unwrap_or(if q { 2_000 } else { 19_000 }),
+            // --quick: a fifth of the subscribers and of the rate.
+            stream: if q {
+                StreamLoad {
+                    subscribers: 200,
+                    rate: 2_000.0,
+                }
+            } else {
+                StreamLoad::FULL
+            },
         };
         ensure!(settings.connections > 0, "--connections must be at least 1");
         ensure!(settings.duration_seconds > 0.0, "--duration must be positive");
@@ -200,8 +215,9 @@ mod tests {
         assert_eq!(s.store_events, 1_000_000);
         assert_eq!(
             s.scenarios,
-            ["read", "ingest-rest", "ingest-mqtt", "control", "connections"]
+            ["read", "ingest-rest", "ingest-mqtt", "control", "stream", "connections"]
         );
+        assert_eq!((s.stream.subscribers, s.stream.rate), (200, 2_000.0));
         assert_eq!((s.mqtt_rate, s.held_connections), (5_000.0, 2_000));
         assert_eq!((s.burst.events, s.burst.rate, s.burst.controls), (50_000, 5_000.0, 200));
         assert_eq!(s.burst.duration(), Burst::FULL.duration());

@@ -39,6 +39,16 @@ impl Target {
         })
     }
 
+    /// The Host header's value.
+    pub fn host_str(&self) -> &str {
+        self.host.to_str().unwrap_or_default()
+    }
+
+    /// The Authorization header's value (`Bearer <token>`).
+    pub fn bearer_str(&self) -> &str {
+        self.bearer.to_str().unwrap_or_default()
+    }
+
     /// A request with the Host and Authorization headers set; `body` makes it a JSON POST/PUT.
     pub fn request(&self, method: Method, path_and_query: &str, body: Option<Bytes>) -> Request<Full<Bytes>> {
         self.request_as(&self.bearer, method, path_and_query, body)

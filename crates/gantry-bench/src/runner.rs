@@ -13,7 +13,7 @@ use crate::db::{Backend, Database};
 use crate::http::{Api, Target};
 use crate::report::{BackendRun, Settings};
 use crate::scenarios::ingest_mqtt::MqttTarget;
-use crate::scenarios::{Ctx, baseline, connections, control, ingest_mqtt, ingest_rest, read};
+use crate::scenarios::{Ctx, baseline, connections, control, ingest_mqtt, ingest_rest, read, stream};
 use crate::seed::{self, DeviceRef, Fleet, FleetSize};
 use crate::server::{self, Server, ServerOptions};
 use crate::{mqtt, scenarios};
@@ -344,7 +344,12 @@ async fn measure_all(
             run.ingest_check = Some(outcome.check);
             run.ingest_timeline = outcome.timeline;
         }
-        let mqtt_scenarios = [ingest_mqtt::SCENARIO, control::SCENARIO, connections::SCENARIO];
+        let mqtt_scenarios = [
+            ingest_mqtt::SCENARIO,
+            control::SCENARIO,
+            stream::SCENARIO,
+            connections::SCENARIO,
+        ];
         let Some(mqtt) = ctx.mqtt else {
             if mqtt_scenarios.iter().any(|s| settings.wants(s)) {
                 run.skipped
@@ -380,6 +385,18 @@ async fn measure_all(
             .await?;
             run.measurements.extend(outcome.measurements);
             run.control_check = Some(outcome.check);
+        }
+        if settings.wants(stream::SCENARIO) {
+            server::wait_until_idle(ctx.pid, Duration::from_secs(120)).await;
+            let outcome = stream::run(ctx, mqtt, &fleet.project_id, &fleet.ingest, settings.stream).await?;
+            if outcome.check.delivered < outcome.check.expected || outcome.check.lost_subscribers > 0 {
+                eprintln!(
+                    "[{}] WARNING: stream: {} of about {} deliveries read, {} subscribers lost",
+                    run.backend, outcome.check.delivered, outcome.check.expected, outcome.check.lost_subscribers
+                );
+            }
+            run.measurements.extend(outcome.measurements);
+            run.stream_check = Some(outcome.check);
         }
         if with_connections && settings.wants(connections::SCENARIO) {
             run.connections = Some(hold_connections(mqtt, ctx.pid, fleet, settings, run.idle_rss_mib).await);

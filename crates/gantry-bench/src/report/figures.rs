@@ -8,7 +8,7 @@ use super::{BackendRun, Settings};
 use crate::format::thousands;
 use crate::scenarios::control::Burst;
 use crate::scenarios::ingest_mqtt::{self, MqttIngestCheck};
-use crate::scenarios::{Measurement, control, ingest_rest, read};
+use crate::scenarios::{Measurement, control, ingest_rest, read, stream};
 
 /// The sizes the targets are set at; a smaller run says so in the note.
 const FULL_LISTED_EVENTS: u64 = 1_000_000;
@@ -33,6 +33,8 @@ pub enum Figure {
     ControlIdleP99,
     ControlBurstP99,
     ControlBurstMax,
+    StreamDeliveryP99,
+    StreamIngestRatio,
     ConnectionsHeld,
     ConnectionMemory,
     IdleRss,
@@ -142,6 +144,13 @@ impl Figures<'_> {
             Figure::ControlIdleP99 => self.control(control::IDLE_VARIANT).map(|m| m.latency.p99_ms),
             Figure::ControlBurstP99 => self.control(control::BURST_VARIANT).map(|m| m.latency.p99_ms),
             Figure::ControlBurstMax => self.control(control::BURST_VARIANT).map(|m| m.latency.max_ms),
+            Figure::StreamDeliveryP99 => self
+                .run
+                .measurements
+                .iter()
+                .find(|m| m.scenario == stream::SCENARIO && m.variant == stream::DELIVERY_VARIANT)
+                .map(|m| m.latency.p99_ms),
+            Figure::StreamIngestRatio => run.stream_check.as_ref().map(|c| c.ingest_ratio()),
             Figure::ConnectionsHeld => run.connections.as_ref().map(|c| c.held as f64),
             Figure::ConnectionMemory => run
                 .connections
@@ -188,6 +197,25 @@ impl Figures<'_> {
                 let notes: Vec<String> = smaller.into_iter().chain(control_note()).collect();
                 (!notes.is_empty()).then(|| notes.join("; "))
             }
+            Figure::StreamDeliveryP99 | Figure::StreamIngestRatio => run.stream_check.as_ref().and_then(|c| {
+                let mut notes = Vec::new();
+                if c.load != stream::StreamLoad::FULL {
+                    notes.push(format!(
+                        "{} subscribers at {} msg/s, not 1,000 at 10,000",
+                        thousands(c.load.subscribers as f64),
+                        thousands(c.load.rate)
+                    ));
+                }
+                if c.delivered < c.expected || c.lost_subscribers > 0 {
+                    notes.push(format!(
+                        "{} of about {} deliveries read, {} subscribers lost",
+                        thousands(c.delivered as f64),
+                        thousands(c.expected as f64),
+                        c.lost_subscribers
+                    ));
+                }
+                (!notes.is_empty()).then(|| notes.join("; "))
+            }),
             Figure::ConnectionsHeld => run.connections.as_ref().and_then(|c| {
                 let mut notes: Vec<String> = c.error.iter().cloned().collect();
                 if c.target < FULL_HELD_CONNECTIONS {

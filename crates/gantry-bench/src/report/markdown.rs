@@ -239,9 +239,11 @@ pub fn render_markdown(report: &Report) -> String {
     {
         let _ = writeln!(
             out,
-            "- MQTT: {} msg/s offered by the ingest devices; control under {} msg/s of telemetry; {} connections held (before the open-file limit)",
+            "- MQTT: {} msg/s offered by the ingest devices; control under {} msg/s of telemetry; stream: {} subscribers under {} msg/s; {} connections held (before the open-file limit)",
             thousands(s.mqtt_rate),
             thousands(s.control_background_rate),
+            thousands(s.stream.subscribers as f64),
+            thousands(s.stream.rate),
             thousands(s.held_connections as f64),
         );
     }

@@ -63,6 +63,8 @@ pub struct Settings {
     pub burst: Burst,
     /// Connections the connections scenario asks for, before the open-file limit.
     pub held_connections: usize,
+    /// The stream scenario's subscribers and rate.
+    pub stream: crate::scenarios::stream::StreamLoad,
 }
 
 impl Settings {
@@ -87,6 +89,7 @@ pub struct BackendRun {
     /// `store::Profile::own_mqtt_floor`), where that store's MQTT targets are checked.
     pub mqtt_floor: Option<MqttIngestCheck>,
     pub control_check: Option<ControlCheck>,
+    pub stream_check: Option<crate::scenarios::stream::StreamCheck>,
     pub connections: Option<ConnectionsResult>,
     /// Server RSS right after it started, before any request.
     pub idle_rss_mib: Option<f64>,
@@ -110,6 +113,7 @@ impl BackendRun {
             mqtt_ingest: None,
             mqtt_floor: None,
             control_check: None,
+            stream_check: None,
             connections: None,
             idle_rss_mib: None,
             skipped: Vec::new(),

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::figures::{Figure, Figures, MqttRun};
 use super::{BackendRun, Settings};
 use crate::format::thousands;
-use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read};
+use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, stream};
 use crate::store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -57,6 +57,7 @@ const READ: &[&str] = &[read::SCENARIO];
 const MQTT: &[&str] = &[ingest_mqtt::SCENARIO];
 const CONTROL: &[&str] = &[control::SCENARIO];
 const CONNECTIONS: &[&str] = &[connections::SCENARIO];
+const STREAM: &[&str] = &[stream::SCENARIO];
 const IDLE: &[&str] = &[connections::SCENARIO, ingest_mqtt::SCENARIO];
 use Bound::{AtLeast, Below};
 use Limit::{Fixed, MqttFloor};
@@ -98,6 +99,10 @@ pub static TARGETS: &[TargetRow] = &[
         figure: Figure::ControlBurstP99, bound: Below, limit: Fixed(20.0), unit: "ms", set_for: EmbeddedDefault, reference: false },
     TargetRow { scenarios: CONTROL, name: "control: round trip max, right after an ingest burst",
         figure: Figure::ControlBurstMax, bound: Below, limit: Fixed(50.0), unit: "ms", set_for: EmbeddedDefault, reference: false },
+    TargetRow { scenarios: STREAM, name: "stream: delivery p99, arrival → SSE subscriber (1,000 subscribers, 10,000 events/s)",
+        figure: Figure::StreamDeliveryP99, bound: Below, limit: Fixed(100.0), unit: "ms", set_for: EveryStore, reference: false },
+    TargetRow { scenarios: STREAM, name: "stream: ingest followed over ingest with nobody following",
+        figure: Figure::StreamIngestRatio, bound: AtLeast, limit: Fixed(0.9), unit: "×", set_for: EveryStore, reference: false },
     TargetRow { scenarios: CONNECTIONS, name: "connections: held",
         figure: Figure::ConnectionsHeld, bound: AtLeast, limit: Fixed(19_000.0), unit: "connections", set_for: EmbeddedDefault, reference: false },
     TargetRow { scenarios: CONNECTIONS, name: "connections: server memory per connection",

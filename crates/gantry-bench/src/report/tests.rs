@@ -71,6 +71,7 @@ fn sample_report() -> Report {
         control_background_rate: 10_000.0,
         burst: control::Burst::FULL,
         held_connections: 19_000,
+        stream: crate::scenarios::stream::StreamLoad::FULL,
     };
     let mut run = BackendRun::new(Store::Sqlite);
     run.measurements = vec![
