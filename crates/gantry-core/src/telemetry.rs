@@ -24,6 +24,7 @@ use crate::records::{Device, DeviceModel, JsonMap, ModelAttribute};
 use crate::store::Store;
 use crate::stream::StreamType;
 use crate::time::{now_ms, parse_timestamp};
+use crate::webhooks::WebhookService;
 use crate::{Error, Result};
 
 /// How long a shadow read stays cached. Writes in this process drop it at once; this bounds how
@@ -37,6 +38,8 @@ pub struct TelemetryService {
     ingest: Ingest,
     /// Committed events go to their project's push stream.
     feeds: Arc<Feeds>,
+    /// And to its webhooks, committed with them.
+    webhooks: Arc<WebhookService>,
     /// Shadows read lately. Ingest drops a device's entry after each commit and bumps the epoch,
     /// so a read that raced a commit does not put back what it read before it.
     shadows: TtlCache<DeviceId, Arc<Vec<(ShadowAttribute, i64)>>>,
@@ -125,6 +128,7 @@ impl TelemetryService {
         control: Arc<ControlService>,
         ingest: Ingest,
         feeds: Arc<Feeds>,
+        webhooks: Arc<WebhookService>,
     ) -> Self {
         Self {
             store,
@@ -132,6 +136,7 @@ impl TelemetryService {
             control,
             ingest,
             feeds,
+            webhooks,
             shadows: TtlCache::new(SHADOW_CACHE_TTL),
             shadow_epoch: AtomicU64::new(0),
             max_attributes: MAX_ATTRIBUTES,
@@ -219,7 +224,7 @@ impl TelemetryService {
                     outcome.rejected = Some(Rejection::Refused);
                 }
                 let pushed = self.feeds.follows(&device.project_id).then(|| events.clone());
-                self.ingest.submit(events).await?;
+                self.submit(events).await?;
                 self.shadow_changed(&device.id);
                 self.push(pushed.unwrap_or_default()).await;
             }
@@ -242,6 +247,17 @@ impl TelemetryService {
             });
         }
         Ok(outcome)
+    }
+
+    /// Commits one device's events through ingest, with the webhook events they cause.
+    async fn submit(&self, events: Vec<DeviceEvent>) -> Result<()> {
+        let outbox = self.webhooks.outbox_for(&events).await?;
+        let woken = !outbox.is_empty();
+        self.ingest.submit_with(events, outbox).await?;
+        if woken {
+            self.webhooks.wake();
+        }
+        Ok(())
     }
 
     pub fn ingest(&self) -> &Ingest {
@@ -309,7 +325,7 @@ impl TelemetryService {
         };
         let message = Message::of_event(&event);
         let pushed = self.feeds.follows(&event.project_id).then(|| vec![event.clone()]);
-        self.ingest.submit(vec![event]).await?;
+        self.submit(vec![event]).await?;
         self.shadow_changed(&device.id);
         self.push(pushed.unwrap_or_default()).await;
         Ok(message)
