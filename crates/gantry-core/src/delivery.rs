@@ -143,8 +143,11 @@ async fn open_delivery(webhooks: &WebhookService, webhook: &Webhook) -> crate::R
         finished_time: None,
         body: delivery_body(&webhook.id, &events),
     };
-    store.insert_delivery(&delivery, &keys).await?;
-    Ok(true)
+    match store.insert_delivery(&delivery, &keys).await {
+        // Another node holds them in its delivery now: look again.
+        Ok(()) | Err(crate::Error::Conflict(_)) => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 /// POSTs the delivery once and records what came of it.

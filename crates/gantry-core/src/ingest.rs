@@ -226,6 +226,9 @@ async fn write_batches(
     tracing::info!("ingest writer drained and stopped");
 }
 
+/// A submission's events and webhook events in a batch, and its answer.
+type Waiter = (Range<usize>, Range<usize>, oneshot::Sender<Result<()>>);
+
 /// Commits a batch in one transaction; its submissions are answered once it is durable, by a
 /// task in `flushing` that holds `permit` until then. If the commit fails, each submission is
 /// retried alone (and answered when durable), so one bad submission cannot fail its neighbours.
@@ -238,7 +241,7 @@ async fn commit(
 ) {
     let mut events = Vec::new();
     let mut outbox = Vec::new();
-    let mut spans: Vec<(Range<usize>, Range<usize>, oneshot::Sender<Result<()>>)> = Vec::with_capacity(jobs.len());
+    let mut spans: Vec<Waiter> = Vec::with_capacity(jobs.len());
     for job in jobs {
         let (start, outbox_start) = (events.len(), outbox.len());
         events.extend(job.events);

@@ -229,7 +229,8 @@ pub trait WebhookStore: Send + Sync {
     /// one type in the order they were committed.
     async fn waiting_events(&self, webhook: &WebhookId, limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>>;
     /// Stores a new delivery, then removes the events it carries (`taken`) from the outbox: a
-    /// crash between the two sends them again rather than never.
+    /// crash between the two sends them again rather than never. `Conflict`, storing nothing,
+    /// when some of them were taken already (by another node's delivery).
     async fn insert_delivery(&self, delivery: &Delivery, taken: &[OutboxKey]) -> Result<()>;
     /// Stores status, attempts, last status and error, and the attempt and finish times.
     async fn update_delivery(&self, delivery: &Delivery) -> Result<()>;

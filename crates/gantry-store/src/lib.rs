@@ -11,6 +11,7 @@ mod engine;
 mod error;
 mod events;
 mod figures;
+mod outbox;
 mod postgres;
 mod row;
 mod shared;

@@ -99,7 +99,7 @@ impl PostgresEvents {
             );
         }
         tally.apply(&mut tx, ROWS_PER_STATEMENT).await?;
-        crate::shared::webhooks::write_outbox(&mut tx, "webhook_outbox", outbox, false).await?;
+        crate::outbox::write_outbox(&mut tx, "webhook_outbox", outbox, false).await?;
         tx.commit().await.map_err(crate::error::db_error)
     }
 }

@@ -3056,6 +3056,12 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
     let second = delivery(DeliveryId::generate(), 500, 3);
     let keys: Vec<_> = rest.iter().map(|(k, _)| *k).collect();
     store.insert_delivery(&second, &keys).await.unwrap();
+    // Another node taking the same events stores nothing.
+    let again = delivery(DeliveryId::generate(), 600, 3);
+    assert!(matches!(
+        store.insert_delivery(&again, &keys).await,
+        Err(Error::Conflict(_))
+    ));
     assert!(store.waiting_events(&hook.id, 100).await.unwrap().is_empty());
     let listed = store.list_deliveries(&tenant, &hook.id, all()).await.unwrap();
     assert_eq!((listed.total, listed.items), (2, vec![second.clone(), done]));

@@ -14,8 +14,8 @@ use sqlx::any::AnyRow;
 
 use crate::SqlStore;
 use crate::error::db_error;
+use crate::outbox::{outbox_events, write_outbox};
 use crate::row::{flag, get};
-use crate::shared::webhooks::{outbox_events, write_outbox};
 
 const COLUMNS: &str = "device_id, connected, connected_time, disconnected_time, last_seen_time, client_address, \
                        protocol, transport";

@@ -14,8 +14,8 @@ use gantry_core::stream::StreamType;
 use sqlx::any::AnyRow;
 
 use crate::SqlStore;
+use crate::outbox::{outbox_events, write_outbox};
 use crate::row::{flag, get, json, spelled, to_json};
-use crate::shared::webhooks::{outbox_events, write_outbox};
 use crate::sql::{Sql, fetch_page};
 
 const COLUMNS: &str = "id, tenant_id, project_id, status, classification, device_id, device_name, event_data, \

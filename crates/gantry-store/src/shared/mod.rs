@@ -11,7 +11,7 @@ mod projects;
 mod routes;
 mod soft_delete;
 mod tenants;
-pub(crate) mod webhooks;
+mod webhooks;
 
 /// "1 device", "3 devices".
 pub(crate) fn device_count(count: i64) -> String {

@@ -1,112 +1,27 @@
 //! Webhooks, their outbox and their deliveries (migrations 0017/0018). The outbox is written by
-//! `write_outbox`, which a cause's transaction calls: the event logs' and connections' here (the
-//! main outbox), an engine's ingest commit into its own table (`EventEngine::waiting_apart`).
+//! `outbox::write_outbox` in the transaction of each cause.
 
 use async_trait::async_trait;
 use gantry_core::enums::DeliveryStatus;
-use gantry_core::ids::{DeliveryId, DeviceId, ProjectId, TenantId, WebhookId};
+use gantry_core::ids::{DeliveryId, ProjectId, TenantId, WebhookId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::store::WebhookStore;
 use gantry_core::stream::StreamType;
-use gantry_core::time::now_ms;
 use gantry_core::webhook::{Delivery, OutboxKey, Webhook, WebhookEvent};
 use gantry_core::{Error, Result};
-use serde::Serialize;
-use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::SqlStore;
 use crate::error::db_error;
+use crate::outbox::{OUTBOX_COLUMNS, outbox_from_row, seq_in};
 use crate::row::{flag, get, spelled};
-use crate::sql::{Sql, fetch_page, values_clause};
+use crate::sql::{Sql, fetch_page};
 
 const COLUMNS: &str = "id, tenant_id, project_id, url, types, description, enabled, secret, created_by, created_time, \
                        updated_by, updated_time";
 
 const DELIVERY_COLUMNS: &str = "id, tenant_id, webhook_id, status, event_count, attempts, last_http_status, last_error, \
                                 created_time, first_attempt_time, last_attempt_time, next_attempt_time, finished_time, body";
-
-/// The outbox's columns but its number, in `write_outbox`'s order.
-pub(crate) const OUTBOX_COLUMNS: &str = "id, webhook_id, device_id, kind, time, data";
-
-/// Outbox rows per INSERT.
-const OUTBOX_ROWS: usize = 100;
-
-/// Writes `events` into the outbox `table` on `conn` (inside the cause's transaction).
-/// `anonymous`: `?` placeholders (`values_clause`), which only SQLite takes.
-pub(crate) async fn write_outbox(
-    conn: &mut AnyConnection,
-    table: &str,
-    events: &[WebhookEvent],
-    anonymous: bool,
-) -> Result<()> {
-    for chunk in events.chunks(OUTBOX_ROWS) {
-        let text = format!(
-            "INSERT INTO {table} ({OUTBOX_COLUMNS}) VALUES {}",
-            values_clause(chunk.len(), 6, anonymous)
-        );
-        let query = chunk.iter().fold(sqlx::query(&text), |query, e| {
-            query
-                .bind(e.id.as_str())
-                .bind(e.webhook_id.as_str())
-                .bind(e.device_id.as_str())
-                .bind(e.kind.as_str())
-                .bind(e.time)
-                .bind(e.data.as_str())
-        });
-        query.execute(&mut *conn).await.map_err(db_error)?;
-    }
-    Ok(())
-}
-
-/// `record` as an event of `kind` for each of `webhooks`, for the main outbox.
-pub(crate) fn outbox_events(
-    webhooks: &[WebhookId],
-    kind: StreamType,
-    device: &DeviceId,
-    record: &impl Serialize,
-) -> Result<Vec<WebhookEvent>> {
-    if webhooks.is_empty() {
-        return Ok(Vec::new());
-    }
-    let data = crate::row::to_json(record)?;
-    let now = now_ms();
-    Ok(webhooks
-        .iter()
-        .map(|webhook| WebhookEvent {
-            id: WebhookEvent::new_id(),
-            webhook_id: webhook.clone(),
-            device_id: device.clone(),
-            kind,
-            time: now,
-            data: data.clone(),
-        })
-        .collect())
-}
-
-/// Reads outbox rows (`seq` and `OUTBOX_COLUMNS`), keyed `apart` or not.
-pub(crate) fn outbox_from_row(row: &AnyRow, apart: bool) -> Result<(OutboxKey, WebhookEvent)> {
-    Ok((
-        OutboxKey {
-            apart,
-            seq: get(row, "seq")?,
-        },
-        WebhookEvent {
-            id: get(row, "id")?,
-            webhook_id: WebhookId::from_string(get::<String>(row, "webhook_id")?),
-            device_id: DeviceId::from_string(get::<String>(row, "device_id")?),
-            kind: spelled(row, "kind", |k| StreamType::parse_field(k, "kind").ok())?,
-            time: get(row, "time")?,
-            data: get(row, "data")?,
-        },
-    ))
-}
-
-/// `seq IN ($k, ...)` with the placeholders after `first`.
-pub(crate) fn seq_in(first: usize, count: usize) -> String {
-    let list: Vec<String> = (0..count).map(|i| format!("${}", first + i)).collect();
-    format!("seq IN ({})", list.join(", "))
-}
 
 fn webhook_from_row(row: &AnyRow) -> Result<Webhook> {
     let types: String = get(row, "types")?;
@@ -301,6 +216,8 @@ impl WebhookStore for SqlStore {
         Ok(merge(main, apart, limit))
     }
 
+    /// The main outbox's rows leave in the delivery's transaction: when another node
+    /// (PostgreSQL) took one of them already, the delivery is not stored (`Conflict`).
     async fn insert_delivery(&self, d: &Delivery, taken: &[OutboxKey]) -> Result<()> {
         let mut tx = self.begin_write().await?;
         sqlx::query(&format!(
@@ -334,7 +251,11 @@ impl WebhookStore for SqlStore {
             let query = main
                 .iter()
                 .fold(sqlx::query(&text).bind(d.webhook_id.as_str()), |q, seq| q.bind(*seq));
-            query.execute(&mut *tx).await.map_err(db_error)?;
+            let deleted = query.execute(&mut *tx).await.map_err(db_error)?.rows_affected();
+            if deleted != main.len() as u64 {
+                // Dropped: the transaction rolls back, the delivery is not stored.
+                return Err(Error::Conflict("another node took these webhook events".to_owned()));
+            }
         }
         tx.commit().await.map_err(db_error)?;
         if !apart.is_empty() {
@@ -414,6 +335,8 @@ impl WebhookStore for SqlStore {
 
 #[cfg(test)]
 mod tests {
+    use gantry_core::ids::DeviceId;
+
     use super::*;
 
     fn row(apart: bool, seq: i64, time: i64) -> (OutboxKey, WebhookEvent) {

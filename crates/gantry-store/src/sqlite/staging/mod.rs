@@ -45,7 +45,7 @@ use super::database::Database;
 use super::task::every;
 use crate::engine::{EngineFigures, EventEngine};
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
-use crate::shared::webhooks::{OUTBOX_COLUMNS, outbox_from_row, seq_in, write_outbox};
+use crate::outbox::{OUTBOX_COLUMNS, outbox_from_row, seq_in, write_outbox};
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
 /// bind as fast as narrow ones, and fewer statements cost fewer steps; 128 × 15 values stays
