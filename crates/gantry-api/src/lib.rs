@@ -17,6 +17,7 @@ pub mod request_log;
 mod routes;
 mod stream;
 mod tenants;
+mod webhooks;
 pub mod wire;
 
 /// The query-parameter types of the listings, so the fuzz targets parse query strings into the
@@ -27,6 +28,7 @@ pub mod query {
     pub use crate::models::ListParams as ModelListParams;
     pub use crate::projects::{DeviceParams, ListParams as ProjectListParams};
     pub use crate::routes::ListParams as RouteListParams;
+    pub use crate::webhooks::ListParams as WebhookListParams;
 }
 
 use std::sync::Arc;
@@ -79,6 +81,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(control::routes())
         .merge(routes::routes())
         .merge(stream::routes())
+        .merge(webhooks::routes())
         .layer(DefaultBodyLimit::max(config.body_limit));
     Router::new()
         .nest("/api/v1", api)

@@ -7,13 +7,13 @@ use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
-use crate::{control, devices, events, health, models, projects, routes, stream, tenants};
+use crate::{control, devices, events, health, models, projects, routes, stream, tenants, webhooks};
 
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "Gantry",
-        description = "IoT device management: device models, projects, devices, shadows, events, event logs and routes.\n\n\
+        description = "IoT device management: device models, projects, devices, shadows, events, event logs, routes and webhooks.\n\n\
 Every response body is `{\"returnCode\": 0, \"result\": ...}` on success. Errors are \
 `{\"returnCode\": <non-zero>, \"message\": \"...\"}` with the HTTP status: 400 (40000 invalid field or \
 parameter, 40001 malformed body, 40002 not valid HTTP/1.1), 401 (40100), 403 (40300), 404 (40400), \
@@ -33,6 +33,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         control::send, control::logs,
         routes::create, routes::list, routes::refresh, routes::revoke,
         stream::stream,
+        webhooks::create, webhooks::list, webhooks::read, webhooks::update, webhooks::delete, webhooks::deliveries,
         health::healthz, health::metrics,
     ),
     components(schemas(
@@ -41,6 +42,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         gantry_core::enums::Channel, gantry_core::enums::DeviceStatus, gantry_core::enums::ProjectStatus,
         gantry_core::enums::SortOrder, gantry_core::enums::EventSource, gantry_core::enums::MessageType,
         gantry_core::enums::EventLogStatus, gantry_core::enums::Classification, gantry_core::enums::SourceType,
+        gantry_core::enums::DeliveryStatus, gantry_core::stream::StreamType,
     )),
     modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))

@@ -330,3 +330,40 @@ impl From<RouteInput> for RouteFields {
 fn into_map<A, B: From<A>>(map: BTreeMap<String, A>) -> BTreeMap<String, B> {
     map.into_iter().map(|(key, value)| (key, value.into())).collect()
 }
+
+/// `POST /api/v1/projects/{projectId}/webhooks` and `PUT /api/v1/webhooks/{webhookId}` body. On
+/// a PUT every field is optional, and an absent one stays as it was.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookInput {
+    /// Required on POST: where the deliveries are POSTed; http or https. Loopback, private,
+    /// link-local and metadata addresses (also a name that resolves to one, checked before each
+    /// delivery) are refused unless the server runs with `--webhook-allow-private`.
+    #[schema(max_length = 2048)]
+    pub url: Option<String>,
+    /// Required on POST: the event types delivered, at least one of telemetry, shadow, eventLog,
+    /// connection.
+    #[schema(value_type = Option<Vec<gantry_core::stream::StreamType>>, min_items = 1)]
+    pub types: Option<Vec<String>>,
+    /// The HMAC key of `X-Gantry-Signature`, 16 to 256 printable ASCII characters; generated
+    /// when absent on POST. It is shown in the POST's answer only.
+    #[schema(min_length = 16, max_length = 256)]
+    pub secret: Option<String>,
+    /// Up to 1024 characters; empty removes it.
+    #[schema(max_length = 1024)]
+    pub description: Option<String>,
+    /// Default true. A disabled webhook gets no events, and its deliveries wait.
+    pub enabled: Option<bool>,
+}
+
+impl From<WebhookInput> for gantry_core::webhook::WebhookFields {
+    fn from(w: WebhookInput) -> Self {
+        gantry_core::webhook::WebhookFields {
+            url: w.url,
+            types: w.types,
+            secret: w.secret,
+            description: w.description,
+            enabled: w.enabled,
+        }
+    }
+}

@@ -20,6 +20,7 @@ use crate::records::{Device, DeviceModel};
 use crate::store::Store;
 use crate::stream::StreamType;
 use crate::time::now_ms;
+use crate::webhooks::WebhookService;
 use crate::{Error, Result};
 
 pub struct ControlService {
@@ -30,6 +31,8 @@ pub struct ControlService {
     stats: ControlStats,
     /// Event logs go to their project's push stream.
     feeds: Arc<Feeds>,
+    /// And to its webhooks, written with them.
+    webhooks: Arc<WebhookService>,
 }
 
 /// What became of the controls that wait for an ack, counted by this process (exported at
@@ -51,6 +54,7 @@ impl ControlService {
         downlink: Arc<dyn Downlink>,
         ack_timeout: Duration,
         feeds: Arc<Feeds>,
+        webhooks: Arc<WebhookService>,
     ) -> Self {
         Self {
             store,
@@ -59,7 +63,22 @@ impl ControlService {
             ack_timeout,
             stats: ControlStats::default(),
             feeds,
+            webhooks,
         }
+    }
+
+    /// The webhooks of `project` that want event logs.
+    async fn hooks(&self, project: &crate::ids::ProjectId) -> Result<Vec<crate::ids::WebhookId>> {
+        self.webhooks.subscribers(project, StreamType::EventLog).await
+    }
+
+    /// Sends a stored (or updated) event log to its project's push stream, and wakes the
+    /// deliveries when webhooks got it.
+    fn pushed(&self, log: &EventLog, hooks: &[crate::ids::WebhookId]) {
+        if !hooks.is_empty() {
+            self.webhooks.wake();
+        }
+        self.push(log);
     }
 
     /// Sends a stored (or updated) event log to its project's push stream.
@@ -123,8 +142,9 @@ impl ControlService {
             now,
         );
         let deadline = input.needack.then(|| now + self.ack_timeout.as_millis() as i64);
-        self.store.insert_event_log(&log, deadline).await?;
-        self.push(&log);
+        let hooks = self.hooks(&log.project_id).await?;
+        self.store.insert_event_log(&log, deadline, &hooks).await?;
+        self.pushed(&log, &hooks);
         if input.needack {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
         }
@@ -151,8 +171,9 @@ impl ControlService {
         let mut log = new_log(device, Classification::DeviceControll, status, message, None, by, now);
         log.reply_to = reply_to;
         let deadline = needack.then(|| now + self.ack_timeout.as_millis() as i64);
-        self.store.insert_event_log(&log, deadline).await?;
-        self.push(&log);
+        let hooks = self.hooks(&log.project_id).await?;
+        self.store.insert_event_log(&log, deadline, &hooks).await?;
+        self.pushed(&log, &hooks);
         if needack {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
         }
@@ -164,16 +185,24 @@ impl ControlService {
     pub async fn handle_ack(&self, device: &Device, ack: &Message) -> Result<()> {
         let now = now_ms();
         let ack_json = serde_json::to_value(ack).map_err(Error::store)?;
+        let hooks = self.hooks(&device.project_id).await?;
         let answered = match ack.meta.correlation_id.as_deref() {
             Some(correlation) => {
                 self.store
-                    .record_ack(&device.record.tenant_id, &device.id, correlation, &ack_json, now)
+                    .record_ack(
+                        &device.record.tenant_id,
+                        &device.id,
+                        correlation,
+                        &ack_json,
+                        now,
+                        &hooks,
+                    )
                     .await?
             }
             None => None,
         };
         if let Some(log) = &answered {
-            self.push(log);
+            self.pushed(log, &hooks);
         }
         // The first response completes a control still processing; a later one, or one after
         // the `exception`, leaves its status as it was.
@@ -198,8 +227,8 @@ impl ControlService {
             "DEVICE",
             now,
         );
-        self.store.insert_event_log(&response, None).await?;
-        self.push(&response);
+        self.store.insert_event_log(&response, None, &hooks).await?;
+        self.pushed(&response, &hooks);
         Ok(())
     }
 

@@ -132,6 +132,11 @@ string_enum!(
     SourceType { App = "APP", Web = "WEB", Device = "DEVICE" }
 );
 
+string_enum!(
+    /// A webhook delivery: still to be delivered (or retried), delivered (a 2xx), or failed (given up).
+    DeliveryStatus { Pending = "pending", Delivered = "delivered", Failed = "failed" }
+);
+
 impl DataType {
     /// Whether a JSON value is of this type: Integer an i64, Float any number, String a string,
     /// Boolean true or false.

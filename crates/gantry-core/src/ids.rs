@@ -53,6 +53,10 @@ id_type!(
     DeviceId,
     /// A stored device event.
     EventId,
+    /// A project's webhook.
+    WebhookId,
+    /// One POST of a batch of events to a webhook, with its retries.
+    DeliveryId,
 );
 
 /// The tenant every fresh store starts with; the system administrator administers it.

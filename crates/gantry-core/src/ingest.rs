@@ -24,6 +24,7 @@ use tracing::Instrument;
 use crate::event::DeviceEvent;
 use crate::ids::DeviceId;
 use crate::store::Store;
+use crate::webhook::WebhookEvent;
 use crate::{Error, Result};
 
 #[derive(Debug, Clone)]
@@ -67,6 +68,8 @@ pub struct IngestStats {
 
 struct Job {
     events: Vec<DeviceEvent>,
+    /// The webhook events they cause, committed with them.
+    outbox: Vec<WebhookEvent>,
     done: oneshot::Sender<Result<()>>,
 }
 
@@ -176,13 +179,18 @@ impl Ingest {
     /// Queues events and waits until they are committed. A queue that stays full for
     /// `full_wait` gives `Busy`; a closed pipeline `Unavailable`.
     pub async fn submit(&self, events: Vec<DeviceEvent>) -> Result<()> {
+        self.submit_with(events, Vec::new()).await
+    }
+
+    /// `submit`, with the webhook events the events cause, committed in the same transaction.
+    pub async fn submit_with(&self, events: Vec<DeviceEvent>, outbox: Vec<WebhookEvent>) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }
         let count = events.len() as u64;
         let (done, committed) = oneshot::channel();
         let lane = self.lane_of(&events[0].device_id);
-        match tokio::time::timeout(self.full_wait, lane.send(Job { events, done })).await {
+        match tokio::time::timeout(self.full_wait, lane.send(Job { events, outbox, done })).await {
             Err(_) => {
                 self.stats.rejected_busy.fetch_add(count, Ordering::Relaxed);
                 return Err(Error::Busy("the ingest queue is full; retry later".to_owned()));
@@ -280,6 +288,9 @@ impl Order {
     }
 }
 
+/// A submission's events and webhook events in a batch, and its answer.
+type Waiter = (Range<usize>, Range<usize>, oneshot::Sender<Result<()>>);
+
 /// Commits a batch in one transaction; its submissions are answered once it is durable, by a
 /// task in `flushing` that holds `permit` until then. If the commit fails, each submission is
 /// retried alone (and answered when durable), so one bad submission cannot fail its neighbours.
@@ -292,16 +303,18 @@ async fn commit(
     flushing: &mut JoinSet<()>,
 ) {
     let mut events = Vec::new();
-    let mut spans: Vec<(Range<usize>, oneshot::Sender<Result<()>>)> = Vec::with_capacity(jobs.len());
+    let mut outbox = Vec::new();
+    let mut spans: Vec<Waiter> = Vec::with_capacity(jobs.len());
     for job in jobs {
-        let start = events.len();
+        let (start, outbox_start) = (events.len(), outbox.len());
         events.extend(job.events);
-        spans.push((start..events.len(), job.done));
+        outbox.extend(job.outbox);
+        spans.push((start..events.len(), outbox_start..outbox.len(), job.done));
     }
     // Per batch, at debug: the span costs nothing when the level is off.
     let span = tracing::debug_span!("ingest_commit", events = events.len(), submissions = spans.len());
     let started = Instant::now();
-    match store.commit_events(&events).instrument(span.clone()).await {
+    match store.commit_events(&events, &outbox).instrument(span.clone()).await {
         Ok(durable) => {
             let stats = stats.clone();
             let flushed = async move {
@@ -318,7 +331,7 @@ async fn commit(
                         stats.failed.fetch_add(events.len() as u64, Ordering::Relaxed);
                     }
                 }
-                for (_, done) in spans {
+                for (_, _, done) in spans {
                     let _ = done.send(match &result {
                         Ok(()) => Ok(()),
                         Err(e) => Err(e.duplicate_for_waiter()),
@@ -337,8 +350,11 @@ async fn commit(
         Err(batch_error) => {
             tracing::warn!(error = %batch_error, events = events.len(), "batch commit failed; committing submissions one by one");
             let mut stored = Vec::new();
-            for (range, done) in spans {
-                let result = store.append_events(&events[range.clone()]).await;
+            for (range, outbox_range, done) in spans {
+                let result = match store.commit_events(&events[range.clone()], &outbox[outbox_range]).await {
+                    Ok(durable) => durable.await,
+                    Err(e) => Err(e),
+                };
                 match &result {
                     Ok(()) => {
                         stored.extend_from_slice(&events[range.clone()]);

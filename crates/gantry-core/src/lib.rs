@@ -4,11 +4,11 @@
 //! Three layers, each importing only from those above it in this list:
 //! - the domain: plain types and the rules that need nothing but their values (`error`, `ids`,
 //!   `enums`, `names`, `time`, `text`, `paging`, `records`, `principal`, `token`, `event`,
-//!   `message`, `event_log`, `connection`, `stream`, `route`, `query`, `fields`);
-//! - the ports the services need from outside: the store traits (`store`) and the way down to
-//!   devices (`downlink`);
-//! - the services (`auth`, `catalog`, `control`, `telemetry`, `routes`, `ingest`, `presence`)
-//!   and their helpers (`cache`, `guard`, `feed`). A service that needs another holds it (`Arc<CatalogService>`) and calls
+//!   `message`, `event_log`, `connection`, `stream`, `route`, `query`, `fields`, `webhook`);
+//! - the ports the services need from outside: the store traits (`store`), the way down to
+//!   devices (`downlink`) and the way out to webhook receivers (`outbound`);
+//! - the services (`auth`, `catalog`, `control`, `telemetry`, `routes`, `ingest`, `presence`,
+//!   `webhooks`, `delivery`) and their helpers (`cache`, `guard`, `feed`). A service that needs another holds it (`Arc<CatalogService>`) and calls
 //!   its public methods.
 //!
 //! `.ci/import-cycles.sh` checks that no module imports, through others, itself.
@@ -32,9 +32,11 @@ pub mod stream;
 pub mod text;
 pub mod time;
 pub mod token;
+pub mod webhook;
 
 // The ports.
 pub mod downlink;
+pub mod outbound;
 pub mod store;
 
 // The services.
@@ -42,6 +44,7 @@ pub mod auth;
 pub mod cache;
 pub mod catalog;
 pub mod control;
+pub mod delivery;
 pub mod feed;
 pub mod guard;
 pub mod histogram;
@@ -50,6 +53,7 @@ pub mod presence;
 pub mod publish;
 pub mod routes;
 pub mod telemetry;
+pub mod webhooks;
 
 pub use catalog::PublicAddrs;
 pub use error::{Error, Result};
@@ -69,11 +73,15 @@ pub struct Services {
     pub presence: Arc<presence::PresenceService>,
     /// Failed logins per address, for HTTP and MQTT alike.
     pub login_guard: Arc<guard::LoginGuard>,
+    /// Projects' webhooks, and which of them an event goes to.
+    pub webhooks: Arc<webhooks::WebhookService>,
 }
 
 impl Services {
     /// Wires the services over `store`; events go through `ingest`, messages to devices
     /// through `downlink`.
+    // The one place every part meets; a struct of them would only rename the arguments.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Arc<dyn store::Store>,
         addrs: PublicAddrs,
@@ -82,6 +90,7 @@ impl Services {
         ack_timeout: std::time::Duration,
         route_config: routes::RouteConfig,
         login_guard: guard::LoginGuardConfig,
+        webhooks: webhooks::WebhookConfig,
     ) -> Self {
         let tokens = Arc::new(auth::TokenCache::new(auth::TOKEN_CACHE_TTL));
         let feeds = Arc::new(feed::Feeds::default());
@@ -92,26 +101,36 @@ impl Services {
             downlink.clone(),
             tokens.clone(),
         ));
+        let webhooks = Arc::new(webhooks::WebhookService::new(store.clone(), catalog.clone(), webhooks));
         let control = Arc::new(control::ControlService::new(
             store.clone(),
             catalog.clone(),
             downlink.clone(),
             ack_timeout,
             feeds.clone(),
+            webhooks.clone(),
         ));
         Self {
             auth: auth::AuthService::new(store.clone(), tokens),
-            telemetry: telemetry::TelemetryService::new(store.clone(), catalog.clone(), control.clone(), ingest),
+            telemetry: telemetry::TelemetryService::new(
+                store.clone(),
+                catalog.clone(),
+                control.clone(),
+                ingest,
+                webhooks.clone(),
+            ),
             presence: Arc::new(presence::PresenceService::new(
                 store.clone(),
                 catalog.clone(),
                 feeds.clone(),
+                webhooks.clone(),
             )),
             feeds,
             routes: routes::RouteService::new(store, catalog.clone(), control.clone(), downlink, route_config),
             catalog,
             control,
             login_guard: Arc::new(guard::LoginGuard::new(login_guard)),
+            webhooks,
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::ids::{DeviceId, ProjectId, TenantId};
 use crate::principal::Principal;
 use crate::store::Store;
 use crate::stream::StreamType;
+use crate::webhooks::WebhookService;
 
 /// How often the last-seen times are written: what a crash may lose of them.
 pub const FLUSH_PERIOD: Duration = Duration::from_secs(5);
@@ -46,14 +47,22 @@ pub struct PresenceService {
     live: Mutex<HashMap<DeviceId, Live>>,
     changes: broadcast::Sender<ConnectionChange>,
     feeds: Arc<Feeds>,
+    /// Connection changes go to the project's webhooks, written with them.
+    webhooks: Arc<WebhookService>,
 }
 
 impl PresenceService {
-    pub fn new(store: Arc<dyn Store>, catalog: Arc<CatalogService>, feeds: Arc<Feeds>) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        catalog: Arc<CatalogService>,
+        feeds: Arc<Feeds>,
+        webhooks: Arc<WebhookService>,
+    ) -> Self {
         Self {
             store,
             catalog,
             feeds,
+            webhooks,
             live: Mutex::default(),
             changes: broadcast::channel(CHANGES_BUFFER).0,
         }
@@ -71,7 +80,11 @@ impl PresenceService {
             Err(crate::Error::NotFound { .. }) => return Ok(()),
             Err(e) => return Err(e),
         };
-        self.store.session_started(tenant, &start).await?;
+        let hooks = self.webhooks.subscribers(&project, StreamType::Connection).await?;
+        self.store.session_started(tenant, &start, &hooks).await?;
+        if !hooks.is_empty() {
+            self.webhooks.wake();
+        }
         {
             let mut live = self.live.lock().expect("presence lock");
             let newer = live.get(&start.device).is_some_and(|l| l.started > start.at);
@@ -114,27 +127,48 @@ impl PresenceService {
                 _ => None,
             }
         };
-        if !self.store.session_ended(&end).await? {
+        // A session this process did not see start: its project is looked up before the write
+        // only when some webhook wants connection changes (the write carries their events).
+        let known = match known {
+            None if self.webhooks.any_subscriber(StreamType::Connection).await? => {
+                self.project_of(tenant, &end.device).await?
+            }
+            known => known,
+        };
+        let hooks = match &known {
+            Some((_, project)) => self.webhooks.subscribers(project, StreamType::Connection).await?,
+            None => Vec::new(),
+        };
+        if !self.store.session_ended(&end, &hooks).await? {
             return Ok(());
+        }
+        if !hooks.is_empty() {
+            self.webhooks.wake();
         }
         let (tenant, project) = match known {
             Some(known) => known,
-            None => {
-                let tenant = match tenant {
-                    Some(tenant) => tenant.clone(),
-                    None => match self.store.device_tenant(&end.device).await? {
-                        Some(tenant) => tenant,
-                        None => return Ok(()),
-                    },
-                };
-                match self.catalog.load_device(&tenant, &end.device).await {
-                    Ok(device) => (tenant, device.project_id.clone()),
-                    Err(crate::Error::NotFound { .. }) => return Ok(()),
-                    Err(e) => return Err(e),
-                }
-            }
+            None => match self.project_of(tenant, &end.device).await? {
+                Some(known) => known,
+                None => return Ok(()),
+            },
         };
         self.publish(&tenant, project, &end.device).await
+    }
+
+    /// The tenant and project of a live device; None for one that is gone.
+    async fn project_of(&self, tenant: Option<&TenantId>, device: &DeviceId) -> Result<Option<(TenantId, ProjectId)>> {
+        let tenant = match tenant {
+            Some(tenant) => tenant.clone(),
+            None => match self.store.device_tenant(device).await? {
+                Some(tenant) => tenant,
+                None => return Ok(None),
+            },
+        };
+        match self.catalog.load_device(&tenant, device).await {
+            Ok(device) => Ok(Some((tenant, device.project_id.clone()))),
+            Err(crate::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Sends the device's record as it is now to the subscribers and the project's push
@@ -190,7 +224,11 @@ impl PresenceService {
                 at: now,
                 last_seen: Some(session.last_seen),
             };
-            self.store.session_ended(&end).await?;
+            let hooks = self
+                .webhooks
+                .subscribers(&session.project, StreamType::Connection)
+                .await?;
+            self.store.session_ended(&end, &hooks).await?;
         }
         Ok(())
     }

@@ -8,12 +8,13 @@ use crate::Result;
 use crate::connection::{Connection, SessionEnd, SessionStart};
 use crate::event::{DeviceEvent, ShadowAttribute};
 use crate::event_log::EventLog;
-use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
+use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId, WebhookId};
 use crate::paging::{Page, PageRequest};
 use crate::principal::{Principal, TokenOwner};
 use crate::query::{DeviceQuery, EventLogQuery, EventQuery, ProjectQuery};
 use crate::records::{Device, DeviceModel, Project, Tenant};
 use crate::route::StoredRoute;
+use crate::webhook::{Delivery, OutboxKey, Webhook, WebhookEvent};
 
 /// A commit on its way to disk (`EventStore::commit_events`): resolves once it is durable.
 pub type Durable = std::pin::Pin<Box<dyn Future<Output = Result<()>> + Send + 'static>>;
@@ -108,15 +109,12 @@ pub trait EventStore: Send + Sync {
     /// Stores the events and applies them to the shadows in one transaction: per device and
     /// attribute, the shadow keeps the value with the newest device time.
     async fn append_events(&self, events: &[DeviceEvent]) -> Result<()>;
-    /// Commits the events as `append_events` does, but returns once the commit is done, before
-    /// it is on disk where the store can tell the two apart: the returned future resolves when
-    /// the events are durable (or the flush failed), and only then do reads find them. Ingest
-    /// commits its next batch meanwhile (ingest.rs). The default is `append_events`, durable
-    /// when it returns.
-    async fn commit_events(&self, events: &[DeviceEvent]) -> Result<Durable> {
-        self.append_events(events).await?;
-        Ok(Box::pin(std::future::ready(Ok(()))))
-    }
+    /// Commits the events as `append_events` does, with `outbox` (the webhook events they
+    /// cause) in the same transaction, but returns once the commit is done, before it is on disk
+    /// where the store can tell the two apart: the returned future resolves when the events are
+    /// durable (or the flush failed), and only then do reads find them. Ingest commits its next
+    /// batch meanwhile (ingest.rs).
+    async fn commit_events(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<Durable>;
     /// How many ingest writers commit at once (ingest.rs), each for its own share of the
     /// devices. The default is one: a store with a single writer (SQLite) gains nothing from more.
     fn ingest_writers(&self) -> usize {
@@ -138,9 +136,11 @@ pub trait EventStore: Send + Sync {
 #[async_trait]
 pub trait EventLogStore: Send + Sync {
     /// Stores a log; `ack_deadline` (epoch ms) is set for a control that waits for its ack.
-    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>) -> Result<()>;
+    /// `webhooks` get the log as an `eventLog` event, written in the same transaction.
+    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: &[WebhookId]) -> Result<()>;
     /// Appends `response` to the device's control log whose `eventId` is `correlation_id` and
     /// completes it if it was still processing. Returns the updated log, or None if there is none.
+    /// `webhooks` get the updated log, written in the same transaction.
     async fn record_ack(
         &self,
         tenant: &TenantId,
@@ -148,6 +148,7 @@ pub trait EventLogStore: Send + Sync {
         correlation_id: &str,
         response: &serde_json::Value,
         at: i64,
+        webhooks: &[WebhookId],
     ) -> Result<Option<EventLog>>;
     /// Controls still processing at `now` past their deadline become `exception`; returns them
     /// as they are now.
@@ -194,11 +195,12 @@ pub trait RouteStore: Send + Sync {
 #[async_trait]
 pub trait ConnectionStore: Send + Sync {
     /// Records the device connected by this session, unless a session that began later is
-    /// recorded already. Its last session's `disconnectedTime` stays.
-    async fn session_started(&self, tenant: &TenantId, start: &SessionStart) -> Result<()>;
+    /// recorded already. Its last session's `disconnectedTime` stays. When it records it,
+    /// `webhooks` get the record as a `connection` event, written in the same transaction.
+    async fn session_started(&self, tenant: &TenantId, start: &SessionStart, webhooks: &[WebhookId]) -> Result<()>;
     /// Records the device disconnected, unless its recorded session began after
-    /// `end.started_by`; whether it did.
-    async fn session_ended(&self, end: &SessionEnd) -> Result<bool>;
+    /// `end.started_by`; whether it did. When it did, `webhooks` get the record as for a start.
+    async fn session_ended(&self, end: &SessionEnd, webhooks: &[WebhookId]) -> Result<bool>;
     /// Moves each device's last-seen time forward (never back).
     async fn record_last_seen(&self, seen: &[(DeviceId, i64)]) -> Result<()>;
     /// The device's record; None for a device never connected. The device id selects: the
@@ -209,14 +211,67 @@ pub trait ConnectionStore: Send + Sync {
     async fn end_all_sessions(&self) -> Result<u64>;
 }
 
+/// Webhooks, the events waiting for them (the outbox) and their deliveries. The outbox is
+/// written by the writes that cause its events (`commit_events`, `insert_event_log`, ...), in
+/// their transactions, so a committed cause never loses its webhook events.
+#[async_trait]
+pub trait WebhookStore: Send + Sync {
+    async fn insert_webhook(&self, webhook: &Webhook) -> Result<()>;
+    /// Stores url, types, description, enabled, secret and the update fields; `NotFound` when missing.
+    async fn update_webhook(&self, webhook: &Webhook) -> Result<()>;
+    async fn get_webhook(&self, tenant: &TenantId, id: &WebhookId) -> Result<Option<Webhook>>;
+    /// The project's webhooks, oldest first, then by id.
+    async fn list_webhooks(&self, tenant: &TenantId, project: &ProjectId, page: PageRequest) -> Result<Page<Webhook>>;
+    /// Deletes the webhook with its deliveries and the events waiting for it; `NotFound` when missing.
+    async fn delete_webhook(&self, tenant: &TenantId, id: &WebhookId) -> Result<()>;
+    /// Every enabled webhook of every tenant (with its secret).
+    async fn enabled_webhooks(&self) -> Result<Vec<Webhook>>;
+    /// Up to `limit` of the events waiting for the webhook, oldest first: a device's events of
+    /// one type in the order they were committed.
+    async fn waiting_events(&self, webhook: &WebhookId, limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>>;
+    /// Stores a new delivery, then removes the events it carries (`taken`) from the outbox: a
+    /// crash between the two sends them again rather than never. `Conflict`, storing nothing,
+    /// when some of them were taken already (by another node's delivery).
+    async fn insert_delivery(&self, delivery: &Delivery, taken: &[OutboxKey]) -> Result<()>;
+    /// Stores status, attempts, last status and error, and the attempt and finish times.
+    async fn update_delivery(&self, delivery: &Delivery) -> Result<()>;
+    /// The webhook's oldest pending delivery.
+    async fn pending_delivery(&self, webhook: &WebhookId) -> Result<Option<Delivery>>;
+    /// The webhook's deliveries, newest first, then by id (descending).
+    async fn list_deliveries(
+        &self,
+        tenant: &TenantId,
+        webhook: &WebhookId,
+        page: PageRequest,
+    ) -> Result<Page<Delivery>>;
+    /// Deliveries pending, of every webhook.
+    async fn count_pending_deliveries(&self) -> Result<u64>;
+}
+
 /// All of storage, as the services see it.
 pub trait Store:
-    TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore + RouteStore + ConnectionStore
+    TenantStore
+    + ModelStore
+    + ProjectStore
+    + DeviceStore
+    + EventStore
+    + EventLogStore
+    + RouteStore
+    + ConnectionStore
+    + WebhookStore
 {
 }
 
 impl<
-    T: TenantStore + ModelStore + ProjectStore + DeviceStore + EventStore + EventLogStore + RouteStore + ConnectionStore,
+    T: TenantStore
+        + ModelStore
+        + ProjectStore
+        + DeviceStore
+        + EventStore
+        + EventLogStore
+        + RouteStore
+        + ConnectionStore
+        + WebhookStore,
 > Store for T
 {
 }

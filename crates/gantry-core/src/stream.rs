@@ -8,8 +8,10 @@ use std::sync::Arc;
 use crate::ids::DeviceId;
 use crate::{Error, Result};
 
-/// What a stream event reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// What a stream event reports; the same list is what a webhook may ask for (`webhook.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
 pub enum StreamType {
     /// A committed device event.
     Telemetry,
@@ -39,16 +41,16 @@ impl StreamType {
             return Ok(Self::ALL.to_vec());
         };
         text.split(',')
-            .map(|name| {
-                let name = name.trim();
-                Self::ALL.into_iter().find(|t| t.as_str() == name).ok_or_else(|| {
-                    Error::invalid(
-                        "types",
-                        format!("`{name}` is not one of telemetry, shadow, eventLog, connection"),
-                    )
-                })
-            })
+            .map(|name| Self::parse_field(name.trim(), "types"))
             .collect()
+    }
+
+    /// One type's name, naming `field` in the error.
+    pub fn parse_field(name: &str, field: &str) -> Result<StreamType> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|t| t.as_str()).collect();
+            Error::invalid(field, format!("`{name}` is not one of {}", names.join(", ")))
+        })
     }
 }
 

@@ -22,6 +22,7 @@ use crate::query::{EventFilter, EventQuery, TimeField};
 use crate::records::{Device, DeviceModel, JsonMap, ModelAttribute};
 use crate::store::Store;
 use crate::time::{now_ms, parse_timestamp};
+use crate::webhooks::WebhookService;
 use crate::{Error, Result};
 
 /// How long a shadow read stays cached. Writes in this process drop it at once; this bounds how
@@ -33,6 +34,8 @@ pub struct TelemetryService {
     catalog: Arc<CatalogService>,
     control: Arc<ControlService>,
     ingest: Ingest,
+    /// Committed events go to their project's webhooks, committed with them.
+    webhooks: Arc<WebhookService>,
     /// Shadows read lately. Ingest drops a device's entry after each commit and bumps the epoch,
     /// so a read that raced a commit does not put back what it read before it.
     shadows: TtlCache<DeviceId, Arc<Vec<(ShadowAttribute, i64)>>>,
@@ -78,12 +81,14 @@ impl TelemetryService {
         catalog: Arc<CatalogService>,
         control: Arc<ControlService>,
         ingest: Ingest,
+        webhooks: Arc<WebhookService>,
     ) -> Self {
         Self {
             store,
             catalog,
             control,
             ingest,
+            webhooks,
             shadows: TtlCache::new(SHADOW_CACHE_TTL),
             shadow_epoch: AtomicU64::new(0),
             max_attributes: MAX_ATTRIBUTES,
@@ -170,7 +175,7 @@ impl TelemetryService {
                 if events.is_empty() && !outcome.refused.is_empty() {
                     outcome.rejected = Some(Rejection::Refused);
                 }
-                self.ingest.submit(events).await?;
+                self.submit(events).await?;
                 self.shadow_changed(&device.id);
             }
         }
@@ -192,6 +197,17 @@ impl TelemetryService {
             });
         }
         Ok(outcome)
+    }
+
+    /// Commits one device's events through ingest, with the webhook events they cause.
+    async fn submit(&self, events: Vec<DeviceEvent>) -> Result<()> {
+        let outbox = self.webhooks.outbox_for(&events).await?;
+        let woken = !outbox.is_empty();
+        self.ingest.submit_with(events, outbox).await?;
+        if woken {
+            self.webhooks.wake();
+        }
+        Ok(())
     }
 
     pub fn ingest(&self) -> &Ingest {
@@ -258,7 +274,7 @@ impl TelemetryService {
             deleted: false,
         };
         let message = Message::of_event(&event);
-        self.ingest.submit(vec![event]).await?;
+        self.submit(vec![event]).await?;
         self.shadow_changed(&device.id);
         Ok(message)
     }

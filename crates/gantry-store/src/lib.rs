@@ -11,6 +11,7 @@ mod engine;
 mod error;
 mod events;
 mod figures;
+mod outbox;
 mod postgres;
 mod row;
 mod shared;
@@ -157,8 +158,12 @@ impl EventStore for SqlStore {
         self.events.append_events(events).await
     }
 
-    async fn commit_events(&self, events: &[DeviceEvent]) -> gantry_core::Result<Durable> {
-        self.events.commit_events(events).await
+    async fn commit_events(
+        &self,
+        events: &[DeviceEvent],
+        outbox: &[gantry_core::webhook::WebhookEvent],
+    ) -> gantry_core::Result<Durable> {
+        self.events.commit_events(events, outbox).await
     }
 
     fn ingest_writers(&self) -> usize {

@@ -9,7 +9,8 @@ use gantry_core::event::{DeviceEvent, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
-use gantry_core::store::EventStore;
+use gantry_core::store::{Durable, EventStore};
+use gantry_core::webhook::WebhookEvent;
 use sqlx::AnyPool;
 
 use crate::engine::{Connected, Dialect, EngineFigures, EventEngine};
@@ -69,28 +70,11 @@ impl PostgresEvents {
     fn pool(&self) -> &AnyPool {
         &self.kept.pool
     }
-}
 
-#[async_trait]
-impl EventEngine for PostgresEvents {
-    async fn close(&self) {
-        self.pool().close().await;
-    }
-
-    /// One pool serves reads, the catalog's writes and ingest; nothing is held apart.
-    fn figures(&self) -> EngineFigures {
-        EngineFigures {
-            pools: vec![crate::figures::pool("main", self.pool())],
-            ..EngineFigures::default()
-        }
-    }
-}
-
-#[async_trait]
-impl EventStore for PostgresEvents {
-    /// One transaction: the events, each device's and attribute's newest into the shadows, and
-    /// the kept counts, each in statements of `ROWS_PER_STATEMENT` rows (each one a round trip).
-    async fn append_events(&self, events: &[DeviceEvent]) -> Result<()> {
+    /// One transaction: the events, each device's and attribute's newest into the shadows, the
+    /// kept counts, each in statements of `ROWS_PER_STATEMENT` rows (each one a round trip), and
+    /// the webhook events they cause (`outbox`).
+    async fn write(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }
@@ -115,7 +99,36 @@ impl EventStore for PostgresEvents {
             );
         }
         tally.apply(&mut tx, ROWS_PER_STATEMENT).await?;
+        crate::outbox::write_outbox(&mut tx, "webhook_outbox", outbox, false).await?;
         tx.commit().await.map_err(crate::error::db_error)
+    }
+}
+
+#[async_trait]
+impl EventEngine for PostgresEvents {
+    async fn close(&self) {
+        self.pool().close().await;
+    }
+
+    /// One pool serves reads, the catalog's writes and ingest; nothing is held apart.
+    fn figures(&self) -> EngineFigures {
+        EngineFigures {
+            pools: vec![crate::figures::pool("main", self.pool())],
+            ..EngineFigures::default()
+        }
+    }
+}
+
+#[async_trait]
+impl EventStore for PostgresEvents {
+    async fn append_events(&self, events: &[DeviceEvent]) -> Result<()> {
+        self.write(events, &[]).await
+    }
+
+    /// Durable when it returns: the commit is the flush.
+    async fn commit_events(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<Durable> {
+        self.write(events, outbox).await?;
+        Ok(Box::pin(std::future::ready(Ok(()))))
     }
 
     fn ingest_writers(&self) -> usize {

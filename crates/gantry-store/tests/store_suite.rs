@@ -15,7 +15,8 @@ use gantry_core::principal::{Principal, TokenOwner};
 use gantry_core::query::{DeviceQuery, DeviceSort, EventQuery, ProjectQuery, TimeField};
 use gantry_core::records::{Device, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant};
 use gantry_core::store::{
-    ConnectionStore, DeviceStore, EventStore, ModelStore, ProjectStore, RouteStore, Store, TenantStore,
+    ConnectionStore, DeviceStore, EventLogStore, EventStore, ModelStore, ProjectStore, RouteStore, Store, TenantStore,
+    WebhookStore,
 };
 use gantry_store::{SqlStore, sqlite_url};
 use serde_json::json;
@@ -78,6 +79,8 @@ store_suite!(
     shadows_and_totals_hold_across_moves_and_deletes,
     deletes_and_listings_during_moves,
     range_totals_match_the_events_in_range,
+    webhooks_are_managed_per_tenant,
+    webhook_events_wait_in_order_until_a_delivery_holds_them,
     deep_pages_list_in_order,
     device_sessions_start_end_and_survive_a_restart;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
@@ -1667,7 +1670,7 @@ async fn commits_in_flight_are_read_once_durable(store: SqlStore) {
         .collect();
     let mut durable = Vec::new();
     for batch in &batches {
-        durable.push(store.commit_events(batch).await.unwrap());
+        durable.push(store.commit_events(batch, &[]).await.unwrap());
     }
     let query = every_event_of(&device);
     for (b, flushed) in durable.into_iter().enumerate() {
@@ -2787,7 +2790,7 @@ async fn device_sessions_start_end_and_survive_a_restart(store: SqlStore) {
     };
 
     store
-        .session_started(&tenant, &session(&a, 1_000, "tcp"))
+        .session_started(&tenant, &session(&a, 1_000, "tcp"), &[])
         .await
         .unwrap();
     let on = store.connection(&a.id).await.unwrap().unwrap();
@@ -2825,10 +2828,18 @@ async fn device_sessions_start_end_and_survive_a_restart(store: SqlStore) {
 
     // A newer session takes over; the older one's end, arriving late, changes nothing, nor
     // does the older one's start.
-    store.session_started(&tenant, &session(&a, 2_000, "ws")).await.unwrap();
-    assert!(!store.session_ended(&end(&a, 1_000, 2_001, Some(1_900))).await.unwrap());
     store
-        .session_started(&tenant, &session(&a, 1_000, "tcp"))
+        .session_started(&tenant, &session(&a, 2_000, "ws"), &[])
+        .await
+        .unwrap();
+    assert!(
+        !store
+            .session_ended(&end(&a, 1_000, 2_001, Some(1_900)), &[])
+            .await
+            .unwrap()
+    );
+    store
+        .session_started(&tenant, &session(&a, 1_000, "tcp"), &[])
         .await
         .unwrap();
     let taken_over = store.connection(&a.id).await.unwrap().unwrap();
@@ -2838,7 +2849,12 @@ async fn device_sessions_start_end_and_survive_a_restart(store: SqlStore) {
         (Some(2_000), Some("ws"))
     );
 
-    assert!(store.session_ended(&end(&a, 2_000, 3_000, Some(2_900))).await.unwrap());
+    assert!(
+        store
+            .session_ended(&end(&a, 2_000, 3_000, Some(2_900)), &[])
+            .await
+            .unwrap()
+    );
     let off = store.connection(&a.id).await.unwrap().unwrap();
     assert!(!off.connected);
     assert_eq!(
@@ -2849,7 +2865,7 @@ async fn device_sessions_start_end_and_survive_a_restart(store: SqlStore) {
 
     // A session the process did not see end (a crash): ended at its last-seen time at start.
     store
-        .session_started(&tenant, &session(&b, 4_000, "tls"))
+        .session_started(&tenant, &session(&b, 4_000, "tls"), &[])
         .await
         .unwrap();
     store.record_last_seen(&[(b.id.clone(), 4_700)]).await.unwrap();
@@ -2863,9 +2879,234 @@ async fn device_sessions_start_end_and_survive_a_restart(store: SqlStore) {
     assert_eq!(store.end_all_sessions().await.unwrap(), 0);
     // The next session keeps the last one's end until its own.
     store
-        .session_started(&tenant, &session(&b, 5_000, "tls"))
+        .session_started(&tenant, &session(&b, 5_000, "tls"), &[])
         .await
         .unwrap();
     let back = store.connection(&b.id).await.unwrap().unwrap();
     assert_eq!((back.connected, back.disconnected_time), (true, Some(4_700)));
+}
+
+// ---- webhooks ---------------------------------------------------------------------------------
+
+fn webhook_record(project: &Project, types: Vec<gantry_core::stream::StreamType>) -> gantry_core::webhook::Webhook {
+    gantry_core::webhook::Webhook {
+        id: gantry_core::ids::WebhookId::generate(),
+        tenant_id: project.record.tenant_id.clone(),
+        project_id: project.id.clone(),
+        url: "https://hooks.example.com/in".to_owned(),
+        types,
+        description: Some("ops".to_owned()),
+        enabled: true,
+        secret: "0123456789abcdef".to_owned(),
+        created_by: "admin".to_owned(),
+        created_time: 1_000,
+        updated_by: None,
+        updated_time: None,
+    }
+}
+
+async fn webhooks_are_managed_per_tenant(store: SqlStore) {
+    use gantry_core::stream::StreamType;
+    let (t1, t2) = (new_tenant(&store, "one").await, new_tenant(&store, "two").await);
+    let p1 = new_project(&store, &t1, "p").await;
+    let p2 = new_project(&store, &t2, "p").await;
+    let mut hook = webhook_record(&p1, vec![StreamType::Telemetry, StreamType::EventLog]);
+    store.insert_webhook(&hook).await.unwrap();
+    let mut other = webhook_record(&p2, vec![StreamType::Connection]);
+    other.created_time = 2_000;
+    store.insert_webhook(&other).await.unwrap();
+    assert_eq!(store.get_webhook(&t1, &hook.id).await.unwrap(), Some(hook.clone()));
+    assert_eq!(
+        store.get_webhook(&t2, &hook.id).await.unwrap(),
+        None,
+        "another tenant's"
+    );
+    let listed = store.list_webhooks(&t1, &p1.id, all()).await.unwrap();
+    assert_eq!((listed.total, listed.items), (1, vec![hook.clone()]));
+    assert_eq!(store.list_webhooks(&t2, &p1.id, all()).await.unwrap().total, 0);
+
+    hook.url = "https://hooks.example.com/other".to_owned();
+    hook.types = vec![StreamType::Shadow];
+    hook.enabled = false;
+    hook.secret = "fedcba9876543210".to_owned();
+    hook.description = None;
+    hook.updated_by = Some("admin".to_owned());
+    hook.updated_time = Some(3_000);
+    store.update_webhook(&hook).await.unwrap();
+    assert_eq!(store.get_webhook(&t1, &hook.id).await.unwrap(), Some(hook.clone()));
+    let mut stranger = hook.clone();
+    stranger.tenant_id = t2.clone();
+    assert_not_found(store.update_webhook(&stranger).await);
+    let enabled: Vec<_> = store
+        .enabled_webhooks()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
+    assert!(
+        enabled.contains(&other.id) && !enabled.contains(&hook.id),
+        "{enabled:?}"
+    );
+
+    assert_not_found(store.delete_webhook(&t2, &hook.id).await);
+    store.delete_webhook(&t1, &hook.id).await.unwrap();
+    assert_eq!(store.get_webhook(&t1, &hook.id).await.unwrap(), None);
+    assert_not_found(store.delete_webhook(&t1, &hook.id).await);
+}
+
+/// Telemetry (committed with its events, where the engine keeps it) and event logs and
+/// connection changes (with their writes) wait for the webhook in commit order, and leave the
+/// outbox when a delivery holds them; deleting the webhook drops what waits and its deliveries.
+async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStore) {
+    use gantry_core::enums::{Classification, DeliveryStatus, EventLogStatus};
+    use gantry_core::ids::DeliveryId;
+    use gantry_core::stream::StreamType;
+    use gantry_core::webhook::{Delivery, WebhookEvent};
+    let tenant = new_tenant(&store, "hooks").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let hook = webhook_record(&project, StreamType::ALL.to_vec());
+    let quiet = webhook_record(&project, vec![StreamType::Telemetry]);
+    store.insert_webhook(&hook).await.unwrap();
+    store.insert_webhook(&quiet).await.unwrap();
+
+    let events: Vec<DeviceEvent> = (0..3)
+        .map(|i| event_at(&device, EventId::generate(), "temp", json!(i), i))
+        .collect();
+    let outbox: Vec<WebhookEvent> = events
+        .iter()
+        .map(|e| WebhookEvent {
+            id: WebhookEvent::new_id(),
+            webhook_id: hook.id.clone(),
+            device_id: device.id.clone(),
+            kind: StreamType::Telemetry,
+            time: 10,
+            data: serde_json::to_string(e).unwrap(),
+        })
+        .collect();
+    store.commit_events(&events, &outbox).await.unwrap().await.unwrap();
+    let log = gantry_core::event_log::EventLog {
+        id: "log-1".to_owned(),
+        tenant_id: tenant.clone(),
+        project_id: project.id.clone(),
+        status: EventLogStatus::Processing,
+        classification: Classification::DeviceControll,
+        device_id: device.id.clone(),
+        device_name: device.device_name.clone(),
+        event_data: json!({"meta": {"id": "c-1"}}),
+        context_id: None,
+        responses: Vec::new(),
+        event_id: "c-1".to_owned(),
+        created_by: "admin".to_owned(),
+        created_time: 20,
+        updated_by: None,
+        updated_time: None,
+        deleted: false,
+        reply_to: None,
+    };
+    store
+        .insert_event_log(&log, Some(i64::MAX), std::slice::from_ref(&hook.id))
+        .await
+        .unwrap();
+    store
+        .session_started(&tenant, &session(&device, 1_000, "tcp"), std::slice::from_ref(&hook.id))
+        .await
+        .unwrap();
+    // Written without webhooks: nothing waits.
+    store
+        .record_ack(&tenant, &device.id, "c-1", &json!({"ok": true}), 30, &[])
+        .await
+        .unwrap();
+
+    let waiting = store.waiting_events(&hook.id, 100).await.unwrap();
+    let telemetry: Vec<&str> = waiting
+        .iter()
+        .filter(|(_, e)| e.kind == StreamType::Telemetry)
+        .map(|(_, e)| e.id.as_str())
+        .collect();
+    assert_eq!(telemetry, outbox.iter().map(|e| e.id.as_str()).collect::<Vec<_>>());
+    let kinds: BTreeSet<&str> = waiting.iter().map(|(_, e)| e.kind.as_str()).collect();
+    assert_eq!(kinds, BTreeSet::from(["telemetry", "eventLog", "connection"]));
+    assert_eq!(waiting.len(), 5);
+    let logged = waiting.iter().find(|(_, e)| e.kind == StreamType::EventLog).unwrap();
+    let data: serde_json::Value = serde_json::from_str(&logged.1.data).unwrap();
+    assert_eq!(
+        (data["id"].clone(), data["status"].clone()),
+        (json!("log-1"), json!("processing"))
+    );
+    let connection = waiting.iter().find(|(_, e)| e.kind == StreamType::Connection).unwrap();
+    let data: serde_json::Value = serde_json::from_str(&connection.1.data).unwrap();
+    assert_eq!(
+        (data["connected"].clone(), data["connectedTime"].clone()),
+        (json!(true), json!(1_000))
+    );
+    assert!(store.waiting_events(&quiet.id, 100).await.unwrap().is_empty());
+
+    // A delivery of the first two: the rest still wait, in order.
+    let delivery = |id: DeliveryId, created: i64, count: u32| Delivery {
+        id,
+        webhook_id: hook.id.clone(),
+        tenant_id: tenant.clone(),
+        status: DeliveryStatus::Pending,
+        event_count: count,
+        attempts: 0,
+        last_http_status: None,
+        last_error: None,
+        created_time: created,
+        first_attempt_time: None,
+        last_attempt_time: None,
+        next_attempt_time: Some(created),
+        finished_time: None,
+        body: "{}".to_owned(),
+    };
+    let first = delivery(DeliveryId::generate(), 100, 2);
+    let keys: Vec<_> = waiting.iter().take(2).map(|(k, _)| *k).collect();
+    store.insert_delivery(&first, &keys).await.unwrap();
+    let rest = store.waiting_events(&hook.id, 100).await.unwrap();
+    assert_eq!(
+        rest.iter().map(|(_, e)| e.id.clone()).collect::<Vec<_>>(),
+        waiting[2..].iter().map(|(_, e)| e.id.clone()).collect::<Vec<_>>()
+    );
+    assert_eq!(store.pending_delivery(&hook.id).await.unwrap(), Some(first.clone()));
+    assert!(store.count_pending_deliveries().await.unwrap() >= 1);
+
+    let mut done = first.clone();
+    done.status = DeliveryStatus::Delivered;
+    done.attempts = 3;
+    done.last_http_status = Some(204);
+    done.last_error = None;
+    done.first_attempt_time = Some(100);
+    done.last_attempt_time = Some(400);
+    done.next_attempt_time = None;
+    done.finished_time = Some(401);
+    store.update_delivery(&done).await.unwrap();
+    assert_eq!(store.pending_delivery(&hook.id).await.unwrap(), None);
+    let second = delivery(DeliveryId::generate(), 500, 3);
+    let keys: Vec<_> = rest.iter().map(|(k, _)| *k).collect();
+    store.insert_delivery(&second, &keys).await.unwrap();
+    // Another node taking the same events stores nothing.
+    let again = delivery(DeliveryId::generate(), 600, 3);
+    assert!(matches!(
+        store.insert_delivery(&again, &keys).await,
+        Err(Error::Conflict(_))
+    ));
+    assert!(store.waiting_events(&hook.id, 100).await.unwrap().is_empty());
+    let listed = store.list_deliveries(&tenant, &hook.id, all()).await.unwrap();
+    assert_eq!((listed.total, listed.items), (2, vec![second.clone(), done]));
+    let stranger = new_tenant(&store, "stranger").await;
+    assert_eq!(
+        store.list_deliveries(&stranger, &hook.id, all()).await.unwrap().total,
+        0
+    );
+
+    // Deleting the webhook drops its deliveries and whatever still waits for it.
+    let late = [event_at(&device, EventId::generate(), "temp", json!(9), 9)];
+    store.commit_events(&late, &outbox[..1]).await.unwrap().await.unwrap();
+    assert_eq!(store.waiting_events(&hook.id, 100).await.unwrap().len(), 1);
+    store.delete_webhook(&tenant, &hook.id).await.unwrap();
+    assert!(store.waiting_events(&hook.id, 100).await.unwrap().is_empty());
+    assert_eq!(store.list_deliveries(&tenant, &hook.id, all()).await.unwrap().total, 0);
+    assert_eq!(store.pending_delivery(&hook.id).await.unwrap(), None);
 }

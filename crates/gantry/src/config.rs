@@ -156,6 +156,15 @@ pub struct ServeConfig {
     /// Seconds a banned address is refused without its credentials being checked; 0 turns bans off.
     #[arg(long, env = "GANTRY_LOGIN_BAN", default_value_t = 60)]
     pub login_ban: u64,
+    /// Webhook URLs may name loopback, private, link-local and metadata addresses (and names
+    /// that resolve to them); refused otherwise.
+    #[arg(long, env = "GANTRY_WEBHOOK_ALLOW_PRIVATE", num_args = 0..=1, default_missing_value = "true",
+          default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
+    pub webhook_allow_private: bool,
+    /// First wait, in milliseconds, before a failed webhook delivery is retried (it doubles
+    /// with each try). For tests; not documented.
+    #[arg(long, env = "GANTRY_WEBHOOK_RETRY_BASE_MS", default_value_t = 5000, hide = true)]
+    pub webhook_retry_base_ms: u64,
     /// Bootstrap token of the system administrator (environment only); generated when unset.
     #[arg(skip = std::env::var("GANTRY_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))]
     pub admin_token: Option<String>,
@@ -196,6 +205,8 @@ impl ServeConfig {
             http_header_timeout: 30,
             login_failures: 10,
             login_ban: 60,
+            webhook_allow_private: false,
+            webhook_retry_base_ms: 5000,
             admin_token: None,
         }
     }

@@ -13,6 +13,7 @@ mod metrics;
 mod mqtt;
 pub mod simulate;
 pub mod tls;
+mod webhooks;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -43,6 +44,8 @@ pub struct Application {
     services: Arc<Services>,
     ingest: Ingest,
     ingest_writer: IngestWriter,
+    /// Posts webhook deliveries (`run_until` starts the delivery task).
+    outbound: Arc<dyn gantry_core::outbound::Outbound>,
     retention_days: Option<u32>,
     /// See `http::serve`.
     header_timeout: Duration,
@@ -145,6 +148,14 @@ impl Application {
                 window: Duration::from_secs(60),
                 ban: Duration::from_secs(config.login_ban),
             },
+            gantry_core::webhooks::WebhookConfig {
+                allow_private: config.webhook_allow_private,
+                retry: gantry_core::webhook::RetryPolicy {
+                    base: Duration::from_millis(config.webhook_retry_base_ms.max(1)),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
         );
         services.telemetry.set_max_attributes(config.mqtt_max_attributes);
         let services = Arc::new(services);
@@ -170,7 +181,7 @@ impl Application {
         };
 
         let metrics = Arc::new(gantry_api::metrics::Metrics::default());
-        metrics::register(&metrics, &ingest, services.control.clone(), sql_store);
+        metrics::register(&metrics, &ingest, &services, sql_store);
         let mqtt_stats = broker.stats();
         metrics.add_collector(Box::new(move |out: &mut String| mqtt_stats.render(out)));
         let guard = services.login_guard.clone();
@@ -198,6 +209,9 @@ impl Application {
             services,
             ingest,
             ingest_writer,
+            outbound: Arc::new(
+                webhooks::HttpOutbound::new(config.webhook_allow_private).context("the webhook client")?,
+            ),
             retention_days: config.event_retention_days,
             header_timeout: Duration::from_secs(config.http_header_timeout),
             backend,
@@ -291,6 +305,7 @@ impl Application {
             // Push streams never end on their own: end them, so the servers can drain.
             feeds.close();
         });
+        let delivery_stop = stop_rx.clone();
         let stopped = move || {
             let mut rx = stop_rx.clone();
             async move {
@@ -314,6 +329,11 @@ impl Application {
             ))
         });
         let sweeper = tokio::spawn(sweep_overdue_acks(self.services.clone()));
+        let deliveries = tokio::spawn(gantry_core::delivery::run(
+            self.services.webhooks.clone(),
+            self.outbound.clone(),
+            delivery_stop,
+        ));
         let last_seen = tokio::spawn(flush_last_seen(self.services.clone()));
         let retention = self
             .retention_days
@@ -325,6 +345,9 @@ impl Application {
         // whatever is still queued.
         self.broker.stop();
         sweeper.abort();
+        if let Err(e) = deliveries.await {
+            tracing::warn!(error = %e, "webhook deliveries ended abnormally");
+        }
         last_seen.abort();
         if let Err(e) = self.services.presence.flush().await {
             tracing::warn!(error = %e, "last-seen times not written");

@@ -7,13 +7,19 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use gantry_api::metrics::{AsyncCollector, Collector, Metrics};
+use gantry_core::Services;
 use gantry_core::control::ControlService;
 use gantry_core::ingest::Ingest;
+use gantry_core::store::WebhookStore;
+use gantry_core::webhooks::WebhookService;
 use gantry_store::SqlStore;
 
 /// Adds every collector of this module to `metrics`.
-pub(crate) fn register(metrics: &Metrics, ingest: &Ingest, control: Arc<ControlService>, store: Arc<SqlStore>) {
+pub(crate) fn register(metrics: &Metrics, ingest: &Ingest, services: &Services, store: Arc<SqlStore>) {
+    let control = services.control.clone();
+    let webhooks = services.webhooks.clone();
     metrics.add_collector(ingest_metrics(ingest));
+    metrics.add_collector(Box::new(move |out: &mut String| webhook_metrics(&webhooks, out)));
     metrics.add_collector(Box::new(move |out: &mut String| control_metrics(&control, out)));
     metrics.add_collector(Box::new(|out: &mut String| {
         process_metrics(out);
@@ -62,6 +68,21 @@ fn ingest_metrics(ingest: &Ingest) -> Collector {
             "Time from a batch's commit to its being durable (when its callers are answered).",
         );
     })
+}
+
+/// What became of webhook delivery attempts, as counted by this process: `delivered` (a 2xx),
+/// `retried` (another attempt is due), `failed` (given up).
+fn webhook_metrics(webhooks: &WebhookService, out: &mut String) {
+    let s = webhooks.stats();
+    let name = "gantry_webhook_deliveries_total";
+    header(out, name, "counter", "Webhook delivery attempts by outcome.");
+    for (outcome, value) in [
+        ("delivered", &s.delivered),
+        ("retried", &s.retried),
+        ("failed", &s.failed),
+    ] {
+        let _ = writeln!(out, "{name}{{outcome=\"{outcome}\"}} {}", value.load(Relaxed));
+    }
 }
 
 /// What became of controls that wait for an ack, as counted by this process.
@@ -118,6 +139,18 @@ fn store_metrics(store: Arc<SqlStore>) -> AsyncCollector {
                 "Controls waiting for their ack (processing), in the whole store.",
             );
             let _ = writeln!(out, "gantry_controls_pending {}", figures.controls_pending);
+            match store.count_pending_deliveries().await {
+                Ok(pending) => {
+                    header(
+                        &mut out,
+                        "gantry_webhook_deliveries_pending",
+                        "gauge",
+                        "Webhook deliveries not yet delivered nor given up, in the whole store.",
+                    );
+                    let _ = writeln!(out, "gantry_webhook_deliveries_pending {pending}");
+                }
+                Err(e) => tracing::warn!(error = %e, "counting pending webhook deliveries for /metrics failed"),
+            }
             header(
                 &mut out,
                 "gantry_store_pool_connections",

@@ -7,13 +7,18 @@
 use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::connection::{Connection, SessionEnd, SessionStart};
-use gantry_core::ids::{DeviceId, TenantId};
+use gantry_core::ids::{DeviceId, TenantId, WebhookId};
 use gantry_core::store::ConnectionStore;
+use gantry_core::stream::StreamType;
 use sqlx::any::AnyRow;
 
 use crate::SqlStore;
 use crate::error::db_error;
+use crate::outbox::{outbox_events, write_outbox};
 use crate::row::{flag, get};
+
+const COLUMNS: &str = "device_id, connected, connected_time, disconnected_time, last_seen_time, client_address, \
+                       protocol, transport";
 
 fn connection_from_row(row: &AnyRow) -> Result<Connection> {
     Ok(Connection {
@@ -30,9 +35,10 @@ fn connection_from_row(row: &AnyRow) -> Result<Connection> {
 
 #[async_trait]
 impl ConnectionStore for SqlStore {
-    async fn session_started(&self, tenant: &TenantId, start: &SessionStart) -> Result<()> {
+    async fn session_started(&self, tenant: &TenantId, start: &SessionStart, webhooks: &[WebhookId]) -> Result<()> {
+        let mut tx = self.writer.begin().await.map_err(db_error)?;
         // An older session's start that arrives late leaves a newer one as it is.
-        sqlx::query(
+        let done = sqlx::query(
             "INSERT INTO device_connections (device_id, tenant_id, connected, connected_time, \
              disconnected_time, last_seen_time, client_address, protocol, transport) \
              VALUES ($1, $2, 1, $3, NULL, $3, $4, $5, $6) \
@@ -51,13 +57,17 @@ impl ConnectionStore for SqlStore {
         .bind(start.client_address.as_deref())
         .bind(start.protocol.as_deref())
         .bind(start.transport.as_deref())
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-        Ok(())
+        if done.rows_affected() > 0 {
+            changed(&mut tx, &start.device, webhooks).await?;
+        }
+        tx.commit().await.map_err(db_error)
     }
 
-    async fn session_ended(&self, end: &SessionEnd) -> Result<bool> {
+    async fn session_ended(&self, end: &SessionEnd, webhooks: &[WebhookId]) -> Result<bool> {
+        let mut tx = self.writer.begin().await.map_err(db_error)?;
         let done = sqlx::query(
             "UPDATE device_connections SET connected = 0, disconnected_time = $1, \
              last_seen_time = CASE WHEN $2 > COALESCE(last_seen_time, 0) THEN $2 ELSE last_seen_time END \
@@ -67,10 +77,15 @@ impl ConnectionStore for SqlStore {
         .bind(end.last_seen.unwrap_or(0))
         .bind(end.device.as_str())
         .bind(end.started_by)
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-        Ok(done.rows_affected() > 0)
+        let ended = done.rows_affected() > 0;
+        if ended {
+            changed(&mut tx, &end.device, webhooks).await?;
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(ended)
     }
 
     async fn record_last_seen(&self, seen: &[(DeviceId, i64)]) -> Result<()> {
@@ -93,10 +108,9 @@ impl ConnectionStore for SqlStore {
     }
 
     async fn connection(&self, device: &DeviceId) -> Result<Option<Connection>> {
-        let row = sqlx::query(
-            "SELECT device_id, connected, connected_time, disconnected_time, last_seen_time, \
-             client_address, protocol, transport FROM device_connections WHERE device_id = $1",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM device_connections WHERE device_id = $1"
+        ))
         .bind(device.as_str())
         .fetch_optional(&self.pool)
         .await
@@ -115,4 +129,22 @@ impl ConnectionStore for SqlStore {
         .map_err(db_error)?;
         Ok(done.rows_affected())
     }
+}
+
+/// The device's record as the transaction left it, as a `connection` event for each of
+/// `webhooks`, written in the transaction.
+async fn changed(conn: &mut sqlx::AnyConnection, device: &DeviceId, webhooks: &[WebhookId]) -> Result<()> {
+    if webhooks.is_empty() {
+        return Ok(());
+    }
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM device_connections WHERE device_id = $1"
+    ))
+    .bind(device.as_str())
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    let connection = connection_from_row(&row)?;
+    let outbox = outbox_events(webhooks, StreamType::Connection, device, &connection)?;
+    write_outbox(conn, "webhook_outbox", &outbox, false).await
 }

@@ -6,13 +6,15 @@ use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::enums::{Classification, EventLogStatus, SortOrder};
 use gantry_core::event_log::EventLog;
-use gantry_core::ids::{DeviceId, ProjectId, TenantId};
+use gantry_core::ids::{DeviceId, ProjectId, TenantId, WebhookId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::{EventLogQuery, EventLogSort};
 use gantry_core::store::EventLogStore;
+use gantry_core::stream::StreamType;
 use sqlx::any::AnyRow;
 
 use crate::SqlStore;
+use crate::outbox::{outbox_events, write_outbox};
 use crate::row::{flag, get, json, spelled, to_json};
 use crate::sql::{Sql, fetch_page};
 
@@ -57,11 +59,12 @@ fn log_from_row(row: &AnyRow) -> Result<EventLog> {
 
 #[async_trait]
 impl EventLogStore for SqlStore {
-    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>) -> Result<()> {
+    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: &[WebhookId]) -> Result<()> {
         let started = Instant::now();
         let mut conn = self.writes().await?;
         let waited = started.elapsed();
-        sqlx::query(
+        let outbox = outbox_events(webhooks, StreamType::EventLog, &log.device_id, log)?;
+        let statement = sqlx::query(
             "INSERT INTO event_logs (id, tenant_id, project_id, status, classification, device_id, device_name, \
                  event_data, context_id, responses, event_id, ack_deadline, created_by, created_time, updated_by, \
                  updated_time, deleted, reply_to) \
@@ -83,10 +86,16 @@ impl EventLogStore for SqlStore {
         .bind(log.created_time)
         .bind(log.updated_by.as_deref())
         .bind(log.updated_time)
-        .bind(log.reply_to.as_deref())
-        .execute(&mut *conn)
-        .await
-        .map_err(crate::error::db_error)?;
+        .bind(log.reply_to.as_deref());
+        if outbox.is_empty() {
+            statement.execute(&mut *conn).await.map_err(crate::error::db_error)?;
+        } else {
+            // The outbox rows commit with the log.
+            let mut tx = sqlx::Acquire::begin(&mut *conn).await.map_err(crate::error::db_error)?;
+            statement.execute(&mut *tx).await.map_err(crate::error::db_error)?;
+            write_outbox(&mut tx, "webhook_outbox", &outbox, false).await?;
+            tx.commit().await.map_err(crate::error::db_error)?;
+        }
         written(log, "inserted", started, waited);
         Ok(())
     }
@@ -98,6 +107,7 @@ impl EventLogStore for SqlStore {
         correlation_id: &str,
         response: &serde_json::Value,
         at: i64,
+        webhooks: &[WebhookId],
     ) -> Result<Option<EventLog>> {
         let started = Instant::now();
         let mut tx = self.begin_write().await?;
@@ -133,6 +143,8 @@ impl EventLogStore for SqlStore {
         .execute(&mut *tx)
         .await
         .map_err(crate::error::db_error)?;
+        let outbox = outbox_events(webhooks, StreamType::EventLog, &log.device_id, &log)?;
+        write_outbox(&mut tx, "webhook_outbox", &outbox, false).await?;
         tx.commit().await.map_err(crate::error::db_error)?;
         written(&log, "completed", started, waited);
         Ok(Some(log))

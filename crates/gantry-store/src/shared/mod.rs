@@ -1,5 +1,5 @@
 //! The SQL both engines run as it is: tenants and tokens, device models, projects, devices,
-//! device connections, routes and event logs. It reads through `SqlStore::pool` and writes through
+//! device connections, routes, event logs and webhooks. It reads through `SqlStore::pool` and writes through
 //! `SqlStore::begin_write` / `writes`; what differs between the engines' dialects (text
 //! collation, row locks) comes from `Dialect`, fixed at connect, never from a branch here.
 
@@ -11,6 +11,7 @@ mod projects;
 mod routes;
 mod soft_delete;
 mod tenants;
+mod webhooks;
 
 /// "1 device", "3 devices".
 pub(crate) fn device_count(count: i64) -> String {

@@ -14,9 +14,9 @@ use tokio::process::{Child, Command};
 use crate::events::event;
 use crate::helpers::{TestApp, spawn_app};
 
-struct Server {
-    child: Child,
-    base: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) base: String,
     /// The MQTT/TCP address, from the start-up line.
     mqtt: SocketAddr,
 }
@@ -29,6 +29,17 @@ async fn start(data_dir: &Path, database_url: Option<&str>, admin: &str) -> Serv
 }
 
 async fn start_on(data_dir: &Path, database_url: Option<&str>, admin: &str, ports: Ports) -> Server {
+    start_with(data_dir, database_url, admin, ports, &[]).await
+}
+
+/// `start_on` with more environment variables.
+pub(crate) async fn start_with(
+    data_dir: &Path,
+    database_url: Option<&str>,
+    admin: &str,
+    ports: Ports,
+    env: &[(&str, &str)],
+) -> Server {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gantry"));
     let [http, mqtt, ws] = ports;
     command
@@ -45,6 +56,7 @@ async fn start_on(data_dir: &Path, database_url: Option<&str>, admin: &str, port
         .env("GANTRY_MQTT_PUBLISH_RATE", "0")
         .env("GANTRY_ACK_TIMEOUT", "2")
         .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .kill_on_drop(true);
     match database_url {

@@ -24,3 +24,4 @@ mod routes;
 mod startup;
 mod stream;
 mod tls;
+mod webhooks;

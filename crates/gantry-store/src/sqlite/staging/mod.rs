@@ -28,10 +28,11 @@ use std::time::Instant;
 use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::event::{DeviceEvent, ShadowAttribute};
-use gantry_core::ids::{DeviceId, EventId, TenantId};
+use gantry_core::ids::{DeviceId, EventId, TenantId, WebhookId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::store::{Durable, EventStore};
+use gantry_core::webhook::{OutboxKey, WebhookEvent};
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 
@@ -39,11 +40,12 @@ pub(crate) use self::file::{STAGER_PRAGMAS, StagingFile, WRITER_PRAGMAS};
 use self::flush::Flusher;
 use self::mover::{MERGE_EVERY, Mover, PACE};
 use self::staged::{MAX_STAGED, Staged};
-use self::table::{NOT_MOVED, STAGING};
+use self::table::{NOT_MOVED, OUTBOX, STAGING};
 use super::database::Database;
 use super::task::every;
 use crate::engine::{EngineFigures, EventEngine};
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
+use crate::outbox::{OUTBOX_COLUMNS, outbox_from_row, seq_in, write_outbox};
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
 /// bind as fast as narrow ones, and fewer statements cost fewer steps; 128 × 15 values stays
@@ -150,6 +152,36 @@ impl EventEngine for StagingEvents {
         self.database.close().await;
     }
 
+    /// Telemetry and shadow events, which the ingest commits wrote into the staging file.
+    async fn waiting_apart(&self, webhook: &WebhookId, limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
+        let rows = sqlx::query(&format!(
+            "SELECT seq, {OUTBOX_COLUMNS} FROM {OUTBOX} WHERE webhook_id = $1 ORDER BY seq LIMIT $2"
+        ))
+        .bind(webhook.as_str())
+        .bind(limit as i64)
+        .fetch_all(&self.database.pool)
+        .await
+        .map_err(crate::error::db_error)?;
+        rows.iter().map(|row| outbox_from_row(row, true)).collect()
+    }
+
+    /// On the stager, the one connection that writes the staging file.
+    async fn drop_apart(&self, webhook: &WebhookId, seqs: Option<&[i64]>) -> Result<()> {
+        let text = match seqs {
+            Some(seqs) => format!(
+                "DELETE FROM {OUTBOX} WHERE webhook_id = $1 AND {}",
+                seq_in(2, seqs.len())
+            ),
+            None => format!("DELETE FROM {OUTBOX} WHERE webhook_id = $1"),
+        };
+        let query = seqs
+            .unwrap_or_default()
+            .iter()
+            .fold(sqlx::query(&text).bind(webhook.as_str()), |q, seq| q.bind(*seq));
+        query.execute(&self.stager).await.map_err(crate::error::db_error)?;
+        Ok(())
+    }
+
     /// The read, writer and ingest pools, the staged events no move has taken, and the size of
     /// each file's write-ahead log.
     fn figures(&self) -> EngineFigures {
@@ -169,7 +201,7 @@ impl EventEngine for StagingEvents {
 #[async_trait]
 impl EventStore for StagingEvents {
     async fn append_events(&self, events: &[DeviceEvent]) -> Result<()> {
-        self.commit_events(events).await?.await
+        self.commit_events(events, &[]).await?.await
     }
 
     /// One (one stager writes the staging file; its commits already overlap their flushes).
@@ -178,8 +210,9 @@ impl EventStore for StagingEvents {
     }
 
     /// The commit to the staging file returns before its flush (flush.rs); the staged events
-    /// enter the index when the flush is done, and the returned future resolves then.
-    async fn commit_events(&self, events: &[DeviceEvent]) -> Result<Durable> {
+    /// enter the index when the flush is done, and the returned future resolves then. The
+    /// outbox goes into the staging file's own (`OUTBOX`) in the same transaction.
+    async fn commit_events(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<Durable> {
         if events.is_empty() {
             return Ok(Box::pin(std::future::ready(Ok(()))));
         }
@@ -191,7 +224,7 @@ impl EventStore for StagingEvents {
         let mut numbered = Vec::with_capacity(events.len());
         // Events that fit one statement commit with it, in one round trip to the stager's thread
         // with the number query below (four with a transaction around them).
-        let mut writing = if events.len() <= ROWS_PER_STATEMENT {
+        let mut writing = if events.len() <= ROWS_PER_STATEMENT && outbox.is_empty() {
             Writing::Alone(self.stager.acquire().await.map_err(crate::error::db_error)?)
         } else {
             Writing::Transaction(self.stager.begin().await.map_err(crate::error::db_error)?)
@@ -225,7 +258,8 @@ impl EventStore for StagingEvents {
                     .map(|(e, seq)| (seq, e.device_id.as_str().to_owned(), e.id.as_str().to_owned())),
             );
         }
-        if let Writing::Transaction(tx) = writing {
+        if let Writing::Transaction(mut tx) = writing {
+            write_outbox(&mut tx, OUTBOX, outbox, true).await?;
             tx.commit().await.map_err(crate::error::db_error)?;
         }
         // Told in commit order (`committing` is held): the flusher puts the commit on disk and

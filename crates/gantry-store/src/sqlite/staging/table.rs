@@ -6,6 +6,9 @@ use crate::sql::Sql;
 /// The staging table, by its schema-qualified name (in the staging file, `file.rs`).
 pub(crate) const STAGING: &str = "staging.device_events_recent";
 
+/// The staging file's webhook outbox (telemetry and shadow events; the main file has its own).
+pub(crate) const OUTBOX: &str = "staging.webhook_outbox";
+
 /// Staged rows a walk has moved already (in device_events, deleted from staging a walk later):
 /// excluded wherever staged rows are read (a walk excludes them by the records it reads).
 pub(crate) const NOT_MOVED: &str = "NOT EXISTS (SELECT 1 FROM main.device_events_recent_moved AS moved \

@@ -1,0 +1,221 @@
+//! Webhook delivery: a task owned by the application, and a worker per enabled webhook, so a
+//! slow or dead receiver delays its own webhook alone. A worker has at most one delivery pending:
+//! it takes the oldest waiting events into a delivery (stored before they leave the outbox), POSTs
+//! it until a 2xx (retrying with backoff, `RetryPolicy`) or until it gives up, and only then takes
+//! the next. So a webhook gets a device's events of one type in the order they were committed, at
+//! least once: a crash between a POST and its record sends it again, with the same body and
+//! `X-Gantry-Delivery`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::enums::DeliveryStatus;
+use crate::ids::{DeliveryId, WebhookId};
+use crate::outbound::Outbound;
+use crate::time::now_ms;
+use crate::webhook::{Delivery, Webhook, WebhookUrl, delivery_body, signature};
+use crate::webhooks::{Outcome, WebhookService};
+
+/// Runs until `stop` turns true: every `poll`, starts a worker for each enabled webhook that has
+/// none, hands changed webhooks to theirs, and stops the workers of webhooks disabled or deleted.
+pub async fn run(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut stop: watch::Receiver<bool>) {
+    let mut workers: HashMap<WebhookId, (watch::Sender<Webhook>, JoinHandle<()>)> = HashMap::new();
+    let poll = webhooks.config().poll;
+    loop {
+        match webhooks.store().enabled_webhooks().await {
+            Ok(enabled) => {
+                let live: std::collections::HashSet<WebhookId> = enabled.iter().map(|w| w.id.clone()).collect();
+                workers.retain(|id, (_, task)| {
+                    let keep = live.contains(id) && !task.is_finished();
+                    if !keep {
+                        task.abort();
+                    }
+                    keep
+                });
+                for webhook in enabled {
+                    match workers.get(&webhook.id) {
+                        Some((tx, _)) => {
+                            tx.send_if_modified(|current| {
+                                let changed = *current != webhook;
+                                if changed {
+                                    *current = webhook.clone();
+                                }
+                                changed
+                            });
+                        }
+                        None => {
+                            let (tx, rx) = watch::channel(webhook.clone());
+                            let task = tokio::spawn(work(webhooks.clone(), outbound.clone(), rx));
+                            workers.insert(webhook.id, (tx, task));
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "webhooks not read; deliveries wait"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(poll) => {}
+            _ = stop.wait_for(|stop| *stop) => break,
+        }
+    }
+    // A POST cut short here is sent again after the restart (at least once).
+    for (_, (_, task)) in workers {
+        task.abort();
+    }
+}
+
+/// One webhook's deliveries, in order, one at a time.
+#[tracing::instrument(skip_all, fields(webhook = %hook.borrow().id))]
+async fn work(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut hook: watch::Receiver<Webhook>) {
+    let store = webhooks.store().clone();
+    let config = webhooks.config().clone();
+    loop {
+        let webhook = hook.borrow_and_update().clone();
+        let pending = match store.pending_delivery(&webhook.id).await {
+            Ok(pending) => pending,
+            Err(e) => {
+                tracing::warn!(error = %e, "pending delivery not read");
+                tokio::time::sleep(config.poll).await;
+                continue;
+            }
+        };
+        let Some(delivery) = pending else {
+            // Registered before the outbox is read, so a write after the read wakes it.
+            let written = webhooks.written.notified();
+            match open_delivery(&webhooks, &webhook).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tokio::select! {
+                        _ = written => {}
+                        _ = tokio::time::sleep(config.poll) => {}
+                        _ = hook.changed() => {}
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook events not taken into a delivery");
+                    tokio::time::sleep(config.poll).await;
+                }
+            }
+            continue;
+        };
+        let due = delivery.next_attempt_time.unwrap_or(0) - now_ms();
+        if due > 0 {
+            // A changed webhook (a fixed URL, say) is tried at once.
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(due as u64)) => {}
+                _ = hook.changed() => {
+                    let webhook = hook.borrow().clone();
+                    attempt(&webhooks, &*outbound, &webhook, delivery).await;
+                    continue;
+                }
+            }
+        }
+        attempt(&webhooks, &*outbound, &webhook, delivery).await;
+    }
+}
+
+/// Takes the oldest waiting events into a new pending delivery; false when none wait.
+async fn open_delivery(webhooks: &WebhookService, webhook: &Webhook) -> crate::Result<bool> {
+    let store = webhooks.store();
+    let waiting = store.waiting_events(&webhook.id, webhooks.config().batch).await?;
+    if waiting.is_empty() {
+        return Ok(false);
+    }
+    let (keys, events): (Vec<_>, Vec<_>) = waiting.into_iter().unzip();
+    let now = now_ms();
+    let delivery = Delivery {
+        id: DeliveryId::generate(),
+        webhook_id: webhook.id.clone(),
+        tenant_id: webhook.tenant_id.clone(),
+        status: DeliveryStatus::Pending,
+        event_count: events.len() as u32,
+        attempts: 0,
+        last_http_status: None,
+        last_error: None,
+        created_time: now,
+        first_attempt_time: None,
+        last_attempt_time: None,
+        next_attempt_time: Some(now),
+        finished_time: None,
+        body: delivery_body(&webhook.id, &events),
+    };
+    match store.insert_delivery(&delivery, &keys).await {
+        // Another node holds them in its delivery now: look again.
+        Ok(()) | Err(crate::Error::Conflict(_)) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// POSTs the delivery once and records what came of it.
+async fn attempt(webhooks: &WebhookService, outbound: &dyn Outbound, webhook: &Webhook, mut delivery: Delivery) {
+    let config = webhooks.config();
+    let now = now_ms();
+    let result = match WebhookUrl::parse(&webhook.url, config.allow_private) {
+        Err(e) => Err(e.to_string()),
+        Ok(url) => {
+            let headers = [
+                ("content-type", "application/json".to_owned()),
+                (
+                    "x-gantry-signature",
+                    signature(&webhook.secret, delivery.body.as_bytes()),
+                ),
+                ("x-gantry-delivery", delivery.id.to_string()),
+            ];
+            outbound.post(url.as_str(), &headers, delivery.body.clone()).await
+        }
+    };
+    let first = *delivery.first_attempt_time.get_or_insert(now);
+    delivery.attempts += 1;
+    delivery.last_attempt_time = Some(now);
+    let outcome = match result {
+        Ok(status) if (200..300).contains(&status) => {
+            delivery.last_http_status = Some(status);
+            delivery.last_error = None;
+            Outcome::Delivered
+        }
+        Ok(status) => {
+            delivery.last_http_status = Some(status);
+            delivery.last_error = Some(format!("the receiver answered {status}"));
+            Outcome::Retried
+        }
+        Err(error) => {
+            delivery.last_http_status = None;
+            delivery.last_error = Some(error);
+            Outcome::Retried
+        }
+    };
+    let outcome = match outcome {
+        Outcome::Delivered => {
+            delivery.status = DeliveryStatus::Delivered;
+            delivery.next_attempt_time = None;
+            delivery.finished_time = Some(now_ms());
+            Outcome::Delivered
+        }
+        _ => match config.retry.next_attempt(delivery.attempts, first, now_ms()) {
+            Some(next) => {
+                delivery.next_attempt_time = Some(next);
+                Outcome::Retried
+            }
+            None => {
+                delivery.status = DeliveryStatus::Failed;
+                delivery.next_attempt_time = None;
+                delivery.finished_time = Some(now_ms());
+                Outcome::Failed
+            }
+        },
+    };
+    webhooks.count(outcome);
+    tracing::debug!(delivery = %delivery.id, attempts = delivery.attempts, ?outcome, error = ?delivery.last_error, "webhook delivery attempted");
+    if outcome == Outcome::Failed {
+        tracing::warn!(delivery = %delivery.id, attempts = delivery.attempts, error = ?delivery.last_error, "webhook delivery given up");
+    }
+    if let Err(e) = webhooks.store().update_delivery(&delivery).await {
+        // Still pending in the store: it is sent again.
+        tracing::warn!(delivery = %delivery.id, error = %e, "delivery outcome not recorded");
+        tokio::time::sleep(config.poll).await;
+    }
+}

@@ -1,0 +1,98 @@
+//! The webhook outbox's rows: how a cause's transaction writes them (`write_outbox`: the event
+//! logs' and connections' into the main `webhook_outbox`, an engine's ingest commit into its own
+//! table, `EventEngine::waiting_apart`) and how they are read back.
+
+use gantry_core::Result;
+use gantry_core::ids::{DeviceId, WebhookId};
+use gantry_core::stream::StreamType;
+use gantry_core::time::now_ms;
+use gantry_core::webhook::{OutboxKey, WebhookEvent};
+use serde::Serialize;
+use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
+
+use crate::error::db_error;
+use crate::row::{get, spelled};
+use crate::sql::values_clause;
+
+/// The outbox's columns but its number, in `write_outbox`'s order.
+pub(crate) const OUTBOX_COLUMNS: &str = "id, webhook_id, device_id, kind, time, data";
+
+/// Outbox rows per INSERT.
+const OUTBOX_ROWS: usize = 100;
+
+/// Writes `events` into the outbox `table` on `conn` (inside the cause's transaction).
+/// `anonymous`: `?` placeholders (`values_clause`), which only SQLite takes.
+pub(crate) async fn write_outbox(
+    conn: &mut AnyConnection,
+    table: &str,
+    events: &[WebhookEvent],
+    anonymous: bool,
+) -> Result<()> {
+    for chunk in events.chunks(OUTBOX_ROWS) {
+        let text = format!(
+            "INSERT INTO {table} ({OUTBOX_COLUMNS}) VALUES {}",
+            values_clause(chunk.len(), 6, anonymous)
+        );
+        let query = chunk.iter().fold(sqlx::query(&text), |query, e| {
+            query
+                .bind(e.id.as_str())
+                .bind(e.webhook_id.as_str())
+                .bind(e.device_id.as_str())
+                .bind(e.kind.as_str())
+                .bind(e.time)
+                .bind(e.data.as_str())
+        });
+        query.execute(&mut *conn).await.map_err(db_error)?;
+    }
+    Ok(())
+}
+
+/// `record` as an event of `kind` for each of `webhooks`, for the main outbox.
+pub(crate) fn outbox_events(
+    webhooks: &[WebhookId],
+    kind: StreamType,
+    device: &DeviceId,
+    record: &impl Serialize,
+) -> Result<Vec<WebhookEvent>> {
+    if webhooks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let data = crate::row::to_json(record)?;
+    let now = now_ms();
+    Ok(webhooks
+        .iter()
+        .map(|webhook| WebhookEvent {
+            id: WebhookEvent::new_id(),
+            webhook_id: webhook.clone(),
+            device_id: device.clone(),
+            kind,
+            time: now,
+            data: data.clone(),
+        })
+        .collect())
+}
+
+/// Reads outbox rows (`seq` and `OUTBOX_COLUMNS`), keyed `apart` or not.
+pub(crate) fn outbox_from_row(row: &AnyRow, apart: bool) -> Result<(OutboxKey, WebhookEvent)> {
+    Ok((
+        OutboxKey {
+            apart,
+            seq: get(row, "seq")?,
+        },
+        WebhookEvent {
+            id: get(row, "id")?,
+            webhook_id: WebhookId::from_string(get::<String>(row, "webhook_id")?),
+            device_id: DeviceId::from_string(get::<String>(row, "device_id")?),
+            kind: spelled(row, "kind", |k| StreamType::parse_field(k, "kind").ok())?,
+            time: get(row, "time")?,
+            data: get(row, "data")?,
+        },
+    ))
+}
+
+/// `seq IN ($k, ...)` with the placeholders after `first`.
+pub(crate) fn seq_in(first: usize, count: usize) -> String {
+    let list: Vec<String> = (0..count).map(|i| format!("${}", first + i)).collect();
+    format!("seq IN ({})", list.join(", "))
+}
