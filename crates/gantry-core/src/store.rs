@@ -110,9 +110,10 @@ pub trait EventStore: Send + Sync {
     async fn append_events(&self, events: &[DeviceEvent]) -> Result<()>;
     /// Commits the events as `append_events` does, but returns once the commit is done, before
     /// it is on disk where the store can tell the two apart: the returned future resolves when
-    /// the events are durable (or the flush failed), and only then do reads find them. Ingest
-    /// commits its next batch meanwhile (ingest.rs). The default is `append_events`, durable
-    /// when it returns.
+    /// the events are durable (or the flush failed), and only then is anyone told they are
+    /// stored. (Reads find them then at the latest: SQLite's staging engine shows them only then,
+    /// its clustered engine from the commit on.) Ingest commits its next batch meanwhile
+    /// (ingest.rs). The default is `append_events`, durable when it returns.
     async fn commit_events(&self, events: &[DeviceEvent]) -> Result<Durable> {
         self.append_events(events).await?;
         Ok(Box::pin(std::future::ready(Ok(()))))

@@ -30,7 +30,7 @@ use sqlx::{Any, AnyPool, Transaction};
 
 use crate::engine::{ApiWrites, Connected, Dialect, EventEngine};
 pub use crate::figures::{PoolFigures, StoreFigures};
-pub use crate::sqlite::sqlite_url;
+pub use crate::sqlite::{SqliteEngine, sqlite_url};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {
@@ -71,7 +71,13 @@ pub struct SqlStore {
 impl SqlStore {
     /// Connects to a `sqlite:` or `postgres:` URL and brings the schema up to date. A SQLite
     /// database file (and its directory) is created when missing.
+    /// On SQLite, the event engine is `SqliteEngine::from_env`'s.
     pub async fn connect(database_url: &str) -> Result<SqlStore, sqlx::Error> {
+        Self::connect_with(database_url, SqliteEngine::from_env()?).await
+    }
+
+    /// `connect`, on SQLite with the event engine `engine`.
+    pub async fn connect_with(database_url: &str, engine: SqliteEngine) -> Result<SqlStore, sqlx::Error> {
         sqlx::any::install_default_drivers();
         let Connected {
             pool,
@@ -80,7 +86,7 @@ impl SqlStore {
             events,
             api_writes,
         } = match Backend::of_url(database_url)? {
-            Backend::Sqlite => sqlite::connect(database_url).await?,
+            Backend::Sqlite => sqlite::connect(database_url, engine).await?,
             Backend::Postgres => postgres::connect(database_url).await?,
         };
         Ok(SqlStore {
@@ -95,6 +101,11 @@ impl SqlStore {
     /// `sqlite` or `postgres`.
     pub fn backend(&self) -> &'static str {
         self.dialect.name
+    }
+
+    /// The event engine: `staging` or `clustered` on SQLite, `postgres`.
+    pub fn engine(&self) -> &'static str {
+        self.events.name()
     }
 
     pub fn pool(&self) -> &AnyPool {

@@ -14,7 +14,7 @@ use sqlx::AnyPool;
 
 use crate::engine::{Connected, Dialect, EngineFigures, EventEngine};
 use crate::events::counts::Tally;
-use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
+use crate::events::{COLUMNS, DEVICE_EVENTS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
 
 /// Rows per multi-row statement, each one a network round trip: 15 values each stays well under
 /// PostgreSQL's 65,535 parameters.
@@ -49,6 +49,7 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::E
             // batch instead of two (migration 0014; docs/PERFORMANCE.md, "What limits the
             // figures", 4af3c78): a date range is counted by the index.
             hours: false,
+            events: &DEVICE_EVENTS,
         },
     };
     Ok(Connected {
@@ -73,6 +74,10 @@ impl PostgresEvents {
 
 #[async_trait]
 impl EventEngine for PostgresEvents {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
     async fn close(&self) {
         self.pool().close().await;
     }

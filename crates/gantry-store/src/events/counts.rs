@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use gantry_core::Result;
 use gantry_core::query::{EventQuery, TimeField};
 use sqlx::any::AnyRow;
-use sqlx::{Any, Transaction};
+use sqlx::{Any, AnyConnection, Transaction};
 
 use crate::row::get;
 use crate::sql::{Sql, values_clause};
@@ -72,11 +72,11 @@ pub(crate) fn kept_total(query: &EventQuery) -> Sql {
 }
 
 /// A listing's total with a date range, where the hours are kept (`hours`) for its key: the kept
-/// counts of the range's whole hours, and by the index the events of device_events in its first
+/// counts of the range's whole hours, and by the index the events of `events` in its first
 /// and last part hour (up to two hours' worth of the device's events, however long the range),
 /// as `SELECT <expression>` without its alias. None when the range holds no whole hour or the
 /// hours are not kept for the key: then the range is counted by the index.
-pub(crate) fn hours_total(query: &EventQuery, hours: bool) -> Option<Sql> {
+pub(crate) fn hours_total(query: &EventQuery, hours: bool, events: &str) -> Option<Sql> {
     let start = query.start.unwrap_or(i64::MIN);
     let end = query.end.unwrap_or(i64::MAX);
     let kept = hours && (query.attribute_code.is_none() || query.time_field == TimeField::Device);
@@ -95,14 +95,9 @@ pub(crate) fn hours_total(query: &EventQuery, hours: bool) -> Option<Sql> {
         .push(" AND epoch_hour <= ")
         .bind(last)
         .push("), 0)");
-    add_range_count(
-        &mut total,
-        query,
-        "device_events WHERE ",
-        start,
-        first_ms.saturating_sub(1),
-    );
-    add_range_count(&mut total, query, "device_events WHERE ", after_ms, end);
+    let rows = format!("{events} WHERE ");
+    add_range_count(&mut total, query, &rows, start, first_ms.saturating_sub(1));
+    add_range_count(&mut total, query, &rows, after_ms, end);
     Some(total)
 }
 
@@ -150,9 +145,9 @@ impl<'a> Tally<'a> {
         }
     }
 
-    /// Writes the changes, `rows` keys per statement, in key order (the one lock order of every
+    /// Writes the changes in the transaction on `conn`, `rows` keys per statement, in key order (the one lock order of every
     /// writer). Keys that a delete left without events are removed.
-    pub(crate) async fn apply(self, tx: &mut Transaction<'static, Any>, rows: usize) -> Result<()> {
+    pub(crate) async fn apply(self, conn: &mut AnyConnection, rows: usize) -> Result<()> {
         let mut counts: Vec<_> = self.counts.into_iter().filter(|(_, n)| *n != 0).collect();
         counts.sort_unstable();
         for chunk in counts.chunks(rows) {
@@ -165,7 +160,7 @@ impl<'a> Tally<'a> {
             for ((device, code, clock, hour), n) in chunk {
                 query = query.bind(*device).bind(*code).bind(*clock).bind(*hour).bind(*n);
             }
-            query.execute(&mut **tx).await.map_err(crate::error::db_error)?;
+            query.execute(&mut *conn).await.map_err(crate::error::db_error)?;
             if chunk.iter().any(|(_, n)| *n < 0) {
                 let mut emptied = Sql::new("DELETE FROM device_event_counts WHERE events <= 0 AND (");
                 for (i, ((device, code, clock, hour), _)) in chunk.iter().filter(|(_, n)| *n < 0).enumerate() {
@@ -183,7 +178,7 @@ impl<'a> Tally<'a> {
                 emptied
                     .push(")")
                     .query()
-                    .execute(&mut **tx)
+                    .execute(&mut *conn)
                     .await
                     .map_err(crate::error::db_error)?;
             }

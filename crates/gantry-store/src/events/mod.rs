@@ -17,7 +17,7 @@ use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
-use sqlx::{Any, AnyPool, Transaction};
+use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 
 use crate::row::{get, json, json_opt, spelled, to_json};
 use crate::sql::Sql;
@@ -81,7 +81,7 @@ pub(crate) fn bind_event<'q>(
 
 /// Per device and attribute, the event the shadow should end up holding from this batch: the
 /// newest device time, and on a tie the one that arrived last.
-fn shadow_candidates(events: &[DeviceEvent]) -> Vec<&DeviceEvent> {
+fn shadow_candidates<'e>(events: impl IntoIterator<Item = &'e DeviceEvent>) -> Vec<&'e DeviceEvent> {
     let mut latest: HashMap<(&str, &str), &DeviceEvent> = HashMap::new();
     for event in events {
         let key = (event.device_id.as_str(), event.attribute_code.as_str());
@@ -105,10 +105,11 @@ pub(crate) const SHADOW_UPSERT: &str = "ON CONFLICT (device_id, attribute_code) 
                              device_ts = excluded.device_ts, ingress_ts = excluded.ingress_ts \
                              WHERE excluded.device_ts >= device_shadows.device_ts";
 
-/// Brings the shadows up to `events`: each device's and attribute's newest, `rows` per statement.
-pub(crate) async fn update_shadows(
-    tx: &mut Transaction<'static, Any>,
-    events: &[DeviceEvent],
+/// Brings the shadows up to `events`, in the transaction on `conn`: each device's and attribute's
+/// newest, `rows` per statement.
+pub(crate) async fn update_shadows<'e>(
+    conn: &mut AnyConnection,
+    events: impl IntoIterator<Item = &'e DeviceEvent>,
     rows: usize,
 ) -> Result<()> {
     for chunk in shadow_candidates(events).chunks(rows) {
@@ -127,7 +128,7 @@ pub(crate) async fn update_shadows(
                 .bind(e.device_timestamp)
                 .bind(e.ingress_time_stamp);
         }
-        query.execute(&mut **tx).await.map_err(crate::error::db_error)?;
+        query.execute(&mut *conn).await.map_err(crate::error::db_error)?;
     }
     Ok(())
 }
@@ -217,6 +218,25 @@ pub(crate) async fn fetch_event(pool: &AnyPool, select: &Sql) -> Result<Option<D
     row.as_ref().map(event_from_row).transpose()
 }
 
+/// Where an engine keeps its listed events, as the statements of `Kept` name it.
+#[derive(Debug)]
+pub(crate) struct EventsTable {
+    /// What reads select from: a table, or a join, whose columns include `COLUMNS` by those
+    /// names, unqualified and unambiguous, so that the shared filters apply as they are.
+    pub(crate) rows: &'static str,
+    /// The table deletes delete from.
+    pub(crate) table: &'static str,
+    /// A deleted row's device id, in that table's RETURNING.
+    pub(crate) device_id: &'static str,
+}
+
+/// device_events (migration 0002): the staging engine's and PostgreSQL's.
+pub(crate) const DEVICE_EVENTS: EventsTable = EventsTable {
+    rows: "device_events",
+    table: "device_events",
+    device_id: "device_id",
+};
+
 /// The statements over the kept tables alone, as an engine configures them.
 #[derive(Debug, Clone)]
 pub(crate) struct Kept {
@@ -224,21 +244,25 @@ pub(crate) struct Kept {
     pub(crate) pool: AnyPool,
     /// Whether the kept counts hold counts per hour for date-range totals (migration 0012).
     pub(crate) hours: bool,
+    pub(crate) events: &'static EventsTable,
 }
 
 impl Kept {
     /// The event `id` of `tenant`, if device_events holds it.
     pub(crate) async fn get(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
-        let select = by_id(tenant, id).prefixed(&format!("SELECT {COLUMNS} FROM device_events WHERE "));
+        let select = by_id(tenant, id).prefixed(&format!("SELECT {COLUMNS} FROM {} WHERE ", self.events.rows));
         fetch_event(&self.pool, &select).await
     }
 
     /// Deletes the events of device_events that `selected` picks, in `tx`, and takes them off
     /// the kept counts; returns how many.
     pub(crate) async fn delete(&self, tx: &mut Transaction<'static, Any>, selected: &Sql) -> Result<u64> {
+        let EventsTable { table, device_id, .. } = self.events;
         let rows = selected
-            .prefixed("DELETE FROM device_events WHERE ")
-            .push(" RETURNING device_id, attribute_code, device_ts, ingress_ts")
+            .prefixed(&format!("DELETE FROM {table} WHERE "))
+            .push(&format!(
+                " RETURNING {device_id} AS device_id, attribute_code, device_ts, ingress_ts"
+            ))
             .query()
             .fetch_all(&mut **tx)
             .await
@@ -255,7 +279,7 @@ impl Kept {
         limit: i64,
     ) -> Result<u64> {
         // Event ids are UUIDv7, so the primary key orders them by arrival: no time index needed.
-        let mut selected = Sql::new("id IN (SELECT id FROM device_events WHERE id < ");
+        let mut selected = Sql::new(&format!("id IN (SELECT id FROM {} WHERE id < ", self.events.table));
         selected
             .bind(EventId::lower_bound_at(cutoff).as_str())
             .push(" ORDER BY id LIMIT ")
@@ -271,10 +295,10 @@ impl Kept {
         let total = if query.start.is_none() && query.end.is_none() {
             fetch_total(&self.pool, kept_total(query).push(" AS total")).await?
         } else {
-            match hours_total(query, self.hours) {
+            match hours_total(query, self.hours, self.events.rows) {
                 Some(mut total) => fetch_total(&self.pool, total.push(" AS total")).await?,
                 None => {
-                    let count = filter.prefixed("SELECT COUNT(*) AS total FROM device_events WHERE ");
+                    let count = filter.prefixed(&format!("SELECT COUNT(*) AS total FROM {} WHERE ", self.events.rows));
                     fetch_total(&self.pool, &count).await?
                 }
             }
@@ -282,12 +306,13 @@ impl Kept {
         let order = format!(" ORDER BY {time} DESC, id DESC");
         // Deep: the page's ids from the listing's index alone, then its rows by id.
         let deep = page.offset() >= DEEP_OFFSET;
+        let rows = self.events.rows;
         let mut select = filter.prefixed(&format!(
-            "SELECT {COLUMNS} FROM device_events WHERE {}",
+            "SELECT {COLUMNS} FROM {rows} WHERE {}",
             if deep {
-                "id IN (SELECT id FROM device_events WHERE "
+                format!("id IN (SELECT id FROM {rows} WHERE ")
             } else {
-                ""
+                String::new()
             }
         ));
         select

@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
+use gantry_core::Result;
 use sqlx::any::AnyPoolOptions;
-use sqlx::{AnyPool, Executor};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyPool, Executor, Transaction};
 
 use super::file::Lock;
 
@@ -74,5 +76,54 @@ impl Database {
         self.writer.close().await;
         self.pool.close().await;
         self.lock.release();
+    }
+}
+
+/// The writer's connection while its commits to the main file do not wait for the disk
+/// (`synchronous=NORMAL`: the staging engine's moves, the clustered engine's ingest commits).
+/// Dropped before `synced` set FULL again (a failure, a commit cancelled at shutdown), the
+/// connection is closed instead of going back to the pool, where an API write would take it.
+pub(crate) struct Unsynced {
+    conn: PoolConnection<Any>,
+    synced: bool,
+}
+
+impl Unsynced {
+    /// A connection of `pool`, guarded from here on.
+    pub(crate) async fn acquire(pool: &AnyPool) -> Result<Self> {
+        Ok(Unsynced {
+            conn: pool.acquire().await.map_err(crate::error::db_error)?,
+            synced: false,
+        })
+    }
+
+    pub(crate) async fn unsync(&mut self) -> Result<()> {
+        sqlx::query("PRAGMA main.synchronous=NORMAL")
+            .execute(&mut *self.conn)
+            .await
+            .map_err(crate::error::db_error)?;
+        Ok(())
+    }
+
+    pub(crate) async fn begin(&mut self) -> std::result::Result<Transaction<'_, Any>, sqlx::Error> {
+        sqlx::Connection::begin(&mut *self.conn).await
+    }
+
+    /// Back to the file's durability (FULL: `SQLITE_PRAGMAS`), after the transaction.
+    pub(crate) async fn synced(mut self) -> Result<()> {
+        sqlx::query("PRAGMA main.synchronous=FULL")
+            .execute(&mut *self.conn)
+            .await
+            .map_err(crate::error::db_error)?;
+        self.synced = true;
+        Ok(())
+    }
+}
+
+impl Drop for Unsynced {
+    fn drop(&mut self) {
+        if !self.synced {
+            self.conn.close_on_drop();
+        }
     }
 }

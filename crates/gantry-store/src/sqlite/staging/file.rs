@@ -27,7 +27,7 @@ const PAGE_SIZE: u32 = 2048;
 pub(crate) const WRITER_PRAGMAS: &str = "PRAGMA staging.cache_size=-16384;";
 
 /// The stager's, after the writers': its commits to the staging file do not wait for the disk;
-/// the flusher (flush.rs) puts them on disk, apart, before they are acknowledged.
+/// the flusher (sqlite/flush.rs) puts them on disk, apart, before they are acknowledged.
 pub(crate) const STAGER_PRAGMAS: &str = "PRAGMA staging.synchronous=NORMAL;";
 
 /// SQLite's staging file, beside the database file.
@@ -67,6 +67,24 @@ impl StagingFile {
             wal: wal.into(),
             path,
         })
+    }
+
+    /// Whether the file is there (a store that only ever ran the clustered engine has none).
+    pub(crate) fn exists(&self) -> bool {
+        self.path.exists()
+    }
+
+    /// Removes the file, its WAL file and its shared-memory file, once no connection has them.
+    pub(crate) fn remove(&self) -> std::io::Result<()> {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = self.path.clone().into_os_string();
+            path.push(suffix);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Creates the file when missing (readable by its owner alone, with `PAGE_SIZE` pages) and

@@ -1,6 +1,6 @@
 //! The staging engine, SQLite's event path. Ingest commits events into the staging table alone
 //! (a table in arrival order, in a file of its own: file.rs, table.rs) without waiting for the
-//! disk; the flusher puts each commit on disk before it is acknowledged (flush.rs); the mover puts
+//! disk; the flusher puts each commit on disk before it is acknowledged (sqlite/flush.rs); the mover puts
 //! staged events into device_events in the background, settling the shadows and kept counts they
 //! change (mover.rs); until then reads add a device's staged events, found by the numbers the
 //! store keeps in memory (staged.rs, reads.rs).
@@ -13,7 +13,6 @@
 //! docs/PERFORMANCE.md, "The store's tuned constants".
 
 mod file;
-mod flush;
 mod mover;
 mod reads;
 mod staged;
@@ -36,14 +35,14 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 
 pub(crate) use self::file::{STAGER_PRAGMAS, StagingFile, WRITER_PRAGMAS};
-use self::flush::Flusher;
 use self::mover::{MERGE_EVERY, Mover, PACE};
 use self::staged::{MAX_STAGED, Staged};
 use self::table::{NOT_MOVED, STAGING};
 use super::database::Database;
+use super::flush::Flusher;
 use super::task::every;
 use crate::engine::{EngineFigures, EventEngine};
-use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
+use crate::events::{COLUMNS, DEVICE_EVENTS, EVENT_FIELDS, Kept, bind_event, values_clause};
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
 /// bind as fast as narrow ones, and fewer statements cost fewer steps; 128 × 15 values stays
@@ -82,7 +81,7 @@ impl StagingEvents {
     ) -> std::result::Result<Self, sqlx::Error> {
         let staged = Arc::new(Staged::default());
         let wal = [("main", database.wal_file()), ("staging", file.wal.clone())];
-        let flusher = Arc::new(Flusher::start(file.wal, staged.clone()));
+        let flusher = Arc::new(Flusher::start(file.wal));
         let (reader, writer) = (database.pool.clone(), database.writer.clone());
         adopt_main_staging(&reader, &writer, &stager, &flusher).await?;
         staged.add(load_staged(&reader).await?);
@@ -112,6 +111,7 @@ impl StagingEvents {
             kept: Kept {
                 pool: reader,
                 hours: true,
+                events: &DEVICE_EVENTS,
             },
             database,
             stager,
@@ -141,6 +141,10 @@ impl StagingEvents {
 
 #[async_trait]
 impl EventEngine for StagingEvents {
+    fn name(&self) -> &'static str {
+        "staging"
+    }
+
     async fn settle(&self) -> Result<u64> {
         mover::walk(&self.mover, None).await
     }
@@ -177,7 +181,7 @@ impl EventStore for StagingEvents {
         1
     }
 
-    /// The commit to the staging file returns before its flush (flush.rs); the staged events
+    /// The commit to the staging file returns before its flush (sqlite/flush.rs); the staged events
     /// enter the index when the flush is done, and the returned future resolves then.
     async fn commit_events(&self, events: &[DeviceEvent]) -> Result<Durable> {
         if events.is_empty() {
@@ -232,7 +236,8 @@ impl EventStore for StagingEvents {
         // then the events into the index, before the caller acknowledges them.
         let flusher = &self.mover.flusher;
         flusher.stats().committed(began.elapsed());
-        let flushed = flusher.after_commit(numbered);
+        let staged = self.mover.staged.clone();
+        let flushed = flusher.after_commit(Some(Box::new(move || staged.add(numbered))));
         Ok(Box::pin(
             async move { flushed.await.map_err(crate::error::io_unavailable) },
         ))

@@ -31,16 +31,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gantry_core::Result;
-use sqlx::pool::PoolConnection;
-use sqlx::{Any, AnyConnection, AnyPool, Transaction};
+use sqlx::{AnyConnection, AnyPool};
 
-use super::flush::Flusher;
 use super::staged::Staged;
 use super::table::{LATEST_STAGED, STAGING, json_array};
 use crate::engine::ApiWrites;
 use crate::events::counts::{COUNT_UPSERT, hour_sql};
 use crate::events::{COLUMNS, SHADOW_UPSERT};
 use crate::sql::Sql;
+use crate::sqlite::database::Unsynced;
+use crate::sqlite::flush::Flusher;
 
 /// How often the mover walks the staged events. Each walk writes a page of each of a device's
 /// indexes once for all the device's staged events, so the longer the walk waits, the fewer pages
@@ -182,7 +182,7 @@ async fn delete_walked(mover: &Mover, through: i64, ended: Instant) -> Result<()
 /// durability) that counts one more sync in walk_syncs (migration 0011). Its flush takes the
 /// whole WAL file, and recovery replays the WAL in order up to its last whole commit (what left
 /// the WAL before had been checkpointed into the synced database file). The staging file's
-/// commits are put on disk by the flusher (flush.rs).
+/// commits are put on disk by the flusher (sqlite/flush.rs).
 ///
 /// It must change bytes: SQLite writes no page for an UPDATE that leaves a row as it was, and a
 /// commit that wrote no page flushes nothing.
@@ -386,53 +386,4 @@ async fn count_staged(conn: &mut AnyConnection, staged: &Sql) -> Result<()> {
         .await
         .map_err(crate::error::db_error)?;
     Ok(())
-}
-
-/// The writer's connection while its commits to the main file do not wait for the disk
-/// (`synchronous=NORMAL`: the moves). Dropped before `synced` set FULL again (a failure, a walk
-/// cancelled at shutdown), the connection is closed instead of going back to the pool, where an
-/// API write would take it.
-struct Unsynced {
-    conn: PoolConnection<Any>,
-    synced: bool,
-}
-
-impl Unsynced {
-    /// A connection of `pool`, guarded from here on.
-    async fn acquire(pool: &AnyPool) -> Result<Self> {
-        Ok(Unsynced {
-            conn: pool.acquire().await.map_err(crate::error::db_error)?,
-            synced: false,
-        })
-    }
-
-    async fn unsync(&mut self) -> Result<()> {
-        sqlx::query("PRAGMA main.synchronous=NORMAL")
-            .execute(&mut *self.conn)
-            .await
-            .map_err(crate::error::db_error)?;
-        Ok(())
-    }
-
-    async fn begin(&mut self) -> std::result::Result<Transaction<'_, Any>, sqlx::Error> {
-        sqlx::Connection::begin(&mut *self.conn).await
-    }
-
-    /// Back to the file's durability (FULL: `SQLITE_PRAGMAS`), after the transaction.
-    async fn synced(mut self) -> Result<()> {
-        sqlx::query("PRAGMA main.synchronous=FULL")
-            .execute(&mut *self.conn)
-            .await
-            .map_err(crate::error::db_error)?;
-        self.synced = true;
-        Ok(())
-    }
-}
-
-impl Drop for Unsynced {
-    fn drop(&mut self) {
-        if !self.synced {
-            self.conn.close_on_drop();
-        }
-    }
 }

@@ -163,7 +163,7 @@ impl StagingEvents {
     /// and the device's staged events in the range, which are not in the hours yet; counted by
     /// the indexes of both tables where the hours do not serve.
     async fn range_count(&self, query: &EventQuery, filter: &Sql, staged: &str) -> Result<u64> {
-        let Some(mut total) = hours_total(query, self.kept.hours) else {
+        let Some(mut total) = hours_total(query, self.kept.hours, self.kept.events.rows) else {
             // Counted in each table apart: a count over their union would read every matching
             // row whole instead of counting index entries.
             let count = over_both_tables(

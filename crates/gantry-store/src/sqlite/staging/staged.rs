@@ -10,7 +10,7 @@
 //! table or the other, never both. A number that names no row any more (moved or deleted) finds
 //! nothing; numbers are never reused (AUTOINCREMENT). What must hold is the other way: an event
 //! whose commit has been acknowledged is here until it has left the staging table. `add` runs
-//! after the commit is on disk (flush.rs) and before the acknowledgement; `moved_through` runs after a walk's delete
+//! after the commit is on disk (sqlite/flush.rs) and before the acknowledgement; `moved_through` runs after a walk's delete
 //! has committed and removes numbers no higher than the highest it deleted, and numbers rise in
 //! commit order (one writer of the staging file, the stager).
 
@@ -25,7 +25,7 @@ pub(crate) struct Staged {
     /// Woken when numbers leave the index (`moved_through`), for ingest waiting for room.
     room: tokio::sync::Notify,
     /// Held by ingest from its transaction's start until it has handed the commit to the flusher
-    /// (flush.rs), which calls `add` in the order it was handed them: numbers enter the index in
+    /// (sqlite/flush.rs), which calls `add` in the order it was handed them: numbers enter the index in
     /// commit order, so a walk that takes every held number up to the highest leaves none
     /// committed before it behind (`by_device`). One connection commits ingest anyway.
     pub(crate) committing: tokio::sync::Mutex<()>,

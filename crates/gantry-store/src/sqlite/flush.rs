@@ -1,11 +1,13 @@
-//! The staging file's flushes to disk, apart from its commits. The stager connection
-//! commits the staging file with `synchronous=NORMAL` (its commits write the WAL file and return
-//! without waiting for the disk), and the flusher puts them on disk: one `fdatasync` of the WAL
-//! file covers every commit written before it began. Ingest commits its next batch while the last
-//! is flushed (gantry-core's ingest.rs), and commits that end during a flush share the next one,
-//! so a slow disk costs latency, not throughput. An ingest commit is acknowledged only after its
-//! flush, and its staged events enter the index (staged.rs) only then, in commit order: reads and
-//! walks see nothing that could vanish in a power cut.
+//! Flushes of a WAL file to disk, apart from the commits that wrote it (group commit). The
+//! engine's ingest connection commits with `synchronous=NORMAL` (its commits write the WAL file
+//! and return without waiting for the disk), and the flusher puts them on disk: one `fdatasync`
+//! of the WAL file covers every commit written before it began. Ingest commits its next batch
+//! while the last is flushed (gantry-core's ingest.rs), and commits that end during a flush share
+//! the next one, so a slow disk costs latency, not throughput. An ingest commit is acknowledged
+//! only after its flush. A commit may hand the flusher a step to run once it is on disk, before
+//! it is answered, in commit order: the staging engine puts its staged events into its index
+//! there (staging/staged.rs), so that its reads and walks see nothing that could vanish in a
+//! power cut.
 //!
 //! Why the WAL file alone: a commit in WAL mode appends its pages to the WAL file and nothing
 //! else; the database file is written by checkpoints, which flush the WAL first and the database
@@ -26,8 +28,6 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::staged::Staged;
-
 /// The sending side; the task ends with the last store holding it.
 #[derive(Debug)]
 pub(crate) struct Flusher {
@@ -35,7 +35,7 @@ pub(crate) struct Flusher {
     stats: Arc<FlushStats>,
 }
 
-/// What the stager's ingest commits and the flushes did, for the walk's log.
+/// What the ingest commits and the flushes did, for the engine's log.
 #[derive(Debug, Default)]
 pub(crate) struct FlushStats {
     flushes: AtomicU64,
@@ -43,33 +43,33 @@ pub(crate) struct FlushStats {
     committing_us: AtomicU64,
 }
 
-#[derive(Debug)]
+/// What runs once a commit is on disk, before it is answered.
+pub(crate) type OnDisk = Box<dyn FnOnce() + Send>;
+
 struct Request {
-    /// The staged events of an ingest commit (number, device, id), for the index; empty for
-    /// another write of the stager (a walk's deletes, the adoption of old staged rows).
-    staged: Vec<(i64, String, String)>,
+    /// The commit's step once on disk (the staging engine's index of staged events).
+    on_disk: Option<OnDisk>,
     done: oneshot::Sender<Result<(), String>>,
 }
 
 impl Flusher {
-    /// Flushes `wal` (the staging file's WAL file) on request, telling `staged` of the events of
-    /// each flushed commit.
-    pub(crate) fn start(wal: PathBuf, staged: Arc<Staged>) -> Flusher {
+    /// Flushes `wal` (a WAL file) on request.
+    pub(crate) fn start(wal: PathBuf) -> Flusher {
         let (requests, received) = mpsc::unbounded_channel();
         let stats = Arc::new(FlushStats::default());
-        tokio::spawn(flush_requested(wal, staged, received, stats.clone()));
+        tokio::spawn(flush_requested(wal, received, stats.clone()));
         Flusher { requests, stats }
     }
 
-    /// Everything the stager committed so far on disk: resolves once a flush that began after
-    /// this call has ended. `staged` (an ingest commit's events) enters the index then, before
-    /// the future resolves; calls must come in commit order (ingest holds `Staged::committing`).
+    /// Everything committed to the WAL file so far on disk: resolves once a flush that began
+    /// after this call has ended. `on_disk` runs then, before the future resolves, and the steps
+    /// of calls run in the order of the calls (the staging engine calls in commit order).
     pub(crate) fn after_commit(
         &self,
-        staged: Vec<(i64, String, String)>,
+        on_disk: Option<OnDisk>,
     ) -> impl Future<Output = io::Result<()>> + Send + 'static {
         let (done, flushed) = oneshot::channel();
-        let sent = self.requests.send(Request { staged, done });
+        let sent = self.requests.send(Request { on_disk, done });
         async move {
             sent.map_err(|_| io::Error::other("the store is closed"))?;
             match flushed.await {
@@ -80,9 +80,9 @@ impl Flusher {
         }
     }
 
-    /// Every write the stager committed so far, on disk.
+    /// Every write committed to the WAL file so far, on disk.
     pub(crate) async fn flush(&self) -> io::Result<()> {
-        self.after_commit(Vec::new()).await
+        self.after_commit(None).await
     }
 
     pub(crate) fn stats(&self) -> &FlushStats {
@@ -94,9 +94,11 @@ impl Flusher {
 #[derive(Debug, PartialEq)]
 pub(crate) struct Taken {
     pub(crate) flushes: u64,
-    /// Flush requests answered: ingest commits, and the walks' flushes.
+    /// Flush requests answered: ingest commits, and other writes' flushes (the staging engine's
+    /// walks).
     pub(crate) requests: u64,
-    /// The ingest commits' time on the stager (from their transaction's start to its commit).
+    /// The ingest commits' time on their connection (from their transaction's start to its
+    /// commit).
     pub(crate) committing: Duration,
 }
 
@@ -117,12 +119,7 @@ impl FlushStats {
 
 /// The flusher's task: takes every request waiting, flushes once for all of them, answers them in
 /// order; requests arriving meanwhile wait for the next flush.
-async fn flush_requested(
-    wal: PathBuf,
-    staged: Arc<Staged>,
-    mut received: mpsc::UnboundedReceiver<Request>,
-    stats: Arc<FlushStats>,
-) {
+async fn flush_requested(wal: PathBuf, mut received: mpsc::UnboundedReceiver<Request>, stats: Arc<FlushStats>) {
     let mut waiting = Vec::new();
     while received.recv_many(&mut waiting, usize::MAX).await > 0 {
         let path = wal.clone();
@@ -135,14 +132,17 @@ async fn flush_requested(
         match flushed {
             Ok(()) => {
                 for request in waiting.drain(..) {
-                    staged.add(request.staged);
+                    if let Some(on_disk) = request.on_disk {
+                        on_disk();
+                    }
                     let _ = request.done.send(Ok(()));
                 }
             }
             Err(e) => {
-                // The commits may not be on disk: their callers are told so, and their events
-                // stay out of the index (their rows go with the next walk's deletes, unmoved).
-                tracing::error!(error = %e, wal = %wal.display(), "flushing the staging file failed");
+                // The commits may not be on disk: their callers are told so, and their steps do
+                // not run (the staging engine's events stay out of its index; their rows go with
+                // the next walk's deletes, unmoved).
+                tracing::error!(error = %e, wal = %wal.display(), "flushing a WAL file failed");
                 for request in waiting.drain(..) {
                     let _ = request.done.send(Err(e.to_string()));
                 }
@@ -178,17 +178,22 @@ mod tests {
         assert!(sync_wal(&dir.path().join("file").join("x")).is_err());
     }
 
+    /// A step that records `n` in `ran`.
+    fn record(ran: &Arc<std::sync::Mutex<Vec<u32>>>, n: u32) -> Option<OnDisk> {
+        let ran = ran.clone();
+        Some(Box::new(move || ran.lock().unwrap().push(n)))
+    }
+
     #[tokio::test]
-    async fn flushed_commits_enter_the_index_in_order_before_they_are_answered() {
+    async fn flushed_commits_run_their_steps_in_order_before_they_are_answered() {
         let dir = tempfile::tempdir().unwrap();
-        let staged = Arc::new(Staged::default());
-        let flusher = Flusher::start(dir.path().join("staging-wal"), staged.clone());
-        let first = flusher.after_commit(vec![(1, "dev-a".into(), "e1".into())]);
-        let second = flusher.after_commit(vec![(2, "dev-a".into(), "e2".into())]);
+        let ran = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let flusher = Flusher::start(dir.path().join("staging-wal"));
+        let first = flusher.after_commit(record(&ran, 1));
+        let second = flusher.after_commit(record(&ran, 2));
         second.await.unwrap();
         // Answered in order: the first was flushed with the second or before it.
-        assert_eq!(staged.seq_of("e1"), Some(1));
-        assert_eq!(staged.seq_of("e2"), Some(2));
+        assert_eq!(*ran.lock().unwrap(), vec![1, 2]);
         first.await.unwrap();
         flusher.flush().await.unwrap();
         let taken = flusher.stats().taken();
@@ -198,16 +203,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failed_flush_tells_the_caller_and_leaves_the_index_alone() {
+    async fn a_failed_flush_tells_the_caller_and_runs_no_step() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("file"), b"").unwrap();
-        let staged = Arc::new(Staged::default());
-        let flusher = Flusher::start(dir.path().join("file").join("wal"), staged.clone());
-        let error = flusher
-            .after_commit(vec![(1, "dev-a".into(), "e1".into())])
-            .await
-            .unwrap_err();
+        let ran = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let flusher = Flusher::start(dir.path().join("file").join("wal"));
+        let error = flusher.after_commit(record(&ran, 1)).await.unwrap_err();
         assert!(error.to_string().contains("Not a directory"), "{error}");
-        assert_eq!(staged.seq_of("e1"), None);
+        assert!(ran.lock().unwrap().is_empty());
     }
 }
