@@ -110,6 +110,26 @@ pub struct Options {
     /// With --database-url: measure PostgreSQL only.
     #[arg(long, global = true, requires = "database_url")]
     pub skip_sqlite: bool,
+    /// The SQLite event engines to measure, each as a store of its own (`sqlite`,
+    /// `sqlite-clustered`), one after the other in the same run. Temporary, as the choice.
+    #[arg(long, global = true, value_delimiter = ',', default_value = "staging")]
+    pub sqlite_engines: Vec<SqliteEngineArg>,
+}
+
+/// A SQLite event engine, as `--sqlite-engines` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SqliteEngineArg {
+    Staging,
+    Clustered,
+}
+
+impl SqliteEngineArg {
+    pub fn engine(self) -> gantry_store::SqliteEngine {
+        match self {
+            SqliteEngineArg::Staging => gantry_store::SqliteEngine::Staging,
+            SqliteEngineArg::Clustered => gantry_store::SqliteEngine::Clustered,
+        }
+    }
 }
 
 impl Options {

@@ -12,17 +12,17 @@ use crate::store::Store;
 /// Which store a run uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
-    Sqlite,
+    /// The embedded SQLite on one of its event engines.
+    Sqlite(gantry_store::SqliteEngine),
     /// The server URL the user gave; each run gets its own database on it.
-    Postgres {
-        server_url: String,
-    },
+    Postgres { server_url: String },
 }
 
 impl Backend {
     pub fn store(&self) -> Store {
         match self {
-            Backend::Sqlite => Store::Sqlite,
+            Backend::Sqlite(gantry_store::SqliteEngine::Staging) => Store::Sqlite,
+            Backend::Sqlite(gantry_store::SqliteEngine::Clustered) => Store::SqliteClustered,
             Backend::Postgres { .. } => Store::Postgres,
         }
     }
@@ -40,9 +40,17 @@ pub struct Database {
 }
 
 impl Database {
+    /// The SQLite event engine, for the server (`GANTRY_SQLITE_ENGINE`) and the seeder.
+    pub fn sqlite_engine(&self) -> gantry_store::SqliteEngine {
+        match &self.backend {
+            Backend::Sqlite(engine) => *engine,
+            Backend::Postgres { .. } => gantry_store::SqliteEngine::Staging,
+        }
+    }
+
     pub async fn prepare(backend: &Backend, data_dir: &Path) -> anyhow::Result<Database> {
         match backend {
-            Backend::Sqlite => Ok(Database {
+            Backend::Sqlite(_) => Ok(Database {
                 backend: backend.clone(),
                 server_url: None,
                 store_url: gantry_store::sqlite_url(data_dir),

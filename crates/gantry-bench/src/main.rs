@@ -81,7 +81,11 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             }
             let mut backends = Vec::new();
             if !opts.skip_sqlite {
-                backends.push(Backend::Sqlite);
+                backends.extend(
+                    opts.sqlite_engines
+                        .iter()
+                        .map(|engine| Backend::Sqlite(engine.engine())),
+                );
             }
             if let Some(url) = &opts.database_url {
                 backends.push(Backend::Postgres {

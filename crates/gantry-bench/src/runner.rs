@@ -145,6 +145,7 @@ async fn local_on(
         data_dir,
         admin_token: &token,
         database_url: database.server_url.as_deref(),
+        sqlite_engine: database.sqlite_engine(),
         log,
     };
 
@@ -169,6 +170,7 @@ async fn local_on(
         );
         let seeded = seed::seed_store(
             &database.store_url,
+            database.sqlite_engine(),
             &fleet,
             settings.listed_device_events,
             settings.store_events,

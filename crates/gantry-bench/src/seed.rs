@@ -216,6 +216,7 @@ impl EventMaker {
 /// writes are serial anyway).
 pub async fn seed_store(
     store_url: &str,
+    sqlite_engine: gantry_store::SqliteEngine,
     fleet: &Fleet,
     listed_events: u64,
     store_events: u64,
@@ -223,7 +224,7 @@ pub async fn seed_store(
     writers: usize,
 ) -> anyhow::Result<Seeded> {
     let started = Instant::now();
-    let store = SqlStore::connect(store_url)
+    let store = SqlStore::connect_with(store_url, sqlite_engine)
         .await
         .context("opening the store to seed it")?;
     let maker = Arc::new(EventMaker {

@@ -44,6 +44,8 @@ pub struct ServerOptions<'a> {
     pub admin_token: &'a str,
     /// None: the embedded SQLite in the data dir.
     pub database_url: Option<&'a str>,
+    /// The embedded SQLite's event engine (`GANTRY_SQLITE_ENGINE`).
+    pub sqlite_engine: gantry_store::SqliteEngine,
     /// Where the server's stderr (its log) goes.
     pub log: &'a Path,
 }
@@ -110,6 +112,13 @@ impl Server {
             // another, and the burst's devices publish faster than a device's default allowance.
             .env("GANTRY_RATE_LIMIT", "0")
             .env("GANTRY_MQTT_PUBLISH_RATE", "0")
+            .env(
+                "GANTRY_SQLITE_ENGINE",
+                match options.sqlite_engine {
+                    gantry_store::SqliteEngine::Staging => "staging",
+                    gantry_store::SqliteEngine::Clustered => "clustered",
+                },
+            )
             .env("RUST_LOG", server_log())
             // The log is a file: no colour codes.
             .env("NO_COLOR", "1")

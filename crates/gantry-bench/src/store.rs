@@ -12,8 +12,12 @@ use crate::scenarios::ingest_mqtt::EMBEDDED_FLOOR;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Store {
-    /// The embedded default.
+    /// The embedded default, on its staging event engine.
     Sqlite,
+    /// The embedded default on its clustered event engine (`GANTRY_SQLITE_ENGINE=clustered`),
+    /// measured beside the staging engine until the comparison of issue 26 has decided.
+    #[serde(rename = "sqlite-clustered")]
+    SqliteClustered,
     Postgres,
     /// A Gantry started by someone else (`--url`), whatever its store.
     Remote,
@@ -46,6 +50,12 @@ const SQLITE: Profile = Profile {
     seed_writers: 1,
 };
 
+const SQLITE_CLUSTERED: Profile = Profile {
+    name: "sqlite-clustered",
+    title: "SQLite (clustered engine)",
+    ..SQLITE
+};
+
 const POSTGRES: Profile = Profile {
     name: "postgres",
     title: "PostgreSQL",
@@ -66,6 +76,7 @@ impl Store {
     pub fn profile(self) -> &'static Profile {
         match self {
             Store::Sqlite => &SQLITE,
+            Store::SqliteClustered => &SQLITE_CLUSTERED,
             Store::Postgres => &POSTGRES,
             Store::Remote => &REMOTE,
         }
