@@ -167,6 +167,18 @@ pub fn parse_offset(text: &str) -> Result<i64> {
     Ok(sign * (hours * HOUR_MS + minutes * MINUTE_MS))
 }
 
+/// The raw series parameters, as the API receives them.
+#[derive(Debug, Clone, Default)]
+pub struct SeriesFilter {
+    pub attribute_code: Option<String>,
+    pub start_date: Option<String>,
+    pub end_date: Option<String>,
+    pub interval: Option<String>,
+    pub aggregates: Option<String>,
+    pub filter_by: Option<String>,
+    pub time_zone: Option<String>,
+}
+
 /// What a store is asked for: one attribute of one device, its events whose `clock` time lies
 /// in `start..=end`, in buckets of `interval` in the zone `offset_ms` from UTC.
 #[derive(Debug, Clone)]
