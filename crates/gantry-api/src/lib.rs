@@ -15,6 +15,7 @@ pub mod openapi;
 mod projects;
 pub mod request_log;
 mod routes;
+mod series;
 mod stream;
 mod tenants;
 mod webhooks;
@@ -28,6 +29,7 @@ pub mod query {
     pub use crate::models::ListParams as ModelListParams;
     pub use crate::projects::{DeviceParams, ListParams as ProjectListParams};
     pub use crate::routes::ListParams as RouteListParams;
+    pub use crate::series::SeriesParams;
     pub use crate::webhooks::ListParams as WebhookListParams;
 }
 
@@ -78,6 +80,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(projects::routes())
         .merge(devices::routes())
         .merge(events::routes())
+        .merge(series::routes())
         .merge(control::routes())
         .merge(routes::routes())
         .merge(stream::routes())

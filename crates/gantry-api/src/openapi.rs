@@ -7,7 +7,7 @@ use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
-use crate::{control, devices, events, health, models, projects, routes, stream, tenants, webhooks};
+use crate::{control, devices, events, health, models, projects, routes, series, stream, tenants, webhooks};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -30,6 +30,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         projects::create, projects::update, projects::read, projects::list, projects::models, projects::devices, projects::delete, projects::rotate,
         devices::create, devices::update, devices::read, devices::delete, devices::rotate, devices::connection,
         events::create, events::read, events::delete, events::list, events::list_attribute, events::shadow,
+        series::series,
         control::send, control::logs,
         routes::create, routes::list, routes::refresh, routes::revoke,
         stream::stream,
@@ -170,4 +171,9 @@ pub fn log_sort_by() -> Object {
 /// `filterBy` of the event listing.
 pub fn filter_by() -> Object {
     string_enum(&["deviceTimestamp", "ingressTimeStamp"])
+}
+
+/// `interval` of a series.
+pub fn series_interval() -> Object {
+    string_enum(gantry_core::series::Interval::NAMES)
 }

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::report::Settings;
 use crate::scenarios::control::Burst;
 use crate::scenarios::stream::StreamLoad;
-use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, stream};
+use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, series, stream};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -31,6 +31,8 @@ pub enum Command {
     IngestRest,
     /// GET device and shadow; a device's event listing in a store of many events.
     Read,
+    /// One attribute's aggregated history (GET .../attributeCode/series) in the read store.
+    Series,
     /// QoS 1 telemetry from many devices over MQTT, paced; a plain Mosquitto as the baseline.
     IngestMqtt,
     /// PUT shadows → device over MQTT → ack → event log completed; idle, under telemetry, and
@@ -122,12 +124,14 @@ impl Options {
         let scenarios = match command {
             Command::IngestRest => vec![ingest_rest::SCENARIO],
             Command::Read => vec![read::SCENARIO],
+            Command::Series => vec![series::SCENARIO],
             Command::IngestMqtt => vec![ingest_mqtt::SCENARIO],
             Command::Control => vec![control::SCENARIO],
             Command::Stream => vec![stream::SCENARIO],
             Command::Connections => vec![connections::SCENARIO],
             Command::All => vec![
                 read::SCENARIO,
+                series::SCENARIO,
                 ingest_rest::SCENARIO,
                 ingest_mqtt::SCENARIO,
                 control::SCENARIO,
@@ -147,6 +151,8 @@ impl Options {
             filler_devices: if q { 100 } else { 1000 },
             listed_device_events: self.device_events.unwrap_or(if q { 100_000 } else { 1_000_000 }),
             store_events: self.store_events.unwrap_or(if q { 1_000_000 } else { 10_000_000 }),
+            // A year of a reading a minute; --quick a month.
+            series_events: if q { 43_200 } else { 525_600 },
             mqtt_rate: self.mqtt_rate.unwrap_or(if q { 5_000.0 } else { 25_000.0 }),
             control_background_rate: self
                 .control_background_rate
@@ -215,9 +221,18 @@ mod tests {
         assert_eq!(s.store_events, 1_000_000);
         assert_eq!(
             s.scenarios,
-            ["read", "ingest-rest", "ingest-mqtt", "control", "stream", "connections"]
+            [
+                "read",
+                "series",
+                "ingest-rest",
+                "ingest-mqtt",
+                "control",
+                "stream",
+                "connections"
+            ]
         );
         assert_eq!((s.stream.subscribers, s.stream.rate), (200, 2_000.0));
+        assert_eq!(s.series_events, 43_200);
         assert_eq!((s.mqtt_rate, s.held_connections), (5_000.0, 2_000));
         assert_eq!((s.burst.events, s.burst.rate, s.burst.controls), (50_000, 5_000.0, 200));
         assert_eq!(s.burst.duration(), Burst::FULL.duration());

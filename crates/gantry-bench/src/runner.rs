@@ -13,7 +13,7 @@ use crate::db::{Backend, Database};
 use crate::http::{Api, Target};
 use crate::report::{BackendRun, Settings};
 use crate::scenarios::ingest_mqtt::MqttTarget;
-use crate::scenarios::{Ctx, baseline, connections, control, ingest_mqtt, ingest_rest, read, stream};
+use crate::scenarios::{Ctx, baseline, connections, control, ingest_mqtt, ingest_rest, read, series, stream};
 use crate::seed::{self, DeviceRef, Fleet, FleetSize};
 use crate::server::{self, Server, ServerOptions};
 use crate::{mqtt, scenarios};
@@ -78,7 +78,7 @@ fn fleet_size(settings: &Settings) -> FleetSize {
     } else {
         0
     };
-    let fillers = if wants(read::SCENARIO) {
+    let fillers = if wants(read::SCENARIO) || wants(series::SCENARIO) {
         settings.filler_devices
     } else {
         0
@@ -161,7 +161,7 @@ async fn local_on(
     run.devices_seconds = fleet.seconds;
     eprintln!("[{name}] {} devices in {:.1} s", fleet.device_count(), fleet.seconds);
 
-    if settings.wants(read::SCENARIO) {
+    if settings.wants(read::SCENARIO) || settings.wants(series::SCENARIO) {
         server.stop().await?;
         eprintln!(
             "[{name}] seeding {} events ({} on the listed device) through the store",
@@ -181,6 +181,14 @@ async fn local_on(
             seeded.store_events, seeded.seconds, seeded.events_per_second
         );
         run.seed = Some(seeded);
+        if settings.wants(series::SCENARIO) {
+            let device = fleet.fillers.first().context("no filler device for the series")?;
+            let took = seed::seed_series(&database.store_url, &fleet, device, settings.series_events).await?;
+            eprintln!(
+                "[{name}] seeded {} series readings in {took:.1} s",
+                settings.series_events
+            );
+        }
         if let Some(took) = database.settle().await? {
             eprintln!("[{name}] VACUUM (ANALYZE) after seeding: {:.1} s", took.as_secs_f64());
         }
@@ -312,11 +320,15 @@ async fn measure_all(
     with_connections: bool,
 ) -> anyhow::Result<()> {
     let wants_read = settings.wants(read::SCENARIO);
-    let wants_http = wants_read || settings.wants(ingest_rest::SCENARIO);
+    let wants_series = settings.wants(series::SCENARIO);
+    let wants_http = wants_read || wants_series || settings.wants(ingest_rest::SCENARIO);
     // The baseline at every concurrency another measurement uses, for its ratio.
     let mut counts = vec![ctx.connections];
     if wants_read {
         counts.extend([1, read::LISTING_CONNECTIONS.min(ctx.connections)]);
+    }
+    if wants_series {
+        counts.push(1);
     }
     counts.sort_unstable_by(|a, b| b.cmp(a));
     counts.dedup();
@@ -331,6 +343,17 @@ async fn measure_all(
             let listed = run.seed.as_ref().map(|s| s.listed_device_events).unwrap_or(0);
             run.measurements
                 .extend(read::run(ctx, &devices, &fleet.listed.id, listed).await?);
+        }
+        if wants_series {
+            match (run.seed.as_ref().map(|s| s.method), fleet.fillers.first()) {
+                (Some("store"), Some(device)) => run
+                    .measurements
+                    .extend(series::run(ctx, &device.id, settings.series_events).await?),
+                _ => eprintln!(
+                    "[{}] series: skipped, it needs a store the bench seeds itself",
+                    run.backend
+                ),
+            }
         }
         if settings.wants(ingest_rest::SCENARIO) {
             let outcome = ingest_rest::run(ctx, &fleet.ingest).await?;

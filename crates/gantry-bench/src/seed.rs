@@ -29,6 +29,9 @@ pub const ATTRIBUTES: [&str; 3] = ["temp", "load", "speed"];
 pub const CONTROL_ATTRIBUTE: &str = "setpoint";
 /// The attribute the attributeCode listing asks for.
 pub const LISTED_ATTRIBUTE: &str = "load";
+/// The attribute of the series scenario's readings, one every `SERIES_SPACING_MS`.
+pub const SERIES_ATTRIBUTE: &str = "level";
+pub const SERIES_SPACING_MS: i64 = 60_000;
 /// Device time of a device's first seeded event: 2024-01-01T00:00:00Z.
 pub const FIRST_DEVICE_TS: i64 = 1_704_067_200_000;
 /// Seeded events are this far apart in device time.
@@ -101,6 +104,10 @@ pub async fn create_fleet(api: &Api, tag: &str, size: FleetSize) -> anyhow::Resu
         .iter()
         .map(|code| (code.to_string(), json!({"name": code, "dataType": "Float"})))
         .collect();
+    attributes.insert(
+        SERIES_ATTRIBUTE.to_owned(),
+        json!({"name": SERIES_ATTRIBUTE, "dataType": "Float"}),
+    );
     attributes.insert(
         CONTROL_ATTRIBUTE.to_owned(),
         json!({"name": CONTROL_ATTRIBUTE, "dataType": "Float", "readable": "W"}),
@@ -309,6 +316,41 @@ pub async fn seed_store(
         seconds,
         events_per_second: total as f64 / seconds.max(f64::EPSILON),
     })
+}
+
+/// Writes `count` readings of `SERIES_ATTRIBUTE` for `device` (a filler), a minute apart from
+/// `FIRST_DEVICE_TS`, through the store with no server running: the series scenario's data,
+/// beside the read scenario's events.
+pub async fn seed_series(store_url: &str, fleet: &Fleet, device: &DeviceRef, count: u64) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let store = SqlStore::connect(store_url)
+        .await
+        .context("opening the store to seed it")?;
+    let maker = EventMaker {
+        tenant: TenantId::default_tenant(),
+        project: ProjectId::from_string(&fleet.project_id),
+        model: ModelId::from_string(&fleet.model_id),
+        created: gantry_core::time::now_ms(),
+    };
+    let device = DeviceId::from_string(&device.id);
+    let mut i = 0;
+    while i < count {
+        let end = (i + BATCH as u64).min(count);
+        let events: Vec<DeviceEvent> = (i..end)
+            .map(|k| {
+                let mut event = maker.event(&device, k);
+                event.attribute_code = SERIES_ATTRIBUTE.to_owned();
+                event.device_timestamp = FIRST_DEVICE_TS + k as i64 * SERIES_SPACING_MS;
+                event.ingress_time_stamp = event.device_timestamp + 20;
+                event
+            })
+            .collect();
+        store.append_events(&events).await.context("seeding the series")?;
+        i = end;
+    }
+    store.merge_recent().await.context("moving the seeded series")?;
+    store.close().await;
+    Ok(started.elapsed().as_secs_f64())
 }
 
 /// Posts `count` events for the listed device over HTTP (a remote Gantry, whose store the bench

@@ -4,7 +4,7 @@
 //! Three layers, each importing only from those above it in this list:
 //! - the domain: plain types and the rules that need nothing but their values (`error`, `ids`,
 //!   `enums`, `names`, `time`, `text`, `paging`, `records`, `principal`, `token`, `event`,
-//!   `message`, `event_log`, `connection`, `stream`, `route`, `query`, `fields`, `webhook`);
+//!   `message`, `event_log`, `connection`, `stream`, `route`, `query`, `series`, `fields`, `webhook`);
 //! - the ports the services need from outside: the store traits (`store`), the way down to
 //!   devices (`downlink`) and the way out to webhook receivers (`outbound`);
 //! - the services (`auth`, `catalog`, `control`, `telemetry`, `routes`, `ingest`, `presence`,
@@ -28,6 +28,7 @@ pub mod principal;
 pub mod query;
 pub mod records;
 pub mod route;
+pub mod series;
 pub mod stream;
 pub mod text;
 pub mod time;

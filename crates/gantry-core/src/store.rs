@@ -14,6 +14,7 @@ use crate::principal::{Principal, TokenOwner};
 use crate::query::{DeviceQuery, EventLogQuery, EventQuery, ProjectQuery};
 use crate::records::{Device, DeviceModel, Project, Tenant};
 use crate::route::StoredRoute;
+use crate::series::{Bucket, SeriesQuery};
 use crate::webhook::{Delivery, OutboxKey, Webhook, WebhookEvent};
 
 /// A commit on its way to disk (`EventStore::commit_events`): resolves once it is durable.
@@ -130,6 +131,9 @@ pub trait EventStore: Send + Sync {
     async fn delete_events_before(&self, cutoff: i64, limit: i64) -> Result<u64>;
     /// The shadow attributes of a device with the arrival time of each value.
     async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>>;
+    /// The non-empty buckets of the query's window, oldest first, summed up exactly as over the
+    /// events stored now. The device id selects: the caller has checked its tenant.
+    async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>>;
 }
 
 /// Event logs of control messages and responses.

@@ -20,8 +20,9 @@ use crate::paging::{Page, PageRequest};
 use crate::principal::Principal;
 use crate::query::{EventFilter, EventQuery, TimeField};
 use crate::records::{Device, DeviceModel, JsonMap, ModelAttribute};
+use crate::series::{Aggregates, Interval, Series, SeriesFilter, SeriesPoint, SeriesQuery, parse_offset};
 use crate::store::Store;
-use crate::time::{now_ms, parse_timestamp};
+use crate::time::{format_timestamp_in, now_ms, parse_timestamp};
 use crate::webhooks::WebhookService;
 use crate::{Error, Result};
 
@@ -343,6 +344,66 @@ impl TelemetryService {
             return Err(Error::invalid("endDate", "is before startDate"));
         }
         self.store.list_events(&query, page).await
+    }
+
+    /// One attribute's events of a device summed up per bucket, oldest bucket first. The window
+    /// defaults to the 24 hours up to `endDate` (default now), the interval to 1h, the
+    /// aggregates to avg, min, max and count, the zone to UTC; buckets go by device time unless
+    /// `filterBy` picks the arrival time, as in the event listing.
+    pub async fn series(&self, who: &Principal, device: &DeviceId, filter: SeriesFilter) -> Result<Series> {
+        const DAY_MS: i64 = 86_400_000;
+        let device = self.readable_device(who, device).await?;
+        let code = filter
+            .attribute_code
+            .ok_or_else(|| Error::invalid("attributeCode", "is required"))?;
+        let code = Code::parse("attributeCode", &code)?.into_inner();
+        let clock = filter
+            .filter_by
+            .as_deref()
+            .map(TimeField::parse)
+            .transpose()?
+            .unwrap_or(TimeField::Device);
+        let time = |field: &str, text: Option<&str>| text.map(|t| parse_timestamp(field, t)).transpose();
+        let start = time("startDate", filter.start_date.as_deref())?;
+        let end = time("endDate", filter.end_date.as_deref())?.unwrap_or_else(now_ms);
+        let start = start.unwrap_or(end - DAY_MS);
+        let interval = filter
+            .interval
+            .as_deref()
+            .map(Interval::parse)
+            .transpose()?
+            .unwrap_or(Interval::Hour);
+        let aggregates = filter
+            .aggregates
+            .as_deref()
+            .map(Aggregates::parse)
+            .transpose()?
+            .unwrap_or_default();
+        let offset = filter.time_zone.as_deref().map(parse_offset).transpose()?.unwrap_or(0);
+        let query = SeriesQuery::new(
+            device.id.clone(),
+            code,
+            clock,
+            (start, end),
+            interval,
+            offset,
+            &aggregates,
+        )?;
+        let buckets = self.store.series(&query).await?;
+        let aggregates = Arc::new(aggregates);
+        Ok(Series {
+            attribute_code: query.attribute_code,
+            interval: interval.as_str(),
+            start_date: format_timestamp_in(start, offset),
+            end_date: format_timestamp_in(end, offset),
+            points: buckets
+                .into_iter()
+                .map(|bucket| SeriesPoint {
+                    bucket,
+                    aggregates: aggregates.clone(),
+                })
+                .collect(),
+        })
     }
 
     /// The tenant of a device named only by its id (on an external broker's topic).

@@ -61,6 +61,17 @@ pub fn format_timestamp(ms: i64) -> String {
         .unwrap_or_default()
 }
 
+/// Formats epoch milliseconds in the wire format, in the zone `offset_ms` from UTC (a whole
+/// number of minutes, less than a day).
+pub fn format_timestamp_in(ms: i64, offset_ms: i64) -> String {
+    let Some(zone) = i32::try_from(offset_ms / 1000).ok().and_then(FixedOffset::east_opt) else {
+        return format_timestamp(ms);
+    };
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.with_timezone(&zone).format("%Y-%m-%dT%H:%M:%S%.3f%z").to_string())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +117,15 @@ mod tests {
         let ms = parse_timestamp("t", "2024-05-01T08:00:00.250+0800").unwrap();
         assert_eq!(format_timestamp(ms), "2024-05-01T00:00:00.250+0000");
         assert_eq!(parse_timestamp("t", &format_timestamp(ms)).unwrap(), ms);
+    }
+
+    #[test]
+    fn formats_in_a_zone() {
+        let ms = parse_timestamp("t", "2024-05-01T08:00:00.250+0000").unwrap();
+        assert_eq!(format_timestamp_in(ms, 0), "2024-05-01T08:00:00.250+0000");
+        assert_eq!(format_timestamp_in(ms, 19_800_000), "2024-05-01T13:30:00.250+0530");
+        assert_eq!(format_timestamp_in(ms, -36_000_000), "2024-04-30T22:00:00.250-1000");
+        assert_eq!(parse_timestamp("t", &format_timestamp_in(ms, -36_000_000)).unwrap(), ms);
     }
 
     #[test]

@@ -25,6 +25,7 @@ use gantry_core::event::{DeviceEvent, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
+use gantry_core::series::{Bucket, SeriesQuery};
 use gantry_core::store::{Durable, EventStore};
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Transaction};
@@ -188,6 +189,10 @@ impl EventStore for SqlStore {
 
     async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> gantry_core::Result<Vec<(ShadowAttribute, i64)>> {
         self.events.shadow(tenant, device).await
+    }
+
+    async fn series(&self, query: &SeriesQuery) -> gantry_core::Result<Vec<Bucket>> {
+        self.events.series(query).await
     }
 }
 

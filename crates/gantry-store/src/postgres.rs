@@ -9,12 +9,14 @@ use gantry_core::event::{DeviceEvent, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
+use gantry_core::series::{Bucket, SeriesQuery};
 use gantry_core::store::{Durable, EventStore};
 use gantry_core::webhook::WebhookEvent;
 use sqlx::AnyPool;
 
 use crate::engine::{Connected, Dialect, EngineFigures, EventEngine};
 use crate::events::counts::Tally;
+use crate::events::rollups::{self, HOUR_MS, MINUTE_MS, RAW_COLUMNS};
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
 
 /// Rows per multi-row statement, each one a network round trip: 15 values each stays well under
@@ -71,8 +73,9 @@ impl PostgresEvents {
         &self.kept.pool
     }
 
-    /// One transaction: the events, each device's and attribute's newest into the shadows, the
-    /// kept counts, each in statements of `ROWS_PER_STATEMENT` rows (each one a round trip), and
+    /// One transaction: the events with their rollups (added by the statement that inserts
+    /// the events, from the rows it returns), each device's and attribute's newest into the
+    /// shadows, the kept counts, each in statements of `ROWS_PER_STATEMENT` rows (each one a round trip), and
     /// the webhook events they cause (`outbox`).
     async fn write(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<()> {
         if events.is_empty() {
@@ -81,8 +84,9 @@ impl PostgresEvents {
         let mut tx = self.pool().begin().await.map_err(crate::error::db_error)?;
         for chunk in events.chunks(ROWS_PER_STATEMENT) {
             let text = format!(
-                "INSERT INTO device_events ({COLUMNS}) VALUES {}",
-                values_clause(chunk.len(), EVENT_FIELDS, false)
+                "WITH inserted AS (INSERT INTO device_events ({COLUMNS}) VALUES {} RETURNING {RAW_COLUMNS}) {}",
+                values_clause(chunk.len(), EVENT_FIELDS, false),
+                rollups::upsert("inserted", &[MINUTE_MS, HOUR_MS])
             );
             let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
             query.execute(&mut *tx).await.map_err(crate::error::db_error)?;
@@ -159,5 +163,9 @@ impl EventStore for PostgresEvents {
 
     async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
         self.kept.shadow(tenant, device).await
+    }
+
+    async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {
+        self.kept.series(query).await
     }
 }

@@ -84,6 +84,15 @@ impl Sql {
         }
     }
 
+    /// The same values under text that `rewrite` makes of this statement's (which may repeat it:
+    /// its placeholders name the same values however often they appear).
+    pub(crate) fn rewritten(&self, rewrite: impl FnOnce(&str) -> String) -> Self {
+        Sql {
+            text: rewrite(&self.text),
+            values: self.values.clone(),
+        }
+    }
+
     pub(crate) fn query(&self) -> Query<'_, Any, AnyArguments<'_>> {
         self.values
             .iter()

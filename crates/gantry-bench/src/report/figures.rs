@@ -8,10 +8,12 @@ use super::{BackendRun, Settings};
 use crate::format::thousands;
 use crate::scenarios::control::Burst;
 use crate::scenarios::ingest_mqtt::{self, MqttIngestCheck};
-use crate::scenarios::{Measurement, control, ingest_rest, read, stream};
+use crate::scenarios::{Measurement, control, ingest_rest, read, series, stream};
 
 /// The sizes the targets are set at; a smaller run says so in the note.
 const FULL_LISTED_EVENTS: u64 = 1_000_000;
+/// A year of a reading a minute.
+const FULL_SERIES_EVENTS: u64 = 525_600;
 const FULL_MQTT_DEVICES: usize = 1000;
 const FULL_MQTT_SECONDS: f64 = 600.0;
 const FULL_HELD_CONNECTIONS: usize = 19_000;
@@ -25,6 +27,8 @@ pub enum Figure {
     ShadowRate,
     ShadowP99,
     FirstPageP99,
+    SeriesSpanDailyP99,
+    SeriesWeekHourlyP99,
     MqttStored(MqttRun),
     MqttP99(MqttRun),
     MqttBacklog(MqttRun),
@@ -129,6 +133,12 @@ impl Figures<'_> {
             Figure::FirstPageP99 => self
                 .find(read::SCENARIO, read::FIRST_PAGE_VARIANT, 1)
                 .map(|m| m.latency.p99_ms),
+            Figure::SeriesSpanDailyP99 => self
+                .find(series::SCENARIO, series::SPAN_DAILY_VARIANT, 1)
+                .map(|m| m.latency.p99_ms),
+            Figure::SeriesWeekHourlyP99 => self
+                .find(series::SCENARIO, series::WEEK_HOURLY_VARIANT, 1)
+                .map(|m| m.latency.p99_ms),
             Figure::MqttStored(which) => self.mqtt(which).map(|c| c.stored_per_second),
             Figure::MqttP99(which) => self
                 .mqtt(which)
@@ -179,6 +189,16 @@ impl Figures<'_> {
             }),
             Figure::IngestRestP99 | Figure::ShadowRate | Figure::ShadowP99 => at_many,
             Figure::FirstPageP99 => Some(self.listing_note()),
+            Figure::SeriesSpanDailyP99 | Figure::SeriesWeekHourlyP99 => {
+                let events = self.settings.series_events;
+                (events < FULL_SERIES_EVENTS).then(|| {
+                    format!(
+                        "{} readings a minute apart, not a year's {}",
+                        thousands(events as f64),
+                        thousands(FULL_SERIES_EVENTS as f64)
+                    )
+                })
+            }
             Figure::MqttStored(which) => Some(self.mqtt_stored_note(which)),
             Figure::MqttP99(_) | Figure::MqttBacklog(_) | Figure::ConnectionMemory => None,
             Figure::MqttOverMosquitto => run.mqtt_ingest.as_ref().and_then(|c| c.mosquitto_skipped.clone()),

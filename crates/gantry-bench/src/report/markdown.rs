@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::targets::{Bound, TargetResult};
 use super::{BackendRun, Report};
 use crate::format::{millis, opt, thousands};
-use crate::scenarios::{ingest_rest, read};
+use crate::scenarios::{ingest_rest, read, series};
 
 /// The figures of one target, with the shortfall in words.
 fn verdict(t: &TargetResult) -> String {
@@ -225,17 +225,18 @@ pub fn render_markdown(report: &Report) -> String {
     let s = &report.settings;
     let _ = writeln!(
         out,
-        "- settings: {} connections; warm-up {} s, then {} s per measurement; {} ingest devices; listed device {} events in a store of {}",
+        "- settings: {} connections; warm-up {} s, then {} s per measurement; {} ingest devices; listed device {} events in a store of {}; series device {} readings a minute apart",
         s.connections,
         s.warmup_seconds,
         s.duration_seconds,
         s.ingest_devices,
         thousands(s.listed_device_events as f64),
         thousands(s.store_events as f64),
+        thousands(s.series_events as f64),
     );
     if s.scenarios
         .iter()
-        .any(|x| x != read::SCENARIO && x != ingest_rest::SCENARIO)
+        .any(|x| x != read::SCENARIO && x != ingest_rest::SCENARIO && x != series::SCENARIO)
     {
         let _ = writeln!(
             out,

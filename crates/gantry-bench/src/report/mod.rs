@@ -55,6 +55,8 @@ pub struct Settings {
     pub filler_devices: usize,
     pub listed_device_events: u64,
     pub store_events: u64,
+    /// Readings, a minute apart, of the series scenario's device.
+    pub series_events: u64,
     /// Messages/s offered by the ingest-mqtt devices in all.
     pub mqtt_rate: f64,
     /// Telemetry messages/s under the loaded control round trips.

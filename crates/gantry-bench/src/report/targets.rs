@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::figures::{Figure, Figures, MqttRun};
 use super::{BackendRun, Settings};
 use crate::format::thousands;
-use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, stream};
+use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, series, stream};
 use crate::store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -54,6 +54,7 @@ pub struct TargetRow {
 
 const REST: &[&str] = &[ingest_rest::SCENARIO];
 const READ: &[&str] = &[read::SCENARIO];
+const SERIES: &[&str] = &[series::SCENARIO];
 const MQTT: &[&str] = &[ingest_mqtt::SCENARIO];
 const CONTROL: &[&str] = &[control::SCENARIO];
 const CONNECTIONS: &[&str] = &[connections::SCENARIO];
@@ -77,6 +78,10 @@ pub static TARGETS: &[TargetRow] = &[
         figure: Figure::ShadowP99, bound: Below, limit: Fixed(5.0), unit: "ms", set_for: EmbeddedDefault, reference: false },
     TargetRow { scenarios: READ, name: "read: event listing first page p99 (1,000,000-event device)",
         figure: Figure::FirstPageP99, bound: Below, limit: Fixed(10.0), unit: "ms", set_for: EmbeddedDefault, reference: false },
+    TargetRow { scenarios: SERIES, name: "series: a year of minute readings at interval=1d, p99",
+        figure: Figure::SeriesSpanDailyP99, bound: Below, limit: Fixed(50.0), unit: "ms", set_for: EveryStore, reference: false },
+    TargetRow { scenarios: SERIES, name: "series: a week of minute readings at interval=1h, p99",
+        figure: Figure::SeriesWeekHourlyP99, bound: Below, limit: Fixed(20.0), unit: "ms", set_for: EveryStore, reference: false },
     TargetRow { scenarios: MQTT, name: "ingest-mqtt: events stored/s (QoS 1)",
         figure: Figure::MqttStored(Checked), bound: AtLeast, limit: MqttFloor, unit: "events/s", set_for: EveryStore, reference: false },
     TargetRow { scenarios: MQTT, name: "ingest-mqtt: p99 publish→committed",

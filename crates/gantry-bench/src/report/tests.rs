@@ -67,6 +67,7 @@ fn sample_report() -> Report {
         filler_devices: 10,
         listed_device_events: 100_000,
         store_events: 1_000_000,
+        series_events: 43_200,
         mqtt_rate: 25_000.0,
         control_background_rate: 10_000.0,
         burst: control::Burst::FULL,

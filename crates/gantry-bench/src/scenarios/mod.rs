@@ -7,6 +7,7 @@ pub mod control;
 pub mod ingest_mqtt;
 pub mod ingest_rest;
 pub mod read;
+pub mod series;
 pub mod stream;
 
 use std::collections::BTreeMap;

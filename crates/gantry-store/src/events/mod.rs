@@ -1,11 +1,13 @@
-//! The kept events: device_events with the shadows and the kept counts (migrations 0002, 0005,
-//! 0012), the tables every event ends in on both engines today, and the statements over them that
-//! both run (`Kept`). How an event gets there is each engine's own (`postgres`, `sqlite`).
+//! The kept events: device_events with the shadows, the kept counts and the kept rollups
+//! (migrations 0002, 0005, 0012, 0018), the tables every event ends in on both engines today, and
+//! the statements over them that both run (`Kept`). How an event gets there is each engine's own
+//! (`postgres`, `sqlite`).
 //!
-//! Invariants: a shadow only ever moves forward in device time (`SHADOW_UPSERT`), and device_events
-//! and the kept counts change in the same transaction (`counts`).
+//! Invariants: a shadow only ever moves forward in device time (`SHADOW_UPSERT`), and device_events,
+//! the kept counts and the rollups change in the same transaction (`counts`, `rollups`).
 
 pub(crate) mod counts;
+pub(crate) mod rollups;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -15,6 +17,7 @@ use gantry_core::event::{DeviceEvent, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
+use gantry_core::series::{Bucket, SeriesQuery};
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
 use sqlx::{Any, AnyPool, Transaction};
@@ -233,8 +236,8 @@ impl Kept {
         fetch_event(&self.pool, &select).await
     }
 
-    /// Deletes the events of device_events that `selected` picks, in `tx`, and takes them off
-    /// the kept counts; returns how many.
+    /// Deletes the events of device_events that `selected` picks, in `tx`, takes them off the
+    /// kept counts and recomputes their rollups; returns how many.
     pub(crate) async fn delete(&self, tx: &mut Transaction<'static, Any>, selected: &Sql) -> Result<u64> {
         let rows = selected
             .prefixed("DELETE FROM device_events WHERE ")
@@ -244,6 +247,17 @@ impl Kept {
             .await
             .map_err(crate::error::db_error)?;
         uncount(tx, &rows, self.hours).await?;
+        let deleted = rows
+            .iter()
+            .map(|row| {
+                Ok((
+                    get(row, "device_id")?,
+                    get(row, "attribute_code")?,
+                    get(row, "device_ts")?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        rollups::recompute(tx, &deleted).await?;
         Ok(rows.len() as u64)
     }
 
@@ -309,6 +323,12 @@ impl Kept {
             total,
             items,
         })
+    }
+
+    /// A series from device_events and its rollups alone.
+    pub(crate) async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {
+        let statement = rollups::series_statement(query, None);
+        rollups::fetch_series(&self.pool, &statement, query.first_last).await
     }
 
     /// The device's shadow from device_shadows alone.

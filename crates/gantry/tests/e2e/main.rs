@@ -21,6 +21,7 @@ mod presence;
 mod readme;
 mod rotation;
 mod routes;
+mod series;
 mod startup;
 mod stream;
 mod tls;

@@ -107,6 +107,8 @@ async fn values_of_any_json_type_are_not_declared_objects() {
         ("EventInput", "attributeData"),
         ("ShadowAttribute", "value"),
         ("PayloadAttribute", "value"),
+        ("SeriesPoint", "first"),
+        ("SeriesPoint", "last"),
     ] {
         let declared = &schemas[schema]["properties"][field];
         assert!(declared.is_object(), "{schema}.{field} missing");

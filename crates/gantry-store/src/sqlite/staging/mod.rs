@@ -31,6 +31,7 @@ use gantry_core::event::{DeviceEvent, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, TenantId, WebhookId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
+use gantry_core::series::{Bucket, SeriesQuery};
 use gantry_core::store::{Durable, EventStore};
 use gantry_core::webhook::{OutboxKey, WebhookEvent};
 use sqlx::pool::PoolConnection;
@@ -290,6 +291,10 @@ impl EventStore for StagingEvents {
 
     async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
         self.shadow_of(tenant, device).await
+    }
+
+    async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {
+        self.series_of(query).await
     }
 }
 

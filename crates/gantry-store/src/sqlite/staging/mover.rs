@@ -8,8 +8,8 @@
 //! A walk (every `MERGE_EVERY`) takes the events staged when it starts from the in-memory index of
 //! staged events (staged.rs), grouped by device, less those recorded as moved, and moves a few
 //! devices' events per transaction on the main file's writer (spread over `PACE`): an INSERT into
-//! device_events sorted by device, the shadows and kept counts brought up to them
-//! (`settle_shadows`, `count_staged`), and a record of the device range moved
+//! device_events sorted by device, the shadows, kept counts and rollups brought up to them
+//! (`settle_shadows`, `count_staged`, `rollups::add`), and a record of the device range moved
 //! (device_events_recent_moved, in the main file). Reads skip recorded rows (`NOT_MOVED`) and find
 //! them in device_events. The moved rows leave the staging file one walk later (`SETTLE`), a
 //! stretch of numbers per transaction on the stager; then the in-memory index of staged events
@@ -39,6 +39,7 @@ use super::staged::Staged;
 use super::table::{LATEST_STAGED, STAGING, json_array};
 use crate::engine::ApiWrites;
 use crate::events::counts::{COUNT_UPSERT, hour_sql};
+use crate::events::rollups;
 use crate::events::{COLUMNS, SHADOW_UPSERT};
 use crate::sql::Sql;
 
@@ -328,6 +329,7 @@ pub(super) async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &
         .rows_affected();
     settle_shadows(&mut tx, &selected).await?;
     count_staged(&mut tx, &selected).await?;
+    rollups::add(&mut tx, &selected.prefixed(&format!("{STAGING} WHERE "))).await?;
     sqlx::query("INSERT INTO main.device_events_recent_moved (device_lo, device_hi, through) VALUES ($1, $2, $3)")
         .bind(lo)
         .bind(hi)

@@ -1,0 +1,332 @@
+//! The kept rollups (migration 0020): per device, attribute and minute, and per hour, by device
+//! time, the count, the Integer and Float events' count, sum, least and greatest, and the first
+//! and last event by (device time, id), so that a series reads a row per minute or hour instead
+//! of every event.
+//!
+//! Invariant: a rollup sums up exactly the rows of device_events in its minute or hour. Whatever
+//! transaction puts events into device_events adds them (`upsert`, merging into the rows there:
+//! late events land in old minutes), and one that deletes events recomputes their minutes and
+//! hours from the rows left (`recompute`: least, greatest, first and last cannot be subtracted).
+//!
+//! The same SQL sums up rollup rows and raw events: each is a partial row (`PARTIAL`), a raw
+//! event one of a single event (`raw_partial`), and `combine` merges partial rows per group. Sums
+//! are in double precision, so a sum's last bits depend on the order it was added in.
+
+use std::collections::BTreeSet;
+
+use gantry_core::Result;
+use gantry_core::query::TimeField;
+use gantry_core::series::{Bucket, SeriesQuery};
+use sqlx::{AnyConnection, AnyPool};
+
+use crate::row::get;
+use crate::sql::Sql;
+
+pub(crate) const MINUTE_MS: i64 = 60_000;
+pub(crate) const HOUR_MS: i64 = 3_600_000;
+
+/// The columns of an event a rollup reads (`raw_partial`): what an ingest statement returns.
+pub(crate) const RAW_COLUMNS: &str = "device_id, attribute_code, attribute_type, attribute_data, device_ts, id";
+
+/// A partial row's columns, after its key and `grp`.
+const PARTIAL: &str =
+    "events, numbers, total, low, high, first_ts, first_id, first_value, last_ts, last_id, last_value";
+
+/// Keys per statement when a delete recomputes rollups (4 values each).
+const KEYS_PER_STATEMENT: usize = 50;
+
+/// The start of the bucket of `width` (ms) that holds `column`, in a zone `offset` ms from UTC.
+/// Both engines divide integers rounding toward zero; this rounds down, before 1970 too.
+fn bucket_sql(column: &str, width: i64, offset: i64) -> String {
+    let shifted = format!("({column} + ({offset}))");
+    format!("(({shifted} / {width} - CASE WHEN {shifted} % {width} < 0 THEN 1 ELSE 0 END) * {width} - ({offset}))")
+}
+
+/// An event's number: its value, for an Integer or Float attribute; NULL otherwise.
+const NUMBER: &str =
+    "CASE WHEN attribute_type IN ('Integer', 'Float') THEN CAST(attribute_data AS DOUBLE PRECISION) END";
+
+/// An event of device_events or the staging table as a partial row, first and last by `ts`.
+fn raw_partial(ts: &str) -> String {
+    format!(
+        "1 AS events, CASE WHEN attribute_type IN ('Integer', 'Float') THEN 1 ELSE 0 END AS numbers, \
+         {NUMBER} AS total, {NUMBER} AS low, {NUMBER} AS high, \
+         {ts} AS first_ts, id AS first_id, attribute_data AS first_value, \
+         {ts} AS last_ts, id AS last_id, attribute_data AS last_value"
+    )
+}
+
+/// `rows` (partial rows with the columns `keys` and `grp`) merged per key and `grp`: the
+/// statement's `SELECT keys grp, PARTIAL`; without `first_last`, first and last are left out.
+fn combine(keys: &str, rows: &str, first_last: bool) -> String {
+    let sums = "CAST(SUM(events) AS BIGINT) AS events, CAST(SUM(numbers) AS BIGINT) AS numbers, \
+                CAST(SUM(total) AS DOUBLE PRECISION) AS total, CAST(MIN(low) AS DOUBLE PRECISION) AS low, \
+                CAST(MAX(high) AS DOUBLE PRECISION) AS high";
+    if !first_last {
+        return format!("SELECT {keys}grp, {sums} FROM ({rows}) AS parts GROUP BY {keys}grp");
+    }
+    let pick = |rank: &str, column: &str| format!("MAX(CASE WHEN {rank} = 1 THEN {column} END) AS {column}");
+    format!(
+        "SELECT {keys}grp, {sums}, {}, {}, {}, {}, {}, {} FROM (SELECT parts.*, \
+         ROW_NUMBER() OVER (PARTITION BY {keys}grp ORDER BY first_ts, first_id) AS up, \
+         ROW_NUMBER() OVER (PARTITION BY {keys}grp ORDER BY last_ts DESC, last_id DESC) AS down \
+         FROM ({rows}) AS parts) AS ranked GROUP BY {keys}grp",
+        pick("up", "first_ts"),
+        pick("up", "first_id"),
+        pick("up", "first_value"),
+        pick("down", "last_ts"),
+        pick("down", "last_id"),
+        pick("down", "last_value"),
+    )
+}
+
+/// Merges a new partial row (`excluded`) into the kept one: counts and sums add, the least and
+/// greatest win, the earlier first and the later last (by time, then id) win.
+const MERGE: &str = "ON CONFLICT (device_id, attribute_code, width, bucket) DO UPDATE SET \
+    events = device_event_rollups.events + excluded.events, \
+    numbers = device_event_rollups.numbers + excluded.numbers, \
+    total = CASE WHEN device_event_rollups.total IS NULL THEN excluded.total \
+        WHEN excluded.total IS NULL THEN device_event_rollups.total \
+        ELSE device_event_rollups.total + excluded.total END, \
+    low = CASE WHEN device_event_rollups.low IS NULL OR excluded.low < device_event_rollups.low \
+        THEN excluded.low ELSE device_event_rollups.low END, \
+    high = CASE WHEN device_event_rollups.high IS NULL OR excluded.high > device_event_rollups.high \
+        THEN excluded.high ELSE device_event_rollups.high END, \
+    first_ts = CASE WHEN FIRST_WINS THEN excluded.first_ts ELSE device_event_rollups.first_ts END, \
+    first_id = CASE WHEN FIRST_WINS THEN excluded.first_id ELSE device_event_rollups.first_id END, \
+    first_value = CASE WHEN FIRST_WINS THEN excluded.first_value ELSE device_event_rollups.first_value END, \
+    last_ts = CASE WHEN LAST_WINS THEN excluded.last_ts ELSE device_event_rollups.last_ts END, \
+    last_id = CASE WHEN LAST_WINS THEN excluded.last_id ELSE device_event_rollups.last_id END, \
+    last_value = CASE WHEN LAST_WINS THEN excluded.last_value ELSE device_event_rollups.last_value END";
+
+fn merge() -> String {
+    MERGE
+        .replace(
+            "FIRST_WINS",
+            "(excluded.first_ts < device_event_rollups.first_ts OR (excluded.first_ts = device_event_rollups.first_ts \
+             AND excluded.first_id < device_event_rollups.first_id))",
+        )
+        .replace(
+            "LAST_WINS",
+            "(excluded.last_ts > device_event_rollups.last_ts OR (excluded.last_ts = device_event_rollups.last_ts \
+             AND excluded.last_id > device_event_rollups.last_id))",
+        )
+}
+
+/// The statement that adds the events `source` picks (`table WHERE condition`, or a relation
+/// with `RAW_COLUMNS`) to the rollups of `widths`, merging into the rows kept. Its rows go in key
+/// order, the one lock order of every writer.
+pub(crate) fn upsert(source: &str, widths: &[i64]) -> String {
+    let rows: Vec<String> = widths
+        .iter()
+        .map(|width| {
+            format!(
+                "SELECT device_id, attribute_code, {width} AS width, {} AS grp, {} FROM {source}",
+                bucket_sql("device_ts", *width, 0),
+                raw_partial("device_ts")
+            )
+        })
+        .collect();
+    format!(
+        "INSERT INTO device_event_rollups (device_id, attribute_code, width, bucket, {PARTIAL}) \
+         SELECT device_id, attribute_code, width, grp, {PARTIAL} FROM ({}) AS rolled WHERE true \
+         ORDER BY device_id, attribute_code, width, grp {}",
+        combine("device_id, attribute_code, width, ", &rows.join(" UNION ALL "), true),
+        merge()
+    )
+}
+
+/// Adds the events `source` selects (`table WHERE condition`) to the minute and hour rollups, in
+/// the transaction that puts them into device_events.
+pub(crate) async fn add(conn: &mut AnyConnection, source: &Sql) -> Result<()> {
+    source
+        .rewritten(|source| upsert(source, &[MINUTE_MS, HOUR_MS]))
+        .query()
+        .execute(conn)
+        .await
+        .map_err(crate::error::db_error)?;
+    Ok(())
+}
+
+/// Recomputes from device_events the minute and hour rollups that held the deleted events
+/// (device, attribute, device time), in the transaction that deleted them.
+pub(crate) async fn recompute(conn: &mut AnyConnection, deleted: &[(String, String, i64)]) -> Result<()> {
+    for width in [MINUTE_MS, HOUR_MS] {
+        let keys: BTreeSet<(&str, &str, i64)> = deleted
+            .iter()
+            .map(|(device, code, ts)| (device.as_str(), code.as_str(), ts.div_euclid(width) * width))
+            .collect();
+        let keys: Vec<_> = keys.into_iter().collect();
+        for chunk in keys.chunks(KEYS_PER_STATEMENT) {
+            let mut gone = Sql::new("DELETE FROM device_event_rollups WHERE ");
+            let mut rows = Sql::new("device_events WHERE ");
+            for (i, (device, code, bucket)) in chunk.iter().enumerate() {
+                let or = if i == 0 { "(" } else { " OR (" };
+                gone.push(or).push("device_id = ").bind(*device);
+                gone.push(" AND attribute_code = ").bind(*code);
+                gone.push(&format!(" AND width = {width} AND bucket = "))
+                    .bind(*bucket)
+                    .push(")");
+                rows.push(or).push("device_id = ").bind(*device);
+                rows.push(" AND attribute_code = ").bind(*code);
+                rows.push(" AND device_ts >= ").bind(*bucket);
+                rows.push(" AND device_ts < ").bind(*bucket + width).push(")");
+            }
+            gone.query().execute(&mut *conn).await.map_err(crate::error::db_error)?;
+            rows.rewritten(|source| upsert(source, &[width]))
+                .query()
+                .execute(&mut *conn)
+                .await
+                .map_err(crate::error::db_error)?;
+        }
+    }
+    Ok(())
+}
+
+/// The rows an engine keeps apart from device_events (not in the rollups), for a series to add:
+/// given the statement (to bind its values to), the text `table WHERE condition AND `.
+pub(crate) type ApartRows<'a> = &'a dyn Fn(&mut Sql) -> String;
+
+/// The statement that answers `query`: per bucket, the rollups of the whole minutes (or hours)
+/// in its window and the raw events of the part minutes at the window's edges, by device time;
+/// by arrival time the raw events alone (the rollups are by device time). `apart` adds an
+/// engine's events not yet in device_events, over the whole window.
+pub(crate) fn series_statement(query: &SeriesQuery, apart: Option<ApartRows<'_>>) -> Sql {
+    let (width, offset) = (query.interval.ms(), query.offset_ms);
+    let mut sql = Sql::new("");
+    let device = sql.placeholder(query.device.as_str());
+    let code = sql.placeholder(query.attribute_code.as_str());
+    let ts = match query.clock {
+        TimeField::Device => "device_ts",
+        TimeField::Ingress => "ingress_ts",
+    };
+    let raw = |rows: &str, from: i64, to: i64| {
+        format!(
+            "SELECT {} AS grp, {} FROM {rows}device_id = {device} AND attribute_code = {code} \
+             AND {ts} >= {from} AND {ts} <= {to}",
+            bucket_sql(ts, width, offset),
+            raw_partial(ts)
+        )
+    };
+    let mut parts = Vec::new();
+    match kept_span(query) {
+        Some((unit, (first, after))) => {
+            parts.push(format!(
+                "SELECT {} AS grp, {PARTIAL} FROM device_event_rollups WHERE device_id = {device} \
+                 AND attribute_code = {code} AND width = {unit} AND bucket >= {first} AND bucket < {after}",
+                bucket_sql("bucket", width, offset)
+            ));
+            if query.start < first {
+                parts.push(raw("device_events WHERE ", query.start, first - 1));
+            }
+            if after <= query.end {
+                parts.push(raw("device_events WHERE ", after, query.end));
+            }
+        }
+        None => parts.push(raw("device_events WHERE ", query.start, query.end)),
+    }
+    if let Some(apart) = apart {
+        let rows = apart(&mut sql);
+        parts.push(raw(&rows, query.start, query.end));
+    }
+    let statement = combine("", &parts.join(" UNION ALL "), query.first_last);
+    sql.push(&statement).push(" ORDER BY grp");
+    sql
+}
+
+/// The rollups' width a query reads (minutes, or hours where every hour lies in one bucket: the
+/// zone's offset is a whole number of hours and the interval one hour or more) and the whole
+/// units in its window: the first one's start and the end of the last. None by arrival time,
+/// and when no unit lies wholly in the window.
+fn kept_span(query: &SeriesQuery) -> Option<(i64, (i64, i64))> {
+    if query.clock != TimeField::Device {
+        return None;
+    }
+    let unit = if query.interval.ms() >= HOUR_MS && query.offset_ms % HOUR_MS == 0 {
+        HOUR_MS
+    } else {
+        MINUTE_MS
+    };
+    let first = query.start.div_euclid(unit) * unit + if query.start.rem_euclid(unit) == 0 { 0 } else { unit };
+    let after = (query.end + 1).div_euclid(unit) * unit;
+    (first < after).then_some((unit, (first, after)))
+}
+
+/// Runs a series statement and reads its buckets.
+pub(crate) async fn fetch_series(pool: &AnyPool, statement: &Sql, first_last: bool) -> Result<Vec<Bucket>> {
+    let rows = statement
+        .query()
+        .fetch_all(pool)
+        .await
+        .map_err(crate::error::db_error)?;
+    let value = |row, column| -> Result<Option<serde_json::Value>> {
+        if first_last {
+            crate::row::json_opt(row, column)
+        } else {
+            Ok(None)
+        }
+    };
+    rows.iter()
+        .map(|row| {
+            Ok(Bucket {
+                start: get(row, "grp")?,
+                events: get::<i64>(row, "events")?.max(0) as u64,
+                numbers: get::<i64>(row, "numbers")?.max(0) as u64,
+                sum: get(row, "total")?,
+                min: get(row, "low")?,
+                max: get(row, "high")?,
+                first: value(row, "first_value")?,
+                last: value(row, "last_value")?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use gantry_core::ids::DeviceId;
+    use gantry_core::series::{Aggregates, Interval};
+
+    use super::*;
+
+    fn query(start: i64, end: i64, interval: Interval, offset_ms: i64) -> SeriesQuery {
+        SeriesQuery::new(
+            DeviceId::from_string("d".to_owned()),
+            "temp".to_owned(),
+            TimeField::Device,
+            (start, end),
+            interval,
+            offset_ms,
+            &Aggregates::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn whole_units_come_from_the_rollups() {
+        let (m, h) = (MINUTE_MS, HOUR_MS);
+        // hours where every hour lies in one bucket, else minutes
+        assert_eq!(
+            kept_span(&query(0, 5 * h - 1, Interval::Hour, 0)),
+            Some((h, (0, 5 * h)))
+        );
+        assert_eq!(
+            kept_span(&query(0, 5 * h - 1, Interval::Day, -h)),
+            Some((h, (0, 5 * h)))
+        );
+        assert_eq!(
+            kept_span(&query(0, 5 * h - 1, Interval::Day, 30 * m)),
+            Some((m, (0, 5 * h)))
+        );
+        assert_eq!(
+            kept_span(&query(0, 5 * h - 1, Interval::FifteenMinutes, 0)),
+            Some((m, (0, 5 * h)))
+        );
+        // part units at the edges are left to the raw events
+        assert_eq!(kept_span(&query(1, 5 * h, Interval::Hour, 0)), Some((h, (h, 5 * h))));
+        assert_eq!(kept_span(&query(-h - 1, h - 2, Interval::Hour, 0)), Some((h, (-h, 0))));
+        assert_eq!(kept_span(&query(1, h - 1, Interval::Hour, 0)), None);
+        assert_eq!(kept_span(&query(-m + 1, m - 1, Interval::Minute, 0)), Some((m, (0, m))));
+        assert_eq!(kept_span(&query(-m + 1, m - 2, Interval::Minute, 0)), None);
+    }
+}
