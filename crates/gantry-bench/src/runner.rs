@@ -73,7 +73,11 @@ async fn resolve_addr(addr: &str) -> anyhow::Result<SocketAddr> {
 /// The devices a run creates, by the scenarios it runs.
 fn fleet_size(settings: &Settings) -> FleetSize {
     let wants = |s: &str| settings.wants(s);
-    let ingest = if wants(ingest_rest::SCENARIO) || wants(ingest_mqtt::SCENARIO) || wants(control::SCENARIO) {
+    let ingest = if wants(ingest_rest::SCENARIO)
+        || wants(ingest_mqtt::SCENARIO)
+        || wants(control::SCENARIO)
+        || wants(stream::SCENARIO)
+    {
         settings.ingest_devices
     } else {
         0
