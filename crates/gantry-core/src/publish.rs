@@ -28,7 +28,9 @@ pub fn stream_publisher(store: Arc<dyn Store>, feeds: Arc<Feeds>) -> CommitObser
     });
     Arc::new(move |events: &[DeviceEvent]| {
         let mut followed: HashMap<&ProjectId, bool> = HashMap::new();
-        let mut by_device: Vec<(&DeviceId, Vec<DeviceEvent>)> = Vec::new();
+        // Each device's events, devices in the order they first come in the batch.
+        let mut by_device: Vec<Vec<DeviceEvent>> = Vec::new();
+        let mut slot: HashMap<&DeviceId, usize> = HashMap::new();
         for event in events {
             if !*followed
                 .entry(&event.project_id)
@@ -39,12 +41,13 @@ pub fn stream_publisher(store: Arc<dyn Store>, feeds: Arc<Feeds>) -> CommitObser
             feeds.publish(&event.project_id, StreamType::Telemetry, &event.device_id, || {
                 serde_json::to_string(event).unwrap_or_default()
             });
-            match by_device.iter_mut().find(|(device, _)| **device == event.device_id) {
-                Some((_, kept)) => kept.push(event.clone()),
-                None => by_device.push((&event.device_id, vec![event.clone()])),
-            }
+            let at = *slot.entry(&event.device_id).or_insert_with(|| {
+                by_device.push(Vec::new());
+                by_device.len() - 1
+            });
+            by_device[at].push(event.clone());
         }
-        for (_, events) in by_device {
+        for events in by_device {
             let _ = shadows.send(events);
         }
     })

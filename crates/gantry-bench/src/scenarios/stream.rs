@@ -1,10 +1,8 @@
 //! The push stream under load: the ingest devices publish telemetry at a paced rate, first with
 //! nobody following their project, then with `subscribers` Server-Sent-Events clients on it.
 //! Each subscriber follows one device (`deviceId`), as a site dashboard per machine does, the
-//! devices dealt round-robin, so every event is delivered to `subscribers / devices` clients;
-//! a client following the whole project would take every event of every device (at 10,000/s,
-//! one subscriber per device means 10,000 deliveries/s in all, 1,000 whole-project subscribers
-//! would mean 10,000,000).
+//! devices dealt round-robin, so every event is delivered to `subscribers / devices` clients,
+//! not to every subscriber (why: docs/PERFORMANCE.md, "The push stream under load").
 //!
 //! Delivery latency runs from the event's `ingressTimeStamp` (the server's clock at arrival,
 //! before the commit) to the subscriber reading it (this machine's clock, the same one); ingest
