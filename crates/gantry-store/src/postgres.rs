@@ -16,7 +16,7 @@ use sqlx::AnyPool;
 
 use crate::engine::{Connected, Dialect, EngineFigures, EventEngine};
 use crate::events::counts::Tally;
-use crate::events::rollups::{self, HOUR_MS, MINUTE_MS, RAW_COLUMNS};
+use crate::events::rollups;
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
 
 /// Rows per multi-row statement, each one a network round trip: 15 values each stays well under
@@ -73,10 +73,10 @@ impl PostgresEvents {
         &self.kept.pool
     }
 
-    /// One transaction: the events with their rollups (added by the statement that inserts
-    /// the events, from the rows it returns), each device's and attribute's newest into the
-    /// shadows, the kept counts, each in statements of `ROWS_PER_STATEMENT` rows (each one a round trip), and
-    /// the webhook events they cause (`outbox`).
+    /// One transaction: the events, their rollups (summed up in memory), each device's and
+    /// attribute's newest into the shadows, the kept counts, each in statements of
+    /// `ROWS_PER_STATEMENT` rows (each one a round trip), and the webhook events they cause
+    /// (`outbox`).
     async fn write(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<()> {
         if events.is_empty() {
             return Ok(());
@@ -84,13 +84,13 @@ impl PostgresEvents {
         let mut tx = self.pool().begin().await.map_err(crate::error::db_error)?;
         for chunk in events.chunks(ROWS_PER_STATEMENT) {
             let text = format!(
-                "WITH inserted AS (INSERT INTO device_events ({COLUMNS}) VALUES {} RETURNING {RAW_COLUMNS}) {}",
-                values_clause(chunk.len(), EVENT_FIELDS, false),
-                rollups::upsert("inserted", &[MINUTE_MS, HOUR_MS])
+                "INSERT INTO device_events ({COLUMNS}) VALUES {}",
+                values_clause(chunk.len(), EVENT_FIELDS, false)
             );
             let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
             query.execute(&mut *tx).await.map_err(crate::error::db_error)?;
         }
+        rollups::add_batch(&mut tx, events, ROWS_PER_STATEMENT).await?;
         update_shadows(&mut tx, events, ROWS_PER_STATEMENT).await?;
         let mut tally = Tally::new(self.kept.hours);
         for e in events {

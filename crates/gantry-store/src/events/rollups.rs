@@ -4,29 +4,29 @@
 //! of every event.
 //!
 //! Invariant: a rollup sums up exactly the rows of device_events in its minute or hour. Whatever
-//! transaction puts events into device_events adds them (`upsert`, merging into the rows there:
-//! late events land in old minutes), and one that deletes events recomputes their minutes and
-//! hours from the rows left (`recompute`: least, greatest, first and last cannot be subtracted).
+//! transaction puts events into device_events adds them (`upsert` from the rows in SQL, or
+//! `add_batch` from the batch in memory, merging into the rows there: late events land in old
+//! minutes), and one that deletes events recomputes their minutes and hours from the rows left
+//! (`recompute`: least, greatest, first and last cannot be subtracted).
 //!
 //! The same SQL sums up rollup rows and raw events: each is a partial row (`PARTIAL`), a raw
 //! event one of a single event (`raw_partial`), and `combine` merges partial rows per group. Sums
 //! are in double precision, so a sum's last bits depend on the order it was added in.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use gantry_core::Result;
+use gantry_core::enums::DataType;
+use gantry_core::event::DeviceEvent;
 use gantry_core::query::TimeField;
 use gantry_core::series::{Bucket, SeriesQuery};
-use sqlx::{AnyConnection, AnyPool};
+use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 
-use crate::row::get;
+use crate::row::{get, to_json};
 use crate::sql::Sql;
 
 pub(crate) const MINUTE_MS: i64 = 60_000;
 pub(crate) const HOUR_MS: i64 = 3_600_000;
-
-/// The columns of an event a rollup reads (`raw_partial`): what an ingest statement returns.
-pub(crate) const RAW_COLUMNS: &str = "device_id, attribute_code, attribute_type, attribute_data, device_ts, id";
 
 /// A partial row's columns, after its key and `grp`.
 const PARTIAL: &str =
@@ -113,9 +113,9 @@ fn merge() -> String {
         )
 }
 
-/// The statement that adds the events `source` picks (`table WHERE condition`, or a relation
-/// with `RAW_COLUMNS`) to the rollups of `widths`, merging into the rows kept. Its rows go in key
-/// order, the one lock order of every writer.
+/// The statement that adds the events `source` picks (`table WHERE condition`) to the rollups of
+/// `widths`, merging into the rows kept. Its rows go in key order, the one lock order of every
+/// writer.
 pub(crate) fn upsert(source: &str, widths: &[i64]) -> String {
     let rows: Vec<String> = widths
         .iter()
@@ -146,6 +146,133 @@ pub(crate) async fn add(conn: &mut AnyConnection, source: &Sql) -> Result<()> {
         .await
         .map_err(crate::error::db_error)?;
     Ok(())
+}
+
+/// A partial row of a batch's events in one rollup key, summed up in memory (`add_batch`).
+struct Partial<'a> {
+    events: i64,
+    numbers: i64,
+    /// The Integer and Float values' sum, least and greatest: None when there are none (then
+    /// `numbers` is 0).
+    numeric: Option<(f64, f64, f64)>,
+    first: &'a DeviceEvent,
+    last: &'a DeviceEvent,
+}
+
+impl<'a> Partial<'a> {
+    fn new(e: &'a DeviceEvent) -> Self {
+        Partial {
+            events: 0,
+            numbers: 0,
+            numeric: None,
+            first: e,
+            last: e,
+        }
+    }
+
+    /// Adds `e`: what `raw_partial` makes of a row and `combine` of a group, in Rust. First and
+    /// last are by (device time, id), as the kept rows compare them (`MERGE`).
+    fn add(&mut self, e: &'a DeviceEvent) {
+        fn order(e: &DeviceEvent) -> (i64, &str) {
+            (e.device_timestamp, e.id.as_str())
+        }
+        self.events += 1;
+        let number = match e.attribute_type {
+            DataType::Integer | DataType::Float => e.attribute_data.as_f64(),
+            DataType::String | DataType::Boolean => None,
+        };
+        if let Some(x) = number {
+            self.numbers += 1;
+            self.numeric = Some(match self.numeric {
+                Some((total, low, high)) => (total + x, low.min(x), high.max(x)),
+                None => (x, x, x),
+            });
+        }
+        if order(e) < order(self.first) {
+            self.first = e;
+        }
+        if order(e) > order(self.last) {
+            self.last = e;
+        }
+    }
+}
+
+/// Adds a batch's events to the minute and hour rollups, in the transaction that inserts them
+/// into device_events (PostgreSQL's ingest): the batch summed up per key in memory and merged
+/// into the kept rows with plain VALUES in key order, `rows` keys per statement. The same rows as
+/// `upsert` over the inserted events, without the database grouping and ranking each batch.
+pub(crate) async fn add_batch(tx: &mut Transaction<'static, Any>, events: &[DeviceEvent], rows: usize) -> Result<()> {
+    let mut partials: BTreeMap<(&str, &str, i64, i64), Partial<'_>> = BTreeMap::new();
+    for e in events {
+        for width in [MINUTE_MS, HOUR_MS] {
+            let bucket = e.device_timestamp.div_euclid(width).saturating_mul(width);
+            partials
+                .entry((e.device_id.as_str(), e.attribute_code.as_str(), width, bucket))
+                .or_insert_with(|| Partial::new(e))
+                .add(e);
+        }
+    }
+    let partials: Vec<_> = partials.into_iter().collect();
+    for chunk in partials.chunks(rows) {
+        let text = format!(
+            "INSERT INTO device_event_rollups (device_id, attribute_code, width, bucket, {PARTIAL}) VALUES {} {}",
+            partial_values(chunk.len()),
+            merge()
+        );
+        let mut query = sqlx::query(&text);
+        for ((device, code, width, bucket), p) in chunk {
+            let (total, low, high) = p.numeric.unwrap_or_default();
+            query = query
+                .bind(*device)
+                .bind(*code)
+                .bind(*width)
+                .bind(*bucket)
+                .bind(p.events)
+                .bind(p.numbers)
+                .bind(total)
+                .bind(low)
+                .bind(high)
+                .bind(p.first.device_timestamp)
+                .bind(p.first.id.as_str())
+                .bind(to_json(&p.first.attribute_data)?)
+                .bind(p.last.device_timestamp)
+                .bind(p.last.id.as_str())
+                .bind(to_json(&p.last.attribute_data)?);
+        }
+        query.execute(&mut **tx).await.map_err(crate::error::db_error)?;
+    }
+    Ok(())
+}
+
+/// `rows` rows of placeholders for a key and a partial row (15 values each). The sum, least and
+/// greatest are bound as numbers always and become NULL where no number was counted: sqlx binds
+/// a NULL double as a single-precision parameter, which PostgreSQL then keeps for the statement.
+fn partial_values(rows: usize) -> String {
+    let mut text = String::with_capacity(rows * 150);
+    for r in 0..rows {
+        let p = |c: usize| r * 15 + c;
+        let number = |c: usize| format!("CASE WHEN ${} > 0 THEN ${} END", p(6), p(c));
+        text.push_str(if r == 0 { "(" } else { ", (" });
+        text.push_str(&format!(
+            "${}, ${}, ${}, ${}, ${}, ${}, {}, {}, {}, ${}, ${}, ${}, ${}, ${}, ${})",
+            p(1),
+            p(2),
+            p(3),
+            p(4),
+            p(5),
+            p(6),
+            number(7),
+            number(8),
+            number(9),
+            p(10),
+            p(11),
+            p(12),
+            p(13),
+            p(14),
+            p(15)
+        ));
+    }
+    text
 }
 
 /// Recomputes from device_events the minute and hour rollups that held the deleted events
