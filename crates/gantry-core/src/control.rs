@@ -232,10 +232,15 @@ impl ControlService {
         Ok(())
     }
 
-    /// Marks controls whose ack did not come in time as `exception` and pushes them to their
-    /// projects' streams; returns how many.
+    /// Marks controls whose ack did not come in time as `exception`, hands them to their
+    /// projects' webhooks (in the same transaction) and pushes them to their streams; returns
+    /// how many.
     pub async fn expire_overdue(&self) -> Result<u64> {
-        let expired = self.store.expire_event_logs(now_ms()).await?;
+        let hooks = self.webhooks.subscribers_by_project(StreamType::EventLog).await?;
+        let expired = self.store.expire_event_logs(now_ms(), &hooks).await?;
+        if expired.iter().any(|log| hooks.contains_key(&log.project_id)) {
+            self.webhooks.wake();
+        }
         for log in &expired {
             self.push(log);
         }

@@ -2,6 +2,8 @@
 //! Every read and write is scoped by tenant, so one tenant never sees another's records. The
 //! traits speak only domain types, so a store knows nothing of the services.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 
 use crate::Result;
@@ -155,8 +157,10 @@ pub trait EventLogStore: Send + Sync {
         webhooks: &[WebhookId],
     ) -> Result<Option<EventLog>>;
     /// Controls still processing at `now` past their deadline become `exception`; returns them
-    /// as they are now.
-    async fn expire_event_logs(&self, now: i64) -> Result<Vec<EventLog>>;
+    /// as they are now. Each one enters the webhook outbox of its project's `webhooks` in the
+    /// same transaction.
+    async fn expire_event_logs(&self, now: i64, webhooks: &HashMap<ProjectId, Vec<WebhookId>>)
+    -> Result<Vec<EventLog>>;
     async fn list_event_logs(
         &self,
         tenant: &TenantId,

@@ -135,6 +135,22 @@ impl WebhookService {
             .unwrap_or_default())
     }
 
+    /// The enabled webhooks that want events of `kind`, by project (projects with none left out).
+    pub async fn subscribers_by_project(&self, kind: StreamType) -> Result<HashMap<ProjectId, Vec<WebhookId>>> {
+        let snapshot = self.snapshot().await?;
+        Ok(snapshot
+            .iter()
+            .filter_map(|(project, hooks)| {
+                let ids: Vec<WebhookId> = hooks
+                    .iter()
+                    .filter(|(_, types)| types.contains(&kind))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                (!ids.is_empty()).then(|| (project.clone(), ids))
+            })
+            .collect())
+    }
+
     /// Whether any enabled webhook of any project wants events of `kind`.
     pub async fn any_subscriber(&self, kind: StreamType) -> Result<bool> {
         let snapshot = self.snapshot().await?;

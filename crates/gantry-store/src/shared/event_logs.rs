@@ -1,5 +1,6 @@
 //! Event logs: controls, their acks and the deadline sweep.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -150,7 +151,24 @@ impl EventLogStore for SqlStore {
         Ok(Some(log))
     }
 
-    async fn expire_event_logs(&self, now: i64) -> Result<Vec<EventLog>> {
+    async fn expire_event_logs(
+        &self,
+        now: i64,
+        webhooks: &HashMap<ProjectId, Vec<WebhookId>>,
+    ) -> Result<Vec<EventLog>> {
+        // Most sweeps find nothing: they look on a reader first, so that they neither wait for
+        // the writer nor count as an API write (which keeps SQLite's moves short).
+        let overdue: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM event_logs WHERE status = $1 AND ack_deadline <= $2 LIMIT 1")
+                .bind(EventLogStatus::Processing.as_str())
+                .bind(now)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(crate::error::db_error)?;
+        if overdue.is_none() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.begin_write().await?;
         let rows = sqlx::query(&format!(
             "UPDATE event_logs SET status = $1, updated_by = 'system', updated_time = $2 \
              WHERE status = $3 AND ack_deadline <= $2 RETURNING {COLUMNS}"
@@ -158,10 +176,19 @@ impl EventLogStore for SqlStore {
         .bind(EventLogStatus::Exception.as_str())
         .bind(now)
         .bind(EventLogStatus::Processing.as_str())
-        .fetch_all(&mut *self.writes().await?)
+        .fetch_all(&mut *tx)
         .await
         .map_err(crate::error::db_error)?;
-        rows.iter().map(log_from_row).collect()
+        let expired = rows.iter().map(log_from_row).collect::<Result<Vec<_>>>()?;
+        let mut outbox = Vec::new();
+        for log in &expired {
+            if let Some(hooks) = webhooks.get(&log.project_id) {
+                outbox.extend(outbox_events(hooks, StreamType::EventLog, &log.device_id, log)?);
+            }
+        }
+        write_outbox(&mut tx, "webhook_outbox", &outbox, false).await?;
+        tx.commit().await.map_err(crate::error::db_error)?;
+        Ok(expired)
     }
 
     async fn list_event_logs(

@@ -486,6 +486,50 @@ async fn a_disabled_webhook_gets_nothing_until_enabled() {
     app.stop().await;
 }
 
+/// A control whose ack never comes reaches an eventLog webhook twice: sent (`processing`) and
+/// ended by the ack timeout (`exception`), as the stream shows it.
+#[tokio::test]
+async fn a_control_that_times_out_is_delivered_as_exception() {
+    let receiver = Receiver::start().await;
+    let app = spawn_app_with(|config| {
+        config.webhook_allow_private = true;
+        config.webhook_retry_base_ms = 1000;
+        config.ack_timeout = 1;
+    })
+    .await;
+    let world = app.world().await;
+    create_webhook(
+        &app,
+        &world.project,
+        json!({"url": receiver.url, "types": ["eventLog"]}),
+    )
+    .await;
+    app.put(
+        format!("/api/v1/devices/{}/shadows", world.device["id"].as_str().unwrap()),
+        &app.admin,
+        json!({"needack": true, "payload": {"attrs": [{"code": "label", "value": "x"}]}}),
+    )
+    .await
+    .result_done();
+    let statuses = || {
+        receiver
+            .delivered_events()
+            .iter()
+            .filter(|e| e["type"] == "eventLog")
+            .map(|e| (e["data"]["eventId"].clone(), e["data"]["status"].clone()))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        wait_for(Duration::from_secs(15), async || statuses().len() == 2).await,
+        "{:?}",
+        statuses()
+    );
+    let got = statuses();
+    assert_eq!(got[0].0, got[1].0, "the same control");
+    assert_eq!((&got[0].1, &got[1].1), (&json!("processing"), &json!("exception")));
+    app.stop().await;
+}
+
 /// An acknowledged event whose delivery has not succeeded when Gantry is killed is delivered
 /// after the restart.
 #[tokio::test]
