@@ -41,9 +41,15 @@ pub(crate) struct ApiWrites {
 }
 
 impl ApiWrites {
-    /// An API write asks for the writer now.
+    /// An API write asks for the writer now; it calls this again once it has the writer, so that
+    /// `since` counts from the later of the two.
     pub(crate) fn asking(&self) {
         *self.last.lock().expect("not poisoned") = Some(Instant::now());
+    }
+
+    /// How long ago an API write last asked for the writer, if one ever did.
+    pub(crate) fn since(&self) -> Option<Duration> {
+        self.last.lock().expect("not poisoned").map(|last| last.elapsed())
     }
 
     /// Whether an API write asked for the writer within `window`.

@@ -119,13 +119,17 @@ impl SqlStore {
     /// The connection a statement that writes outside `begin_write` runs on.
     async fn writes(&self) -> gantry_core::Result<PoolConnection<Any>> {
         self.api_writes.asking();
-        self.writer.acquire().await.map_err(error::db_error)
+        let conn = self.writer.acquire().await.map_err(error::db_error)?;
+        self.api_writes.asking();
+        Ok(conn)
     }
 
     /// A transaction that writes the catalog or the event logs.
     async fn begin_write(&self) -> gantry_core::Result<Transaction<'static, Any>> {
         self.api_writes.asking();
-        self.writer.begin().await.map_err(error::db_error)
+        let tx = self.writer.begin().await.map_err(error::db_error)?;
+        self.api_writes.asking();
+        Ok(tx)
     }
 
     /// Text comparison by code point on both engines (`Dialect::collate`).

@@ -16,8 +16,9 @@
 //! (staged.rs) forgets those numbers and the records of those rows are cleared.
 //!
 //! The API's writes (the catalog, a control's event log) share the main file's writer: one that
-//! waits goes before the walk's next move (the pool queues in order), and while they come the
-//! moves are short (`ROWS_PER_SHORT_MOVE`), so that a control meets at most a short move.
+//! waits goes before the walk's next move (the pool queues in order); while they come, the walk's
+//! writes wait for a quiet moment between them (`Yielding`, bounded per walk) and the moves are
+//! short (`ROWS_PER_SHORT_MOVE`), so that a control rarely meets a move, and then a short one.
 //!
 //! Why one walk later: a statement that reads both files takes its snapshot of the main file
 //! first and of the staging file an instant later (SQLite opens them in schema order). A row
@@ -75,6 +76,17 @@ pub(super) const ROWS_PER_SHORT_MOVE: usize = 500;
 /// write (its ack's, a few milliseconds later, or the next control's) finds them short too.
 const API_WRITES_RECENT: Duration = MERGE_EVERY;
 
+/// The walk's writes on the main file wait until no API write has had the writer for this
+/// long (a control's writes come a few milliseconds apart: its PUT, its ack), so that they start
+/// between controls rather than in front of one. A walk waits so at most `YIELD_PER_WALK` in all
+/// (of `MERGE_EVERY`), and not while ingest waits for room (`staged::MAX_STAGED`): controls
+/// delay the moves, never stop them. Measured: docs/PERFORMANCE.md, "Controls after an ingest
+/// burst".
+const YIELD_QUIET: Duration = Duration::from_millis(5);
+
+/// The most a walk waits for API writes in all (see `YIELD_QUIET`).
+const YIELD_PER_WALK: Duration = Duration::from_secs(1);
+
 /// How long moved rows stay in the staging file after their move committed, at least (see the
 /// module's doc): the next walk deletes them, waiting first if it starts sooner.
 pub(super) const SETTLE: Duration = Duration::from_secs(1);
@@ -117,15 +129,16 @@ pub(crate) async fn walk(mover: &Mover, pace: Option<Duration>) -> Result<u64> {
 /// `walk`, with `mover.walked` held by the caller.
 pub(super) async fn walk_held(mover: &Mover, walked: &mut Walked, pace: Option<Duration>) -> Result<u64> {
     let previous = walked.moved.take();
+    let yielding = Yielding::new();
     // The delete of the last walk's rows (on the stager) and this walk's moves (on the writer)
     // write different files: they run side by side.
     let deleting = async {
         match previous {
-            Some((through, ended)) => delete_walked(mover, through, ended).await,
+            Some((through, ended)) => delete_walked(mover, through, ended, &yielding).await,
             None => Ok(()),
         }
     };
-    let (deleted, moving) = tokio::join!(deleting, move_staged(mover, pace));
+    let (deleted, moving) = tokio::join!(deleting, move_staged(mover, pace, &yielding));
     // Rows left undeleted (a failure) are deleted with the next walk's: its mark is no lower.
     walked.moved = match &moving {
         Ok(Some((_, through))) => Some((*through, Instant::now())),
@@ -138,13 +151,14 @@ pub(super) async fn walk_held(mover: &Mover, walked: &mut Walked, pace: Option<D
 
 /// Deletes the rows a walk moved, numbered up to `through`, from the staging file, `SETTLE` after
 /// its moves `ended` at least, then clears their records.
-async fn delete_walked(mover: &Mover, through: i64, ended: Instant) -> Result<()> {
+async fn delete_walked(mover: &Mover, through: i64, ended: Instant, yielding: &Yielding) -> Result<()> {
     let writer = &mover.writer;
     // Walks that take most of `MERGE_EVERY` start less than `SETTLE` after the last ended.
     tokio::time::sleep(SETTLE.saturating_sub(ended.elapsed())).await;
     let started = Instant::now();
     // The moves committed without waiting for the disk (`move_devices`): on disk before their
     // rows leave the staging file.
+    yielding.wait(mover).await;
     sync_main(writer).await?;
     let stretches = mover.staged.stretches(through, ROWS_PER_DELETE);
     let mut after = 0;
@@ -160,6 +174,7 @@ async fn delete_walked(mover: &Mover, through: i64, ended: Instant) -> Result<()
     // marks as moved, to be moved twice.
     let since = mover.flusher.stats().taken();
     mover.flusher.flush().await.map_err(crate::error::io_unavailable)?;
+    yielding.wait(mover).await;
     sqlx::query("DELETE FROM main.device_events_recent_moved WHERE through <= $1")
         .bind(through)
         .execute(writer)
@@ -201,7 +216,7 @@ pub(super) async fn sync_main(writer: &AnyPool) -> Result<()> {
 /// returns how many moved and the highest number the walk took (every row up to it is then in
 /// device_events, or was deleted), or None when nothing is staged. With `pace`, the moves are
 /// spread over that long (`PACE`).
-async fn move_staged(mover: &Mover, pace: Option<Duration>) -> Result<Option<(u64, i64)>> {
+async fn move_staged(mover: &Mover, pace: Option<Duration>, yielding: &Yielding) -> Result<Option<(u64, i64)>> {
     let (reader, writer, staged) = (&mover.reader, &mover.writer, &mover.staged);
     // The records of moves first, then the index: the rows of a record cleared meanwhile (by this
     // walk's delete, running beside) left the index before their record went.
@@ -240,6 +255,7 @@ async fn move_staged(mover: &Mover, pace: Option<Duration>) -> Result<Option<(u6
     while devices.peek().is_some() {
         // An API write waiting for the writer goes before this move (the pool's queue is in
         // order); the move it meets in flight is short while API writes come.
+        yielding.wait(mover).await;
         let rows_per_move = if mover.api_writes.asked_within(API_WRITES_RECENT) {
             ROWS_PER_SHORT_MOVE
         } else {
@@ -277,6 +293,35 @@ async fn move_staged(mover: &Mover, pace: Option<Duration>) -> Result<Option<(u6
         "moved staged events"
     );
     Ok(Some((moved, through)))
+}
+
+/// What a walk has left of `YIELD_PER_WALK`, shared by its moves and its deletes.
+struct Yielding {
+    left: std::sync::Mutex<Duration>,
+}
+
+impl Yielding {
+    fn new() -> Self {
+        Yielding {
+            left: std::sync::Mutex::new(YIELD_PER_WALK),
+        }
+    }
+
+    /// Waits until the API's writes leave the writer quiet for `YIELD_QUIET`, within what the
+    /// walk has left and while ingest is not waiting for room.
+    async fn wait(&self, mover: &Mover) {
+        loop {
+            let left = *self.left.lock().expect("not poisoned");
+            let Some(since) = mover.api_writes.since() else { return };
+            if since >= YIELD_QUIET || left.is_zero() || mover.staged.waiting() >= super::staged::MAX_STAGED {
+                return;
+            }
+            let nap = (YIELD_QUIET - since).min(left);
+            tokio::time::sleep(nap).await;
+            let mut left = self.left.lock().expect("not poisoned");
+            *left = left.saturating_sub(nap);
+        }
+    }
 }
 
 /// The staged rows deleted per transaction, at most: ingest commits on the same connection wait
