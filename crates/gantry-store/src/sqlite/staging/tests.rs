@@ -1,6 +1,10 @@
 //! The staging engine's own tests: the numbers of staged rows, walks cut short, the files'
 //! durability settings and page sizes. (The store suite runs every behaviour on both engines.)
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use gantry_core::enums::{Channel, DataType};
 use gantry_core::event::DeviceEvent;
 use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
@@ -8,7 +12,6 @@ use gantry_core::paging::PageRequest;
 use gantry_core::query::{EventQuery, TimeField};
 use gantry_core::store::EventStore;
 use serde_json::json;
-
 use sqlx::AnyPool;
 
 use super::StagingEvents;
@@ -231,6 +234,60 @@ async fn moves_are_short_while_api_writes_come() {
     walk_held(&store.mover, &mut walked, None).await.unwrap();
     assert_eq!(moves().await, 3, "after an API write: one move per device");
     assert_eq!(read(&store, "dev-c").await.0, 2 * (ROWS_PER_SHORT_MOVE as u64 + 100));
+}
+
+/// While API writes keep coming a few milliseconds apart (a series of controls), a walk holds
+/// its moves back; once they stop it moves. A stream of them that never stops delays a walk by
+/// a bounded time, never stops it.
+#[tokio::test]
+async fn a_walk_waits_for_a_gap_between_api_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&sqlite_url(dir.path())).await.unwrap();
+    // The background walk waits: this test walks itself.
+    let mut walked = store.mover.walked.lock().await;
+    let moved = || async {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM main.device_events")
+            .fetch_one(&store.database.pool)
+            .await
+            .unwrap()
+    };
+    // API writes every millisecond until `stop` is set.
+    let keep_asking = |stop: Arc<AtomicBool>| {
+        let api_writes = store.database.api_writes.clone();
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                api_writes.asking();
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let asking = keep_asking(stop.clone());
+    store
+        .append_events(&[event("dev-a", 1), event("dev-a", 2)])
+        .await
+        .unwrap();
+    let watching = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let during = moved().await;
+        stop.store(true, Ordering::Relaxed);
+        during
+    };
+    let (walk, during) = tokio::join!(walk_held(&store.mover, &mut walked, None), watching);
+    asking.await.unwrap();
+    assert_eq!(during, 0, "no move while API writes come");
+    assert_eq!(walk.unwrap(), 2, "moved once they stopped");
+
+    // Writes that never stop: the walk still moves.
+    let stop = Arc::new(AtomicBool::new(false));
+    let asking = keep_asking(stop.clone());
+    store.append_events(&[event("dev-b", 3)]).await.unwrap();
+    let walk = tokio::time::timeout(Duration::from_secs(10), walk_held(&store.mover, &mut walked, None)).await;
+    stop.store(true, Ordering::Relaxed);
+    asking.await.unwrap();
+    assert_eq!(walk.expect("the walk ends while API writes go on").unwrap(), 1);
+    assert_eq!(moved().await, 3);
 }
 
 /// A sync commits a change to the main file: a connection reading the file sees a new
