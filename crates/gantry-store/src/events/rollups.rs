@@ -4,10 +4,10 @@
 //! of every event.
 //!
 //! Invariant: a rollup sums up exactly the rows of device_events in its minute or hour. Whatever
-//! transaction puts events into device_events adds them (`upsert` from the rows in SQL, or
-//! `add_batch` from the batch in memory, merging into the rows there: late events land in old
-//! minutes), and one that deletes events recomputes their minutes and hours from the rows left
-//! (`recompute`: least, greatest, first and last cannot be subtracted).
+//! transaction puts events into device_events adds them, merging into the rows there (late
+//! events land in old minutes): from the rows in SQL (`upsert`, `upsert_sqlite`) or from the
+//! batch in memory (`add_batch`). One that deletes events recomputes their minutes and hours
+//! from the rows left (`recompute`: least, greatest, first and last cannot be subtracted).
 //!
 //! The same SQL sums up rollup rows and raw events: each is a partial row (`PARTIAL`), a raw
 //! event one of a single event (`raw_partial`), and `combine` merges partial rows per group. Sums
@@ -172,8 +172,8 @@ fn order_text_parts(column: &str, prefix: &str) -> String {
 }
 
 /// `upsert_from` for SQLite's moves: the narrowest rows by plain aggregates over `ORDER_TEXT`
-/// instead of two rankings of every event, which cost ingest a fifth of its CPU at 25,000
-/// events/s (docs/PERFORMANCE.md, "Series: the kept rollups").
+/// instead of two rankings of every event, the larger part of what the rollups cost ingest
+/// (docs/PERFORMANCE.md, "What the rollups cost SQLite's moves").
 pub(crate) fn upsert_sqlite(source: &str, widths: &[i64]) -> String {
     upsert_from(source, widths, |source, width| {
         format!(
