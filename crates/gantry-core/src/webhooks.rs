@@ -63,6 +63,15 @@ pub struct WebhookStats {
 /// The enabled webhooks by project: each one's id and types.
 type Snapshot = HashMap<ProjectId, Vec<(WebhookId, Vec<StreamType>)>>;
 
+/// The ids of those of a project's `hooks` that want events of `kind`.
+fn wanting(hooks: &[(WebhookId, Vec<StreamType>)], kind: StreamType) -> Vec<WebhookId> {
+    hooks
+        .iter()
+        .filter(|(_, types)| types.contains(&kind))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
 pub struct WebhookService {
     store: Arc<dyn Store>,
     catalog: Arc<CatalogService>,
@@ -125,13 +134,7 @@ impl WebhookService {
         let snapshot = self.snapshot().await?;
         Ok(snapshot
             .get(project)
-            .map(|hooks| {
-                hooks
-                    .iter()
-                    .filter(|(_, types)| types.contains(&kind))
-                    .map(|(id, _)| id.clone())
-                    .collect()
-            })
+            .map(|hooks| wanting(hooks, kind))
             .unwrap_or_default())
     }
 
@@ -140,14 +143,8 @@ impl WebhookService {
         let snapshot = self.snapshot().await?;
         Ok(snapshot
             .iter()
-            .filter_map(|(project, hooks)| {
-                let ids: Vec<WebhookId> = hooks
-                    .iter()
-                    .filter(|(_, types)| types.contains(&kind))
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                (!ids.is_empty()).then(|| (project.clone(), ids))
-            })
+            .map(|(project, hooks)| (project.clone(), wanting(hooks, kind)))
+            .filter(|(_, ids)| !ids.is_empty())
             .collect())
     }
 

@@ -54,10 +54,7 @@ impl ApiWrites {
 
     /// Whether an API write asked for the writer within `window`.
     pub(crate) fn asked_within(&self, window: Duration) -> bool {
-        self.last
-            .lock()
-            .expect("not poisoned")
-            .is_some_and(|last| last.elapsed() < window)
+        self.since().is_some_and(|since| since < window)
     }
 }
 

@@ -42,6 +42,9 @@ fn bucket_sql(column: &str, width: i64, offset: i64) -> String {
     format!("(({shifted} / {width} - CASE WHEN {shifted} % {width} < 0 THEN 1 ELSE 0 END) * {width} - ({offset}))")
 }
 
+/// 1 for an event of an Integer or Float attribute, else 0: what it adds to `numbers`.
+const COUNTS_AS_NUMBER: &str = "CASE WHEN attribute_type IN ('Integer', 'Float') THEN 1 ELSE 0 END";
+
 /// An event's number: its value, for an Integer or Float attribute; NULL otherwise.
 const NUMBER: &str =
     "CASE WHEN attribute_type IN ('Integer', 'Float') THEN CAST(attribute_data AS DOUBLE PRECISION) END";
@@ -49,7 +52,7 @@ const NUMBER: &str =
 /// An event of device_events or the staging table as a partial row, first and last by `ts`.
 fn raw_partial(ts: &str) -> String {
     format!(
-        "1 AS events, CASE WHEN attribute_type IN ('Integer', 'Float') THEN 1 ELSE 0 END AS numbers, \
+        "1 AS events, {COUNTS_AS_NUMBER} AS numbers, \
          {NUMBER} AS total, {NUMBER} AS low, {NUMBER} AS high, \
          {ts} AS first_ts, id AS first_id, attribute_data AS first_value, \
          {ts} AS last_ts, id AS last_id, attribute_data AS last_value"
@@ -179,7 +182,7 @@ pub(crate) fn upsert_sqlite(source: &str, widths: &[i64]) -> String {
         format!(
             "SELECT device_id, attribute_code, width, grp, events, numbers, total, low, high, {}, {} FROM (\
              SELECT device_id, attribute_code, {width} AS width, {} AS grp, COUNT(*) AS events, \
-             SUM(CASE WHEN attribute_type IN ('Integer', 'Float') THEN 1 ELSE 0 END) AS numbers, \
+             SUM({COUNTS_AS_NUMBER}) AS numbers, \
              CAST(SUM({NUMBER}) AS DOUBLE PRECISION) AS total, CAST(MIN({NUMBER}) AS DOUBLE PRECISION) AS low, \
              CAST(MAX({NUMBER}) AS DOUBLE PRECISION) AS high, MIN({ORDER_TEXT}) AS first_text, \
              MAX({ORDER_TEXT}) AS last_text FROM {source} GROUP BY device_id, attribute_code, grp) AS summed",
@@ -298,33 +301,28 @@ pub(crate) async fn add_batch(tx: &mut Transaction<'static, Any>, events: &[Devi
     Ok(())
 }
 
-/// `rows` rows of placeholders for a key and a partial row (15 values each). The sum, least and
-/// greatest are bound as numbers always and become NULL where no number was counted: sqlx binds
-/// a NULL double as a single-precision parameter, which PostgreSQL then keeps for the statement.
+/// Values per row of `add_batch`'s statement: the key's four and `PARTIAL`'s eleven.
+const KEYED_PARTIAL_VALUES: usize = 15;
+
+/// `rows` rows of placeholders for a key and a partial row (`KEYED_PARTIAL_VALUES` each). The
+/// sum, least and greatest (the 7th to 9th) are bound as numbers always and become NULL where no
+/// number was counted (the 6th, `numbers`, is 0): sqlx binds a NULL double as a single-precision
+/// parameter, which PostgreSQL then keeps for the statement.
 fn partial_values(rows: usize) -> String {
     let mut text = String::with_capacity(rows * 150);
     for r in 0..rows {
-        let p = |c: usize| r * 15 + c;
-        let number = |c: usize| format!("CASE WHEN ${} > 0 THEN ${} END", p(6), p(c));
+        let p = |c: usize| r * KEYED_PARTIAL_VALUES + c;
         text.push_str(if r == 0 { "(" } else { ", (" });
-        text.push_str(&format!(
-            "${}, ${}, ${}, ${}, ${}, ${}, {}, {}, {}, ${}, ${}, ${}, ${}, ${}, ${})",
-            p(1),
-            p(2),
-            p(3),
-            p(4),
-            p(5),
-            p(6),
-            number(7),
-            number(8),
-            number(9),
-            p(10),
-            p(11),
-            p(12),
-            p(13),
-            p(14),
-            p(15)
-        ));
+        for c in 1..=KEYED_PARTIAL_VALUES {
+            text.push_str(if c == 1 { "" } else { ", " });
+            let value = if (7..=9).contains(&c) {
+                format!("CASE WHEN ${} > 0 THEN ${} END", p(6), p(c))
+            } else {
+                format!("${}", p(c))
+            };
+            text.push_str(&value);
+        }
+        text.push(')');
     }
     text
 }
