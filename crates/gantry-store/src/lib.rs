@@ -17,6 +17,7 @@ mod row;
 mod shared;
 mod sql;
 mod sqlite;
+mod task;
 
 use std::sync::Arc;
 
@@ -110,8 +111,9 @@ impl SqlStore {
     }
 
     /// Puts every event the engine holds apart (SQLite's staged events) into device_events now,
-    /// as its background mover does; returns how many (PostgreSQL holds none apart). For bulk
-    /// loads and tests: reads see the events either way.
+    /// as its background mover does, and on PostgreSQL folds every minute rollup into its hour;
+    /// returns how many events moved (PostgreSQL holds none apart). For bulk loads and tests:
+    /// reads see the events either way.
     pub async fn merge_recent(&self) -> gantry_core::Result<u64> {
         self.events.settle().await
     }

@@ -11,13 +11,14 @@ use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
 use gantry_core::store::{Durable, EventStore};
+use gantry_core::time::now_ms;
 use gantry_core::webhook::WebhookEvent;
 use sqlx::AnyPool;
 
 use crate::engine::{Connected, Dialect, EngineFigures, EventEngine};
 use crate::events::counts::Tally;
-use crate::events::rollups;
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
+use crate::events::{folds, rollups};
 
 /// Rows per multi-row statement, each one a network round trip: 15 values each stays well under
 /// PostgreSQL's 65,535 parameters.
@@ -45,6 +46,7 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::E
         .connect(url)
         .await?;
     crate::engine::migrator(DIALECT.name).run(&pool).await?;
+    let alive = std::sync::Arc::new(());
     let events = PostgresEvents {
         kept: Kept {
             pool: pool.clone(),
@@ -52,8 +54,18 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::E
             // batch instead of two (migration 0014; docs/PERFORMANCE.md, "What limits the
             // figures", 4af3c78): a date range is counted by the index.
             hours: false,
+            // Ingest writes the minute rows alone (docs/PERFORMANCE.md, "The hours folded").
+            folds: true,
         },
+        _alive: alive.clone(),
     };
+    tokio::spawn(crate::task::every(
+        folds::FOLD_PERIOD,
+        pool.clone(),
+        std::sync::Arc::downgrade(&alive),
+        "folding the hour rollups failed",
+        |pool| async move { folds::fold(&pool, now_ms()).await },
+    ));
     Ok(Connected {
         writer: pool.clone(),
         pool,
@@ -66,6 +78,8 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::E
 #[derive(Debug)]
 struct PostgresEvents {
     kept: Kept,
+    /// Ends the fold task when the store goes.
+    _alive: std::sync::Arc<()>,
 }
 
 impl PostgresEvents {
@@ -73,7 +87,8 @@ impl PostgresEvents {
         &self.kept.pool
     }
 
-    /// One transaction: the events, their rollups (summed up in memory), each device's and
+    /// One transaction: the events, their rollups (summed up in memory; the hours only of late
+    /// events, `folds`), each device's and
     /// attribute's newest into the shadows, the kept counts, each in statements of
     /// `ROWS_PER_STATEMENT` rows (each one a round trip), and the webhook events they cause
     /// (`outbox`).
@@ -82,6 +97,7 @@ impl PostgresEvents {
             return Ok(());
         }
         let mut tx = self.pool().begin().await.map_err(crate::error::db_error)?;
+        let folded = folds::mark(&mut tx).await?;
         for chunk in events.chunks(ROWS_PER_STATEMENT) {
             let text = format!(
                 "INSERT INTO device_events ({COLUMNS}) VALUES {}",
@@ -90,7 +106,7 @@ impl PostgresEvents {
             let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
             query.execute(&mut *tx).await.map_err(crate::error::db_error)?;
         }
-        rollups::add_batch(&mut tx, events, ROWS_PER_STATEMENT).await?;
+        rollups::add_batch(&mut tx, events, folded, ROWS_PER_STATEMENT).await?;
         update_shadows(&mut tx, events, ROWS_PER_STATEMENT).await?;
         let mut tally = Tally::new(self.kept.hours);
         for e in events {
@@ -110,6 +126,12 @@ impl PostgresEvents {
 
 #[async_trait]
 impl EventEngine for PostgresEvents {
+    /// Folds every minute row kept into its hour (`folds::fold_all`).
+    async fn settle(&self) -> Result<u64> {
+        folds::fold_all(self.pool()).await?;
+        Ok(0)
+    }
+
     async fn close(&self) {
         self.pool().close().await;
     }

@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use gantry_core::Error;
 use gantry_core::connection::{SessionEnd, SessionStart};
@@ -84,6 +86,7 @@ store_suite!(
     webhook_events_wait_in_order_until_a_delivery_holds_them,
     deep_pages_list_in_order,
     series_match_the_raw_events,
+    series_hold_while_rollups_fold,
     device_sessions_start_end_and_survive_a_restart;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
@@ -3156,6 +3159,46 @@ fn series_from_raw(events: &[DeviceEvent], query: &SeriesQuery) -> Vec<Bucket> {
         .collect()
 }
 
+/// Asserts that every query's series equals the one computed from `events`, exactly but for sums
+/// (and so averages), whose last bits depend on the order of addition; returns how many points
+/// were compared.
+async fn assert_series_match(store: &SqlStore, queries: &[SeriesQuery], events: &[DeviceEvent], when: &str) -> usize {
+    let mut points = 0;
+    for query in queries {
+        let what = format!(
+            "{when}: {:?} {} {}..={} {} {:+}",
+            query.clock,
+            query.attribute_code,
+            query.start,
+            query.end,
+            query.interval.as_str(),
+            query.offset_ms
+        );
+        let expected = series_from_raw(events, query);
+        let got = store.series(query).await.unwrap();
+        let starts = |b: &[Bucket]| b.iter().map(|b| b.start).collect::<Vec<_>>();
+        assert_eq!(starts(&got), starts(&expected), "{what}");
+        for (got, expected) in got.iter().zip(&expected) {
+            let what = format!("{what}, bucket {}", got.start);
+            let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+                (a, b) => a == b,
+            };
+            assert!(
+                close(got.sum, expected.sum),
+                "{what}: sum {:?} {:?}",
+                got.sum,
+                expected.sum
+            );
+            assert!(close(got.avg(), expected.avg()), "{what}: avg");
+            let exact = |b: &Bucket| (b.events, b.numbers, b.min, b.max, b.first.clone(), b.last.clone());
+            assert_eq!(exact(got), exact(expected), "{what}");
+            points += 1;
+        }
+    }
+    points
+}
+
 /// Every aggregate of the series a store answers equals the one computed from the raw events:
 /// exactly, but for sums (and so averages), whose last bits depend on the order of addition.
 /// Events come late (older device times after newer ones), some on minute and hour edges and
@@ -3276,39 +3319,7 @@ async fn series_match_the_raw_events(store: SqlStore) {
     let check = |events: Vec<DeviceEvent>, when: &'static str| {
         let (store, queries) = (store.clone(), queries.clone());
         async move {
-            let mut points = 0;
-            for query in &queries {
-                let what = format!(
-                    "{when}: {:?} {} {}..={} {} {:+}",
-                    query.clock,
-                    query.attribute_code,
-                    query.start,
-                    query.end,
-                    query.interval.as_str(),
-                    query.offset_ms
-                );
-                let expected = series_from_raw(&events, query);
-                let got = store.series(query).await.unwrap();
-                let starts = |b: &[Bucket]| b.iter().map(|b| b.start).collect::<Vec<_>>();
-                assert_eq!(starts(&got), starts(&expected), "{what}");
-                for (got, expected) in got.iter().zip(&expected) {
-                    let what = format!("{what}, bucket {}", got.start);
-                    let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
-                        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * b.abs().max(1.0),
-                        (a, b) => a == b,
-                    };
-                    assert!(
-                        close(got.sum, expected.sum),
-                        "{what}: sum {:?} {:?}",
-                        got.sum,
-                        expected.sum
-                    );
-                    assert!(close(got.avg(), expected.avg()), "{what}: avg");
-                    let exact = |b: &Bucket| (b.events, b.numbers, b.min, b.max, b.first.clone(), b.last.clone());
-                    assert_eq!(exact(got), exact(expected), "{what}");
-                    points += 1;
-                }
-            }
+            let points = assert_series_match(&store, &queries, &events, when).await;
             assert!(points > 2_000, "{when}: {points} points compared");
         }
     };
@@ -3316,6 +3327,13 @@ async fn series_match_the_raw_events(store: SqlStore) {
     append_beside(&store, &first_part, &other, 50).await;
     let mut held = first_part.clone();
     check(held.clone(), "as committed").await;
+    // Deletes before the move (SQLite) or the fold (PostgreSQL).
+    for _ in 0..20 {
+        let id = held[next(held.len() as i64) as usize].id.clone();
+        assert!(store.delete_event(&tenant, &id).await.unwrap());
+        held.retain(|e| e.id != id);
+    }
+    check(held.clone(), "deleted as committed").await;
     store.merge_recent().await.unwrap();
     check(held.clone(), "moved").await;
 
@@ -3370,4 +3388,104 @@ async fn series_match_the_raw_events(store: SqlStore) {
         .unwrap();
     sqlx::query(&backfill).execute(store.pool()).await.unwrap();
     check(held, "backfilled").await;
+}
+
+/// Series read the same while the rollups are folded (PostgreSQL's hours, SQLite's moves) beside
+/// arriving batches, some of them late (older than the minutes folded already): after each round
+/// of concurrent appends and folds, every series equals the raw events.
+async fn series_hold_while_rollups_fold(store: SqlStore) {
+    let tenant = new_tenant(&store, "folds").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let (minute, hour) = (60_000_i64, 3_600_000_i64);
+    // Ahead of the clock, where no background fold reaches: only `merge_recent` folds them.
+    let base = (chrono_now() + 24 * hour) / hour * hour;
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |below: i64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % below as u64) as i64
+    };
+    let aggregates = Aggregates::parse("avg,min,max,sum,count,first,last").unwrap();
+    let queries: Vec<SeriesQuery> = [Interval::Minute, Interval::Hour, Interval::SixHours, Interval::Day]
+        .into_iter()
+        .flat_map(|interval| [0, 5 * hour + 30 * minute].map(move |offset| (interval, offset)))
+        .map(|(interval, offset)| {
+            let window = (base - 3 * hour - 1, base + 5 * hour + 12_345);
+            SeriesQuery::new(
+                device.id.clone(),
+                "temp".to_owned(),
+                TimeField::Device,
+                window,
+                interval,
+                offset,
+                &aggregates,
+            )
+            .unwrap()
+        })
+        .collect();
+    let mut held = Vec::new();
+    for round in 0..12 {
+        let now = base + round * 25 * minute;
+        // The two writers' times interleave and move on a minute every four events, so that
+        // folds keep moving the mark past minutes a writer is still writing into.
+        let batch: Vec<DeviceEvent> = (0..200)
+            .map(|i| {
+                let (part, n) = (i / 100, i % 100);
+                let ts = if i % 10 == 0 {
+                    now - next(2 * hour)
+                } else {
+                    now + (n * 2 + part) * 7_500 + next(7_500)
+                };
+                event_at(
+                    &device,
+                    EventId::generate(),
+                    "temp",
+                    json!(next(10_000) as f64 / 8.0),
+                    ts,
+                )
+            })
+            .collect();
+        // Two writers of small batches, and folds one after the other until they are done.
+        let appending: Vec<_> = batch
+            .chunks(100)
+            .map(|part| {
+                let (store, part) = (store.clone(), part.to_vec());
+                tokio::spawn(async move {
+                    for chunk in part.chunks(4) {
+                        store.append_events(chunk).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        let done = Arc::new(AtomicBool::new(false));
+        let folding = {
+            let (store, done) = (store.clone(), done.clone());
+            tokio::spawn(async move {
+                while !done.load(Ordering::Relaxed) {
+                    store.merge_recent().await.unwrap();
+                }
+            })
+        };
+        for task in appending {
+            task.await.unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        folding.await.unwrap();
+        held.extend(batch);
+        let points = assert_series_match(&store, &queries, &held, &format!("round {round}")).await;
+        assert!(points >= 8, "round {round}: {points} points compared");
+    }
+    // Deletes recompute folded hours and unfolded minutes alike.
+    for _ in 0..30 {
+        let id = held[next(held.len() as i64) as usize].id.clone();
+        assert!(store.delete_event(&tenant, &id).await.unwrap());
+        held.retain(|e| e.id != id);
+    }
+    assert_series_match(&store, &queries, &held, "deleted").await;
+    store.merge_recent().await.unwrap();
+    let points = assert_series_match(&store, &queries, &held, "folded").await;
+    assert!(points > 100, "folded: {points} points compared");
 }

@@ -7,6 +7,7 @@
 //! the kept counts and the rollups change in the same transaction (`counts`, `rollups`).
 
 pub(crate) mod counts;
+pub(crate) mod folds;
 pub(crate) mod rollups;
 
 use std::collections::{BTreeMap, HashMap};
@@ -227,6 +228,9 @@ pub(crate) struct Kept {
     pub(crate) pool: AnyPool,
     /// Whether the kept counts hold counts per hour for date-range totals (migration 0012).
     pub(crate) hours: bool,
+    /// Whether the hour rollups are folded from the minute rows in the background (`folds`)
+    /// rather than kept whole by every transaction that writes events.
+    pub(crate) folds: bool,
 }
 
 impl Kept {
@@ -239,6 +243,7 @@ impl Kept {
     /// Deletes the events of device_events that `selected` picks, in `tx`, takes them off the
     /// kept counts and recomputes their rollups; returns how many.
     pub(crate) async fn delete(&self, tx: &mut Transaction<'static, Any>, selected: &Sql) -> Result<u64> {
+        let folded = if self.folds { Some(folds::mark(tx).await?) } else { None };
         let rows = selected
             .prefixed("DELETE FROM device_events WHERE ")
             .push(" RETURNING device_id, attribute_code, device_ts, ingress_ts")
@@ -257,7 +262,7 @@ impl Kept {
                 ))
             })
             .collect::<Result<Vec<_>>>()?;
-        rollups::recompute(tx, &deleted).await?;
+        rollups::recompute(tx, &deleted, folded).await?;
         Ok(rows.len() as u64)
     }
 
@@ -327,7 +332,7 @@ impl Kept {
 
     /// A series from device_events and its rollups alone.
     pub(crate) async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {
-        let statement = rollups::series_statement(query, None);
+        let statement = rollups::series_statement(query, None, self.folds);
         rollups::fetch_series(&self.pool, &statement, query.first_last).await
     }
 

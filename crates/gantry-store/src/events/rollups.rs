@@ -3,11 +3,12 @@
 //! and last event by (device time, id), so that a series reads a row per minute or hour instead
 //! of every event.
 //!
-//! Invariant: a rollup sums up exactly the rows of device_events in its minute or hour. Whatever
-//! transaction puts events into device_events adds them, merging into the rows there (late
-//! events land in old minutes): from the rows in SQL (`upsert`, `upsert_sqlite`) or from the
-//! batch in memory (`add_batch`). One that deletes events recomputes their minutes and hours
-//! from the rows left (`recompute`: least, greatest, first and last cannot be subtracted).
+//! Invariant: a rollup sums up exactly the rows of device_events in its minute or hour (where the
+//! engine folds its hours, `folds`, an hour those before the fold mark). Whatever transaction
+//! puts events into device_events adds them, merging into the rows there (late events land in
+//! old minutes): from the rows in SQL (`upsert`, `upsert_sqlite`) or from the batch in memory
+//! (`add_batch`). One that deletes events recomputes their minutes and hours from the rows left
+//! (`recompute`: least, greatest, first and last cannot be subtracted).
 //!
 //! The same SQL sums up rollup rows and raw events: each is a partial row (`PARTIAL`), a raw
 //! event one of a single event (`raw_partial`), and `combine` merges partial rows per group. Sums
@@ -29,7 +30,7 @@ pub(crate) const MINUTE_MS: i64 = 60_000;
 pub(crate) const HOUR_MS: i64 = 3_600_000;
 
 /// A partial row's columns, after its key and `grp`.
-const PARTIAL: &str =
+pub(crate) const PARTIAL: &str =
     "events, numbers, total, low, high, first_ts, first_id, first_value, last_ts, last_id, last_value";
 
 /// Keys per statement when a delete recomputes rollups (4 values each).
@@ -37,7 +38,7 @@ const KEYS_PER_STATEMENT: usize = 50;
 
 /// The start of the bucket of `width` (ms) that holds `column`, in a zone `offset` ms from UTC.
 /// Both engines divide integers rounding toward zero; this rounds down, before 1970 too.
-fn bucket_sql(column: &str, width: i64, offset: i64) -> String {
+pub(crate) fn bucket_sql(column: &str, width: i64, offset: i64) -> String {
     let shifted = format!("({column} + ({offset}))");
     format!("(({shifted} / {width} - CASE WHEN {shifted} % {width} < 0 THEN 1 ELSE 0 END) * {width} - ({offset}))")
 }
@@ -61,7 +62,7 @@ fn raw_partial(ts: &str) -> String {
 
 /// `rows` (partial rows with the columns `keys` and `grp`) merged per key and `grp`: the
 /// statement's `SELECT keys grp, PARTIAL`; without `first_last`, first and last are left out.
-fn combine(keys: &str, rows: &str, first_last: bool) -> String {
+pub(crate) fn combine(keys: &str, rows: &str, first_last: bool) -> String {
     let sums = "CAST(SUM(events) AS BIGINT) AS events, CAST(SUM(numbers) AS BIGINT) AS numbers, \
                 CAST(SUM(total) AS DOUBLE PRECISION) AS total, CAST(MIN(low) AS DOUBLE PRECISION) AS low, \
                 CAST(MAX(high) AS DOUBLE PRECISION) AS high";
@@ -121,7 +122,7 @@ fn merge() -> String {
 /// summed up once, into partial rows of the narrowest width (`narrowest`, given the source and
 /// the width), and the wider widths from those. Its rows go in key order, the one lock order of
 /// every writer.
-fn upsert_from(source: &str, widths: &[i64], narrowest: fn(&str, i64) -> String) -> String {
+pub(crate) fn upsert_from(source: &str, widths: &[i64], narrowest: fn(&str, i64) -> String) -> String {
     let (first, wider) = widths.split_first().expect("at least one width");
     let keys = "device_id, attribute_code, width, ";
     let mut parts = vec![format!("SELECT {keys}grp, {PARTIAL} FROM narrowest")];
@@ -254,14 +255,25 @@ impl<'a> Partial<'a> {
     }
 }
 
-/// Adds a batch's events to the minute and hour rollups, in the transaction that inserts them
-/// into device_events (PostgreSQL's ingest): the batch summed up per key in memory and merged
-/// into the kept rows with plain VALUES in key order, `rows` keys per statement. The same rows as
-/// `upsert` over the inserted events, without the database grouping and ranking each batch.
-pub(crate) async fn add_batch(tx: &mut Transaction<'static, Any>, events: &[DeviceEvent], rows: usize) -> Result<()> {
+/// Adds a batch's events to the minute rollups, and those before the fold mark `folded` to the
+/// hour rollups too (`folds`), in the transaction that inserts them into device_events
+/// (PostgreSQL's ingest): the batch summed up per key in memory and merged into the kept rows
+/// with plain VALUES in key order, `rows` keys per statement. The same rows as `upsert` over the
+/// inserted events, without the database grouping and ranking each batch.
+pub(crate) async fn add_batch(
+    tx: &mut Transaction<'static, Any>,
+    events: &[DeviceEvent],
+    folded: i64,
+    rows: usize,
+) -> Result<()> {
     let mut partials: BTreeMap<(&str, &str, i64, i64), Partial<'_>> = BTreeMap::new();
     for e in events {
-        for width in [MINUTE_MS, HOUR_MS] {
+        let widths: &[i64] = if e.device_timestamp < folded {
+            &[MINUTE_MS, HOUR_MS]
+        } else {
+            &[MINUTE_MS]
+        };
+        for &width in widths {
             let bucket = e.device_timestamp.div_euclid(width).saturating_mul(width);
             partials
                 .entry((e.device_id.as_str(), e.attribute_code.as_str(), width, bucket))
@@ -328,8 +340,13 @@ fn partial_values(rows: usize) -> String {
 }
 
 /// Recomputes from device_events the minute and hour rollups that held the deleted events
-/// (device, attribute, device time), in the transaction that deleted them.
-pub(crate) async fn recompute(conn: &mut AnyConnection, deleted: &[(String, String, i64)]) -> Result<()> {
+/// (device, attribute, device time), in the transaction that deleted them: the hours from the
+/// events before the fold mark `folded` where there is one (`folds`).
+pub(crate) async fn recompute(
+    conn: &mut AnyConnection,
+    deleted: &[(String, String, i64)],
+    folded: Option<i64>,
+) -> Result<()> {
     for width in [MINUTE_MS, HOUR_MS] {
         let keys: BTreeSet<(&str, &str, i64)> = deleted
             .iter()
@@ -349,7 +366,11 @@ pub(crate) async fn recompute(conn: &mut AnyConnection, deleted: &[(String, Stri
                 rows.push(or).push("device_id = ").bind(*device);
                 rows.push(" AND attribute_code = ").bind(*code);
                 rows.push(" AND device_ts >= ").bind(*bucket);
-                rows.push(" AND device_ts < ").bind(*bucket + width).push(")");
+                let end = match folded {
+                    Some(mark) if width == HOUR_MS => (*bucket + width).min(mark),
+                    _ => *bucket + width,
+                };
+                rows.push(" AND device_ts < ").bind(end).push(")");
             }
             gone.query().execute(&mut *conn).await.map_err(crate::error::db_error)?;
             rows.rewritten(|source| upsert(source, &[width]))
@@ -369,8 +390,9 @@ pub(crate) type ApartRows<'a> = &'a dyn Fn(&mut Sql) -> String;
 /// The statement that answers `query`: per bucket, the rollups of the whole minutes (or hours)
 /// in its window and the raw events of the part minutes at the window's edges, by device time;
 /// by arrival time the raw events alone (the rollups are by device time). `apart` adds an
-/// engine's events not yet in device_events, over the whole window.
-pub(crate) fn series_statement(query: &SeriesQuery, apart: Option<ApartRows<'_>>) -> Sql {
+/// engine's events not yet in device_events, over the whole window; `folded` the minute rows not
+/// yet folded into the hours read (`folds`).
+pub(crate) fn series_statement(query: &SeriesQuery, apart: Option<ApartRows<'_>>, folded: bool) -> Sql {
     let (width, offset) = (query.interval.ms(), query.offset_ms);
     let mut sql = Sql::new("");
     let device = sql.placeholder(query.device.as_str());
@@ -395,6 +417,15 @@ pub(crate) fn series_statement(query: &SeriesQuery, apart: Option<ApartRows<'_>>
                  AND attribute_code = {code} AND width = {unit} AND bucket >= {first} AND bucket < {after}",
                 bucket_sql("bucket", width, offset)
             ));
+            if folded && unit == HOUR_MS {
+                parts.push(format!(
+                    "SELECT {} AS grp, {PARTIAL} FROM device_event_rollups WHERE device_id = {device} \
+                     AND attribute_code = {code} AND width = {MINUTE_MS} AND bucket >= {first} \
+                     AND bucket < {after} AND {}",
+                    bucket_sql("bucket", width, offset),
+                    super::folds::UNFOLDED
+                ));
+            }
             if query.start < first {
                 parts.push(raw("device_events WHERE ", query.start, first - 1));
             }

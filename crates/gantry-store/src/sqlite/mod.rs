@@ -10,7 +10,6 @@
 mod database;
 pub(crate) mod file;
 mod staging;
-mod task;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,7 +75,7 @@ pub(crate) async fn open(url: &str) -> Result<StagingEvents, sqlx::Error> {
     };
     // The checkpointer: passive, it never waits for readers or the writers, it copies what it
     // can, in both files.
-    tokio::spawn(task::every(
+    tokio::spawn(crate::task::every(
         CHECKPOINT_EVERY,
         pool.clone(),
         Arc::downgrade(&database.alive),

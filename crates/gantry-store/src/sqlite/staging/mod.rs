@@ -43,10 +43,10 @@ use self::mover::{MERGE_EVERY, Mover, PACE};
 use self::staged::{MAX_STAGED, Staged};
 use self::table::{NOT_MOVED, OUTBOX, STAGING};
 use super::database::Database;
-use super::task::every;
 use crate::engine::{EngineFigures, EventEngine};
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
 use crate::outbox::{OUTBOX_COLUMNS, outbox_from_row, seq_in, write_outbox};
+use crate::task::every;
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
 /// bind as fast as narrow ones, and fewer statements cost fewer steps; 128 × 15 values stays
@@ -115,6 +115,7 @@ impl StagingEvents {
             kept: Kept {
                 pool: reader,
                 hours: true,
+                folds: false,
             },
             database,
             stager,

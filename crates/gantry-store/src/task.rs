@@ -1,4 +1,4 @@
-//! The embedded engine's background tasks: a step run on a pool at a fixed period for as long as
+//! The engines' background tasks: a step run on a pool at a fixed period for as long as
 //! the store lives.
 
 use std::sync::Weak;
