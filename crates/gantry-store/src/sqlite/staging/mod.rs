@@ -97,6 +97,7 @@ impl StagingEvents {
             flusher,
             api_writes: database.api_writes.clone(),
             walked: Default::default(),
+            row_cost: Default::default(),
         });
         tokio::spawn(every(
             MERGE_EVERY,

@@ -18,7 +18,8 @@
 //! The API's writes (the catalog, a control's event log) share the main file's writer: one that
 //! waits goes before the walk's next move (the pool queues in order); while they come, the walk's
 //! writes wait for a quiet moment between them (`Yielding`, bounded per walk) and the moves are
-//! short (`ROWS_PER_SHORT_MOVE`), so that a control rarely meets a move, and then a short one.
+//! short (`SHORT_MOVE`, a device's events split where they are more), so that a control rarely
+//! meets a move, and then a short one.
 //!
 //! Why one walk later: a statement that reads both files takes its snapshot of the main file
 //! first and of the staging file an instant later (SQLite opens them in schema order). A row
@@ -65,12 +66,23 @@ pub(crate) const PACE: Duration = MERGE_EVERY;
 /// (they write the main file). Measured: docs/PERFORMANCE.md, "The store's tuned constants".
 const ROWS_PER_MOVE: usize = 4_000;
 
-/// Staged events moved per transaction, about (whole devices), while API writes come (one within
+/// Staged events moved per transaction at most while API writes come (one within
 /// `API_WRITES_RECENT`): a control's event-log write that meets a move waits for it, and a write
 /// synced after unsynced moves puts their pages on disk with its own. Fewer rows per move cost
 /// pages (see `ROWS_PER_MOVE`) only while controls come. Measured: docs/PERFORMANCE.md,
 /// "Controls after an ingest burst".
 pub(super) const ROWS_PER_SHORT_MOVE: usize = 500;
+
+/// How long a short move should hold the writer: it takes as many rows as the moves before it
+/// took in this long (`Mover::row_cost`), within `MIN_ROWS_PER_SHORT_MOVE` and
+/// `ROWS_PER_SHORT_MOVE`, and splits a device's events where they are more. A control's write
+/// that meets one waits for the rest of it. Measured: docs/PERFORMANCE.md, "Controls after an
+/// ingest burst".
+const SHORT_MOVE: Duration = Duration::from_millis(20);
+
+/// The fewest rows a short move takes: below it each move's own statements cost more than its
+/// rows.
+const MIN_ROWS_PER_SHORT_MOVE: usize = 100;
 
 /// How long after an API write the moves stay short: a walk's length, so that a control's next
 /// write (its ack's, a few milliseconds later, or the next control's) finds them short too.
@@ -105,6 +117,25 @@ pub(crate) struct Mover {
     /// Held by a walk from its first delete to its last move: two walks at once (the background
     /// one and `SqlStore::merge_recent`) would move the same rows.
     pub(crate) walked: tokio::sync::Mutex<Walked>,
+    /// What a moved row cost the writer lately, in nanoseconds: the last move's time over its
+    /// rows (`SHORT_MOVE`).
+    pub(crate) row_cost: std::sync::atomic::AtomicU64,
+}
+
+impl Mover {
+    /// Rows per move now: `ROWS_PER_MOVE`; while API writes come, what `SHORT_MOVE` holds, unless
+    /// ingest waits for room (then controls delay the moves, never slow them down further).
+    fn rows_per_move(&self) -> usize {
+        if !self.api_writes.asked_within(API_WRITES_RECENT) {
+            return ROWS_PER_MOVE;
+        }
+        if self.staged.waiting() >= super::staged::MAX_STAGED {
+            return ROWS_PER_SHORT_MOVE;
+        }
+        let cost = self.row_cost.load(std::sync::atomic::Ordering::Relaxed).max(1);
+        let rows = SHORT_MOVE.as_nanos() as u64 / cost;
+        (rows as usize).clamp(MIN_ROWS_PER_SHORT_MOVE, ROWS_PER_SHORT_MOVE)
+    }
 }
 
 /// What a walk leaves for the next: the highest number it took and when its moves ended.
@@ -115,7 +146,8 @@ pub(crate) struct Walked {
 
 /// A walk: deletes from the staging file what the last walk moved (`SETTLE` after it ended, at
 /// least), a stretch of numbers per transaction, while it moves every event staged when it
-/// starts, a few devices per transaction (each device's events in one); returns how many moved.
+/// starts, a few devices per transaction (each device's events in one, but for short moves);
+/// returns how many moved.
 /// Events staged meanwhile wait for the next walk.
 ///
 /// Until they are deleted, moved rows stay in the staging table, excluded from reads by
@@ -212,7 +244,8 @@ pub(super) async fn sync_main(writer: &AnyPool) -> Result<()> {
     Ok(())
 }
 
-/// Moves every event staged now, a few devices per transaction (each device's events in one);
+/// Moves every event staged now, a few devices per transaction (each device's events in one, but
+/// for short moves, which split a device's events in parts, each with its own record);
 /// returns how many moved and the highest number the walk took (every row up to it is then in
 /// device_events, or was deleted), or None when nothing is staged. With `pace`, the moves are
 /// spread over that long (`PACE`).
@@ -251,21 +284,34 @@ async fn move_staged(mover: &Mover, pace: Option<Duration>, yielding: &Yielding)
     // The time the moves took, without the waits between them: how much of the pace the writer
     // needs at this rate.
     let mut busy = Duration::ZERO;
-    let mut devices = by_device.into_iter().peekable();
-    while devices.peek().is_some() {
+    let mut devices: std::collections::VecDeque<(String, Vec<i64>)> = by_device.into_iter().collect();
+    while !devices.is_empty() {
         // An API write waiting for the writer goes before this move (the pool's queue is in
         // order); the move it meets in flight is short while API writes come.
         yielding.wait(mover).await;
-        let rows_per_move = if mover.api_writes.asked_within(API_WRITES_RECENT) {
-            ROWS_PER_SHORT_MOVE
-        } else {
-            ROWS_PER_MOVE
-        };
+        let rows_per_move = mover.rows_per_move();
         let mut seqs = Vec::new();
         let mut range: Option<(String, String)> = None;
+        let mut moved_through = through;
         while seqs.len() < rows_per_move
-            && let Some((device, device_seqs)) = devices.next()
+            && let Some((device, mut device_seqs)) = devices.pop_front()
         {
+            let room = rows_per_move - seqs.len();
+            if device_seqs.len() > room && rows_per_move < ROWS_PER_MOVE {
+                if !seqs.is_empty() {
+                    devices.push_front((device, device_seqs));
+                    break;
+                }
+                // A device's first events alone: its record covers them (up to the last one's
+                // number), and the rest stays staged for the next moves of this walk.
+                device_seqs.sort_unstable();
+                let rest = device_seqs.split_off(room);
+                moved_through = device_seqs[room - 1];
+                devices.push_front((device.clone(), rest));
+                seqs = device_seqs;
+                range = Some((device.clone(), device));
+                break;
+            }
             seqs.extend(device_seqs);
             range = Some(match range {
                 Some((lo, _)) => (lo, device),
@@ -274,8 +320,11 @@ async fn move_staged(mover: &Mover, pace: Option<Duration>, yielding: &Yielding)
         }
         let (lo, hi) = range.expect("at least one device");
         let move_started = Instant::now();
-        moved += move_devices(writer, &seqs, &lo, &hi, through).await?;
-        busy += move_started.elapsed();
+        moved += move_devices(writer, &seqs, &lo, &hi, moved_through).await?;
+        let took = move_started.elapsed();
+        busy += took;
+        let cost = took.as_nanos() as u64 / seqs.len().max(1) as u64;
+        mover.row_cost.store(cost, std::sync::atomic::Ordering::Relaxed);
         staged.moved(seqs.len());
         moves += 1;
         taken += seqs.len();

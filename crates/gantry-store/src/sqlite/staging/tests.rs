@@ -236,6 +236,50 @@ async fn moves_are_short_while_api_writes_come() {
     assert_eq!(read(&store, "dev-c").await.0, 2 * (ROWS_PER_SHORT_MOVE as u64 + 100));
 }
 
+/// While API writes come, a short move takes what the writer moves in about `SHORT_MOVE`, at
+/// most `ROWS_PER_SHORT_MOVE`, and splits a device's events where they are more, each part with
+/// a record of its own. Every event is read once after the walk, the shadow holds the newest, and
+/// the next walk deletes the moved rows.
+#[tokio::test]
+async fn short_moves_split_a_devices_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&sqlite_url(dir.path())).await.unwrap();
+    let mut walked = store.mover.walked.lock().await;
+    let per_device = 4 * ROWS_PER_SHORT_MOVE as i64;
+    let events: Vec<DeviceEvent> = ["dev-a", "dev-b"]
+        .iter()
+        .flat_map(|device| (0..per_device).map(move |ts| event(device, ts)))
+        .collect();
+    store.append_events(&events).await.unwrap();
+    store.database.api_writes.asking();
+    walk_held(&store.mover, &mut walked, None).await.unwrap();
+    let records: Vec<(String, String, i64)> =
+        sqlx::query_as("SELECT device_lo, device_hi, through FROM device_events_recent_moved ORDER BY through")
+            .fetch_all(&store.database.pool)
+            .await
+            .unwrap();
+    assert!(
+        records.len() >= 8,
+        "{} moves of at most {ROWS_PER_SHORT_MOVE} rows",
+        records.len()
+    );
+    let parts = records.iter().filter(|(lo, hi, _)| lo == hi).count();
+    assert!(parts >= 6, "{parts} parts of a device's events");
+    for device in ["dev-a", "dev-b"] {
+        let (total, newest, shadow) = read(&store, device).await;
+        assert_eq!(total, per_device as u64, "{device}: every event once");
+        assert_eq!(newest[0], per_device - 1, "{device}: newest first");
+        assert_eq!(shadow, vec![json!(per_device - 1)], "{device}: the shadow");
+    }
+    walk_held(&store.mover, &mut walked, None).await.unwrap();
+    let staged: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM staging.device_events_recent")
+        .fetch_one(&store.database.pool)
+        .await
+        .unwrap();
+    assert_eq!(staged, 0, "the next walk deleted the moved rows");
+    assert_eq!(read(&store, "dev-b").await.0, per_device as u64);
+}
+
 /// While API writes keep coming a few milliseconds apart (a series of controls), a walk holds
 /// its moves back; once they stop it moves. A stream of them that never stops delays a walk by
 /// a bounded time, never stops it.
