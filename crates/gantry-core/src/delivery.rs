@@ -1,5 +1,7 @@
 //! Webhook delivery: a task owned by the application, and a worker per enabled webhook, so a
-//! slow or dead receiver delays its own webhook alone. A worker has at most one delivery pending:
+//! slow or dead receiver delays its own webhook alone. With several nodes on one database, the
+//! node that holds the webhook's lease works it (`LEASE`), the others wait for the lease to end.
+//! A worker has at most one delivery pending:
 //! it takes the oldest waiting events into a delivery (stored before they leave the outbox), POSTs
 //! it until a 2xx (retrying with backoff, `RetryPolicy`) or until it gives up, and only then takes
 //! the next. So a webhook gets a device's events of one type in the order they were committed, at
@@ -68,13 +70,38 @@ pub async fn run(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut
     }
 }
 
-/// One webhook's deliveries, in order, one at a time.
+/// How long a node's lease on a webhook lasts: longer than a POST may take (`Outbound`'s 10 s
+/// timeout) and its record, since the worker renews it before each delivery's attempt and each
+/// look at the outbox; a node that stops holds the webhook this long at most.
+const LEASE: Duration = Duration::from_secs(30);
+
+/// One webhook's deliveries, in order, one at a time, while this node holds its lease.
 #[tracing::instrument(skip_all, fields(webhook = %hook.borrow().id))]
 async fn work(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut hook: watch::Receiver<Webhook>) {
     let store = webhooks.store().clone();
     let config = webhooks.config().clone();
+    // A changed webhook (a fixed URL, say) is tried at once, not at its pending delivery's time.
+    let mut at_once = false;
     loop {
         let webhook = hook.borrow_and_update().clone();
+        let now = now_ms();
+        let until = now + LEASE.as_millis() as i64;
+        match store.lease_webhook(&webhook.id, &config.node, now, until).await {
+            Ok(true) => {}
+            Ok(false) => {
+                // Another node works it; look again after the poll.
+                tokio::select! {
+                    _ = tokio::time::sleep(config.poll) => {}
+                    _ = hook.changed() => {}
+                }
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "webhook lease not taken");
+                tokio::time::sleep(config.poll).await;
+                continue;
+            }
+        }
         let pending = match store.pending_delivery(&webhook.id).await {
             Ok(pending) => pending,
             Err(e) => {
@@ -103,17 +130,16 @@ async fn work(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut ho
             continue;
         };
         let due = delivery.next_attempt_time.unwrap_or(0) - now_ms();
-        if due > 0 {
-            // A changed webhook (a fixed URL, say) is tried at once.
+        if due > 0 && !at_once {
+            // Waits a poll at most, then renews the lease before the attempt.
+            let nap = Duration::from_millis(due as u64).min(config.poll);
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(due as u64)) => {}
-                _ = hook.changed() => {
-                    let webhook = hook.borrow().clone();
-                    attempt(&webhooks, &*outbound, &webhook, delivery).await;
-                    continue;
-                }
+                _ = tokio::time::sleep(nap) => {}
+                _ = hook.changed() => at_once = true,
             }
+            continue;
         }
+        at_once = false;
         attempt(&webhooks, &*outbound, &webhook, delivery).await;
     }
 }

@@ -254,6 +254,11 @@ pub trait WebhookStore: Send + Sync {
     ) -> Result<Page<Delivery>>;
     /// Deliveries pending, of every webhook.
     async fn count_pending_deliveries(&self) -> Result<u64>;
+    /// Takes or renews the lease on the webhook's deliveries for `owner` (a node) until `until`,
+    /// unless another owner holds it past `now`; whether `owner` holds it now. Only the holder
+    /// works the webhook's deliveries, so that several nodes do not POST one delivery each. A
+    /// store that one process opens at a time holds every lease for it.
+    async fn lease_webhook(&self, webhook: &WebhookId, owner: &str, now: i64, until: i64) -> Result<bool>;
 }
 
 /// All of storage, as the services see it.

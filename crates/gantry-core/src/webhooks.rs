@@ -39,6 +39,10 @@ pub struct WebhookConfig {
     pub batch: usize,
     /// How often a delivery worker looks for events written by another node.
     pub poll: Duration,
+    /// This node among the nodes on one database: the owner of the webhook leases it takes
+    /// (`WebhookStore::lease_webhook`). Stable across restarts (the data dir's node id), so a
+    /// node that restarts takes its leases back at once instead of waiting for them to end.
+    pub node: String,
 }
 
 impl Default for WebhookConfig {
@@ -48,6 +52,7 @@ impl Default for WebhookConfig {
             retry: RetryPolicy::default(),
             batch: 100,
             poll: Duration::from_secs(1),
+            node: uuid::Uuid::now_v7().to_string(),
         }
     }
 }

@@ -70,6 +70,9 @@ pub(crate) struct Dialect {
     /// device using it, and in one that deletes it (`shared::soft_delete`).
     pub(crate) lock_in_use: &'static str,
     pub(crate) lock_to_delete: &'static str,
+    /// One process at a time opens the database (SQLite's lock file): whatever works on it works
+    /// alone, so leases among nodes (`WebhookStore::lease_webhook`) always hold.
+    pub(crate) one_process: bool,
 }
 
 /// An engine's event path: the events, the shadows and the kept counts (`EventStore`), and its
@@ -177,6 +180,7 @@ mod tests {
         assert!(sqlite.contains(&"event hours".to_owned()) && postgres.contains(&"event hours".to_owned()));
         assert!(sqlite.contains(&"sqlite webhooks".to_owned()) && postgres.contains(&"postgres webhooks".to_owned()));
         assert!(postgres.contains(&"postgres rollup folds".to_owned()));
-        assert_eq!(sqlite.len() + postgres.len(), MIGRATOR.iter().count() * 2 - 10);
+        assert!(postgres.contains(&"postgres webhook leases".to_owned()));
+        assert_eq!(sqlite.len() + postgres.len(), MIGRATOR.iter().count() * 2 - 11);
     }
 }

@@ -37,6 +37,7 @@ const DIALECT: Dialect = Dialect {
     collate: " COLLATE \"C\"",
     lock_in_use: " FOR KEY SHARE",
     lock_to_delete: " FOR UPDATE",
+    one_process: false,
 };
 
 /// Connects, brings the schema up to date and starts the engine. The pool also holds one

@@ -83,6 +83,7 @@ store_suite!(
     deletes_and_listings_during_moves,
     range_totals_match_the_events_in_range,
     webhooks_are_managed_per_tenant,
+    a_webhook_lease_has_one_holder,
     webhook_events_wait_in_order_until_a_delivery_holds_them,
     deep_pages_list_in_order,
     series_match_the_raw_events,
@@ -2908,6 +2909,34 @@ fn webhook_record(project: &Project, types: Vec<gantry_core::stream::StreamType>
         updated_by: None,
         updated_time: None,
     }
+}
+
+/// With several nodes on one PostgreSQL database, one node at a time holds a webhook's lease:
+/// it renews it, another takes it only once it ended, and a webhook's lease says nothing of
+/// another's. SQLite, opened by one process at a time, grants every lease.
+async fn a_webhook_lease_has_one_holder(store: SqlStore) {
+    use gantry_core::stream::StreamType;
+    let tenant = new_tenant(&store, "lease").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let hook = webhook_record(&project, vec![StreamType::Telemetry]);
+    let other = webhook_record(&project, vec![StreamType::Telemetry]);
+    store.insert_webhook(&hook).await.unwrap();
+    store.insert_webhook(&other).await.unwrap();
+    let lease = |owner: &'static str, webhook: &gantry_core::ids::WebhookId, now: i64| {
+        let (store, webhook) = (store.clone(), webhook.clone());
+        async move { store.lease_webhook(&webhook, owner, now, now + 30_000).await.unwrap() }
+    };
+    assert!(lease("a", &hook.id, 1_000).await, "a free lease is taken");
+    assert!(lease("a", &hook.id, 20_000).await, "its holder renews it");
+    let one_process = store.backend() == "sqlite";
+    assert_eq!(
+        lease("b", &hook.id, 40_000).await,
+        one_process,
+        "held by a until 50,000"
+    );
+    assert!(lease("b", &other.id, 40_000).await, "another webhook's lease is free");
+    assert!(lease("b", &hook.id, 50_000).await, "taken once it ended");
+    assert_eq!(lease("a", &hook.id, 50_001).await, one_process, "now b's");
 }
 
 async fn webhooks_are_managed_per_tenant(store: SqlStore) {

@@ -154,6 +154,7 @@ impl Application {
                     base: Duration::from_millis(config.webhook_retry_base_ms.max(1)),
                     ..Default::default()
                 },
+                node: crate::mqtt::node_id(&config.data_dir)?,
                 ..Default::default()
             },
         );
@@ -463,17 +464,21 @@ fn tighten_files(dir: &Path) -> anyhow::Result<()> {
 }
 
 fn write_admin_token(data_dir: &Path, token: &str) -> anyhow::Result<()> {
+    write_private(&data_dir.join("admin-token"), &format!("{token}\n"))
+}
+
+/// Writes `text` to a file of the data dir that only its owner may read, whatever the umask.
+pub(crate) fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let path = data_dir.join("admin-token");
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(&path)
+        .open(path)
         .with_context(|| format!("writing {}", path.display()))?;
-    writeln!(file, "{token}")?;
+    file.write_all(text.as_bytes())?;
     Ok(())
 }
 

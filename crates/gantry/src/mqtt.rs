@@ -173,8 +173,9 @@ fn join_listeners(listeners: &[(&str, Option<SocketAddr>)]) -> Option<String> {
 }
 
 /// This node's stable name, kept in the data dir: the external broker keeps the node's session
-/// (and the messages it has not acknowledged) under it across restarts.
-fn node_id(data_dir: &Path) -> anyhow::Result<String> {
+/// (and the messages it has not acknowledged) under it across restarts, and the webhook leases
+/// are taken in it.
+pub(crate) fn node_id(data_dir: &Path) -> anyhow::Result<String> {
     let path = data_dir.join("node-id");
     if let Ok(id) = std::fs::read_to_string(&path)
         && !id.trim().is_empty()
@@ -182,6 +183,6 @@ fn node_id(data_dir: &Path) -> anyhow::Result<String> {
         return Ok(id.trim().to_owned());
     }
     let id = uuid::Uuid::new_v4().simple().to_string();
-    std::fs::write(&path, &id).with_context(|| format!("writing {}", path.display()))?;
+    crate::write_private(&path, &id)?;
     Ok(id)
 }

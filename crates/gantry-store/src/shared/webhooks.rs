@@ -288,6 +288,25 @@ impl WebhookStore for SqlStore {
         Ok(())
     }
 
+    async fn lease_webhook(&self, webhook: &WebhookId, owner: &str, now: i64, until: i64) -> Result<bool> {
+        if self.dialect.one_process {
+            return Ok(true);
+        }
+        let leased = sqlx::query(
+            "UPDATE webhooks SET lease_owner = $1, lease_until = $2 \
+             WHERE id = $3 AND (lease_owner = $1 OR lease_until <= $4)",
+        )
+        .bind(owner)
+        .bind(until)
+        .bind(webhook.as_str())
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?
+        .rows_affected();
+        Ok(leased == 1)
+    }
+
     async fn pending_delivery(&self, webhook: &WebhookId) -> Result<Option<Delivery>> {
         let row = sqlx::query(&format!(
             "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE status = $1 AND webhook_id = $2 \

@@ -25,6 +25,7 @@ const DIALECT: Dialect = Dialect {
     collate: "",
     lock_in_use: "",
     lock_to_delete: "",
+    one_process: true,
 };
 
 /// How often the checkpointer copies committed WAL pages back into the database files. Done by a
