@@ -47,6 +47,13 @@ impl ApiWrites {
         *self.last.lock().expect("not poisoned") = Some(Instant::now());
     }
 
+    /// As `asking`, at `at` (ahead of now): a test's writes that keep coming across a stall of
+    /// its own thread, as a loaded machine makes them.
+    #[cfg(test)]
+    pub(crate) fn asking_at(&self, at: Instant) {
+        *self.last.lock().expect("not poisoned") = Some(at);
+    }
+
     /// How long ago an API write last asked for the writer, if one ever did.
     pub(crate) fn since(&self) -> Option<Duration> {
         self.last.lock().expect("not poisoned").map(|last| last.elapsed())

@@ -245,7 +245,7 @@ async fn short_moves_split_a_devices_events() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&sqlite_url(dir.path())).await.unwrap();
     let mut walked = store.mover.walked.lock().await;
-    let per_device = 4 * ROWS_PER_SHORT_MOVE as i64;
+    let per_device = ROWS_PER_SHORT_MOVE as i64 + 100;
     let events: Vec<DeviceEvent> = ["dev-a", "dev-b"]
         .iter()
         .flat_map(|device| (0..per_device).map(move |ts| event(device, ts)))
@@ -259,12 +259,12 @@ async fn short_moves_split_a_devices_events() {
             .await
             .unwrap();
     assert!(
-        records.len() >= 8,
+        records.len() >= 4,
         "{} moves of at most {ROWS_PER_SHORT_MOVE} rows",
         records.len()
     );
     let parts = records.iter().filter(|(lo, hi, _)| lo == hi).count();
-    assert!(parts >= 6, "{parts} parts of a device's events");
+    assert!(parts >= 4, "{parts} parts of a device's events");
     for device in ["dev-a", "dev-b"] {
         let (total, newest, shadow) = read(&store, device).await;
         assert_eq!(total, per_device as u64, "{device}: every event once");
@@ -295,13 +295,15 @@ async fn a_walk_waits_for_a_gap_between_api_writes() {
             .await
             .unwrap()
     };
-    // API writes every millisecond until `stop` is set.
+    // API writes every millisecond until `stop` is set, from a thread of their own, each also
+    // counting for the next 20 ms: a stall of this thread on a loaded machine (the other tests
+    // run beside) is no gap between them.
     let keep_asking = |stop: Arc<AtomicBool>| {
         let api_writes = store.database.api_writes.clone();
-        tokio::spawn(async move {
+        std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                api_writes.asking();
-                tokio::time::sleep(Duration::from_millis(1)).await;
+                api_writes.asking_at(std::time::Instant::now() + Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(1));
             }
         })
     };
@@ -319,7 +321,7 @@ async fn a_walk_waits_for_a_gap_between_api_writes() {
         during
     };
     let (walk, during) = tokio::join!(walk_held(&store.mover, &mut walked, None), watching);
-    asking.await.unwrap();
+    asking.join().unwrap();
     assert_eq!(during, 0, "no move while API writes come");
     assert_eq!(walk.unwrap(), 2, "moved once they stopped");
 
@@ -329,7 +331,7 @@ async fn a_walk_waits_for_a_gap_between_api_writes() {
     store.append_events(&[event("dev-b", 3)]).await.unwrap();
     let walk = tokio::time::timeout(Duration::from_secs(10), walk_held(&store.mover, &mut walked, None)).await;
     stop.store(true, Ordering::Relaxed);
-    asking.await.unwrap();
+    asking.join().unwrap();
     assert_eq!(walk.expect("the walk ends while API writes go on").unwrap(), 1);
     assert_eq!(moved().await, 3);
 }
