@@ -37,8 +37,13 @@ pub(crate) async fn mark(tx: &mut Transaction<'static, Any>) -> Result<i64> {
         .execute(&mut **tx)
         .await
         .map_err(crate::error::db_error)?;
+    read_mark(&mut **tx).await
+}
+
+/// The mark as `executor` sees it now (migration 0021 keeps its one row).
+async fn read_mark<'e>(executor: impl sqlx::Executor<'e, Database = Any>) -> Result<i64> {
     let row = sqlx::query("SELECT folded_through FROM device_event_rollup_folds")
-        .fetch_one(&mut **tx)
+        .fetch_one(executor)
         .await
         .map_err(crate::error::db_error)?;
     get(&row, "folded_through")
@@ -70,12 +75,7 @@ pub(crate) async fn fold_all(pool: &AnyPool) -> Result<bool> {
 /// there already; returns whether it moved. Writers wait while it runs: one fold holds a minute's
 /// worth of minute rows per device and attribute.
 pub(crate) async fn fold_through(pool: &AnyPool, through: i64) -> Result<bool> {
-    let read = |row: Option<sqlx::any::AnyRow>| row.map(|row| get::<i64>(&row, "folded_through")).transpose();
-    let at = sqlx::query("SELECT folded_through FROM device_event_rollup_folds")
-        .fetch_optional(pool)
-        .await
-        .map_err(crate::error::db_error)?;
-    if read(at)?.is_none_or(|at| at >= through) {
+    if read_mark(pool).await? >= through {
         return Ok(false);
     }
     let mut tx = pool.begin().await.map_err(crate::error::db_error)?;
@@ -85,15 +85,10 @@ pub(crate) async fn fold_through(pool: &AnyPool, through: i64) -> Result<bool> {
         .await
         .map_err(crate::error::db_error)?;
     // Read again under the lock: another node may have folded meanwhile.
-    let from = read(
-        sqlx::query("SELECT folded_through FROM device_event_rollup_folds")
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(crate::error::db_error)?,
-    )?;
-    let Some(from) = from.filter(|from| *from < through) else {
+    let from = read_mark(&mut *tx).await?;
+    if from >= through {
         return Ok(false);
-    };
+    }
     // Every device and attribute with events has a shadow row: its minute rows by primary key.
     let minutes = format!(
         "device_shadows AS k JOIN device_event_rollups AS r ON r.device_id = k.device_id \

@@ -296,8 +296,8 @@ async fn a_walk_waits_for_a_gap_between_api_writes() {
             .unwrap()
     };
     // API writes every millisecond until `stop` is set, from a thread of their own, each also
-    // counting for the next 20 ms: a stall of this thread on a loaded machine (the other tests
-    // run beside) is no gap between them.
+    // counting for a while ahead (`asking_at`), longer than `YIELD_QUIET`: a stall of this
+    // thread on a loaded machine (the other tests run beside) is no gap between them.
     let keep_asking = |stop: Arc<AtomicBool>| {
         let api_writes = store.database.api_writes.clone();
         std::thread::spawn(move || {
