@@ -224,11 +224,22 @@ impl WebhookEvent {
 }
 
 /// Where the store keeps an outbox row, to remove it once a delivery holds it. Opaque to the
-/// services: `apart` is a row the store keeps beside its main tables (SQLite's staging file).
+/// services: `outbox` 0 is the main outbox, any other an outbox the store keeps beside its main
+/// tables, numbered by the store (SQLite's staging and event-log files).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutboxKey {
-    pub apart: bool,
+    pub outbox: u8,
     pub seq: i64,
+}
+
+impl OutboxKey {
+    /// The main outbox, where the store keeps every outbox row that is not apart.
+    pub const MAIN: u8 = 0;
+
+    /// Whether the row is in the main outbox.
+    pub fn in_main(&self) -> bool {
+        self.outbox == Self::MAIN
+    }
 }
 
 /// One POST of a batch of events to a webhook, and its retries.

@@ -23,13 +23,17 @@ pub(crate) struct Connected {
     pub(crate) pool: AnyPool,
     /// The catalog's writes (`SqlStore::begin_write`).
     pub(crate) writer: AnyPool,
+    /// The event logs' writes (`SqlStore::begin_log_write`): where the engine's own work holds
+    /// `writer` for long (SQLite's moves), a connection apart, so that a control never waits for
+    /// it; else `writer`.
+    pub(crate) log_writer: AnyPool,
     pub(crate) dialect: &'static Dialect,
     pub(crate) events: Arc<dyn EventEngine>,
-    /// When the catalog's and event logs' writes last asked for `writer`.
+    /// When the catalog's writes last asked for `writer`.
     pub(crate) api_writes: Arc<ApiWrites>,
 }
 
-/// When the API (the catalog, a control's event log) last asked for `Connected::writer`, for an
+/// When the API's catalog writes last asked for `Connected::writer`, for an
 /// engine whose background work writes through the same connection (SQLite's mover). The pool
 /// queues its waiters in order, so an API write that waits goes before the engine's next
 /// transaction; what it can still meet is the one in flight, which the engine keeps short while
@@ -80,6 +84,11 @@ pub(crate) struct Dialect {
     /// One process at a time opens the database (SQLite's lock file): whatever works on it works
     /// alone, so leases among nodes (`WebhookStore::lease_webhook`) always hold.
     pub(crate) one_process: bool,
+    /// The event logs' table, and the outbox their writes put webhook events into (in the same
+    /// transaction, so on the same connection: `Connected::log_writer`). SQLite keeps both in a
+    /// file of their own; its outbox is read through `EventEngine::waiting_apart`.
+    pub(crate) event_logs: &'static str,
+    pub(crate) log_outbox: &'static str,
 }
 
 /// An engine's event path: the events, the shadows and the kept counts (`EventStore`), and its
@@ -98,15 +107,16 @@ pub(crate) trait EventEngine: EventStore + Debug {
     async fn close(&self);
 
     /// Up to `limit` of the webhook events the engine's commits wrote apart from the main
-    /// tables' outbox (SQLite's staging file: `commit_events` writes its outbox there), oldest
-    /// first, keyed `apart`. An engine that writes the main outbox has none.
+    /// tables' outbox (SQLite's staging file, where `commit_events` writes its outbox, and its
+    /// event-log file), oldest first, keyed with the engine's number of each outbox
+    /// (`OutboxKey`). An engine that writes the main outbox alone has none.
     async fn waiting_apart(&self, _webhook: &WebhookId, _limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
         Ok(Vec::new())
     }
 
-    /// Removes the webhook's events numbered `seqs` from the outbox kept apart; all of them
-    /// when `seqs` is None (the webhook is deleted).
-    async fn drop_apart(&self, _webhook: &WebhookId, _seqs: Option<&[i64]>) -> Result<()> {
+    /// Removes the webhook's events `keys` (from `waiting_apart`) from the outboxes kept apart;
+    /// all of them when `keys` is None (the webhook is deleted).
+    async fn drop_apart(&self, _webhook: &WebhookId, _keys: Option<&[OutboxKey]>) -> Result<()> {
         Ok(())
     }
 

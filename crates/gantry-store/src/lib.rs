@@ -61,10 +61,11 @@ impl Backend {
 pub struct SqlStore {
     /// Reads.
     pool: AnyPool,
-    /// Every write of the catalog and the event logs (the engine chose it: on SQLite one
-    /// connection, so that writers queue in order in this process instead of polling SQLite's
-    /// lock).
+    /// Every write of the catalog (the engine chose it: on SQLite one connection, so that writers
+    /// queue in order in this process instead of polling SQLite's lock).
     writer: AnyPool,
+    /// Every write of the event logs (`Connected::log_writer`).
+    log_writer: AnyPool,
     dialect: &'static Dialect,
     events: Arc<dyn EventEngine>,
     /// Every write through `writer` says so here as it asks for the connection (`ApiWrites`).
@@ -79,6 +80,7 @@ impl SqlStore {
         let Connected {
             pool,
             writer,
+            log_writer,
             dialect,
             events,
             api_writes,
@@ -89,6 +91,7 @@ impl SqlStore {
         Ok(SqlStore {
             pool,
             writer,
+            log_writer,
             dialect,
             events,
             api_writes,
@@ -126,12 +129,17 @@ impl SqlStore {
         Ok(conn)
     }
 
-    /// A transaction that writes the catalog or the event logs.
+    /// A transaction that writes the catalog.
     async fn begin_write(&self) -> gantry_core::Result<Transaction<'static, Any>> {
         self.api_writes.asking();
         let tx = self.writer.begin().await.map_err(error::db_error)?;
         self.api_writes.asking();
         Ok(tx)
+    }
+
+    /// A transaction that writes the event logs (`Dialect::event_logs`) and their outbox.
+    async fn begin_log_write(&self) -> gantry_core::Result<Transaction<'static, Any>> {
+        self.log_writer.begin().await.map_err(error::db_error)
     }
 
     /// Text comparison by code point on both engines (`Dialect::collate`).
@@ -143,11 +151,14 @@ impl SqlStore {
 impl SqlStore {
     /// Reads the figures: one indexed count, and what the engine keeps of its own.
     pub async fn figures(&self) -> gantry_core::Result<StoreFigures> {
-        let controls_pending: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM event_logs WHERE status = $1")
-            .bind(gantry_core::enums::EventLogStatus::Processing.as_str())
-            .fetch_one(&self.pool)
-            .await
-            .map_err(crate::error::db_error)?;
+        let controls_pending: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM {} WHERE status = $1",
+            self.dialect.event_logs
+        ))
+        .bind(gantry_core::enums::EventLogStatus::Processing.as_str())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(crate::error::db_error)?;
         let engine = self.events.figures();
         Ok(StoreFigures {
             backend: self.backend(),

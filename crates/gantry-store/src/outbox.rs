@@ -73,11 +73,11 @@ pub(crate) fn outbox_events(
         .collect())
 }
 
-/// Reads outbox rows (`seq` and `OUTBOX_COLUMNS`), keyed `apart` or not.
-pub(crate) fn outbox_from_row(row: &AnyRow, apart: bool) -> Result<(OutboxKey, WebhookEvent)> {
+/// Reads outbox rows (`seq` and `OUTBOX_COLUMNS`) of the outbox numbered `outbox` (`OutboxKey`).
+pub(crate) fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<(OutboxKey, WebhookEvent)> {
     Ok((
         OutboxKey {
-            apart,
+            outbox,
             seq: get(row, "seq")?,
         },
         WebhookEvent {
@@ -95,4 +95,53 @@ pub(crate) fn outbox_from_row(row: &AnyRow, apart: bool) -> Result<(OutboxKey, W
 pub(crate) fn seq_in(first: usize, count: usize) -> String {
     let list: Vec<String> = (0..count).map(|i| format!("${}", first + i)).collect();
     format!("seq IN ({})", list.join(", "))
+}
+
+/// Merges the rows of two outboxes, each already in its own order, by time (a stable merge:
+/// neither list's order changes; on a tie `first` goes first), and keeps the first `limit`.
+pub(crate) fn merge_by_time(
+    first: Vec<(OutboxKey, WebhookEvent)>,
+    second: Vec<(OutboxKey, WebhookEvent)>,
+    limit: usize,
+) -> Vec<(OutboxKey, WebhookEvent)> {
+    let mut merged = Vec::with_capacity(limit.min(first.len() + second.len()));
+    let (mut first, mut second) = (first.into_iter().peekable(), second.into_iter().peekable());
+    while merged.len() < limit {
+        let take_first = match (first.peek(), second.peek()) {
+            (Some(f), Some(s)) => f.1.time <= s.1.time,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        merged.extend(if take_first { first.next() } else { second.next() });
+    }
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(outbox: u8, seq: i64, time: i64) -> (OutboxKey, WebhookEvent) {
+        (
+            OutboxKey { outbox, seq },
+            WebhookEvent {
+                id: format!("{outbox}-{seq}"),
+                webhook_id: WebhookId::from_string("w"),
+                device_id: DeviceId::from_string("d"),
+                kind: StreamType::Telemetry,
+                time,
+                data: "{}".into(),
+            },
+        )
+    }
+
+    #[test]
+    fn merging_keeps_each_outboxs_order() {
+        // The second list's second row is older than its first: it still comes after it.
+        let main = vec![row(0, 1, 10), row(0, 2, 30)];
+        let apart = vec![row(1, 7, 20), row(1, 8, 5), row(1, 9, 40)];
+        let merged: Vec<String> = merge_by_time(main, apart, 4).into_iter().map(|(_, e)| e.id).collect();
+        assert_eq!(merged, ["0-1", "1-7", "1-8", "0-2"]);
+    }
 }

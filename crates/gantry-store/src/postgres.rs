@@ -38,6 +38,8 @@ const DIALECT: Dialect = Dialect {
     lock_in_use: " FOR KEY SHARE",
     lock_to_delete: " FOR UPDATE",
     one_process: false,
+    event_logs: "event_logs",
+    log_outbox: "webhook_outbox",
 };
 
 /// Connects, brings the schema up to date and starts the engine. The pool also holds one
@@ -69,6 +71,7 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::E
     ));
     Ok(Connected {
         writer: pool.clone(),
+        log_writer: pool.clone(),
         pool,
         dialect: &DIALECT,
         events: std::sync::Arc::new(events),

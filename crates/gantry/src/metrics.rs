@@ -183,7 +183,7 @@ fn store_metrics(store: Arc<SqlStore>) -> AsyncCollector {
                 &mut out,
                 "gantry_store_wal_bytes",
                 "gauge",
-                "SQLite: size of the write-ahead log of the database (main) and of the staging file.",
+                "SQLite: size of the write-ahead log of the database (main), the staging file and the event-log file (logs).",
             );
             for (file, bytes) in &figures.wal_bytes {
                 let _ = writeln!(out, "gantry_store_wal_bytes{{file=\"{file}\"}} {bytes}");

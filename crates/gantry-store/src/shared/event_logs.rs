@@ -24,8 +24,8 @@ const COLUMNS: &str = "id, tenant_id, project_id, status, classification, device
                        reply_to";
 
 /// A control's event-log write, for following a slow control (debug level): its time in all
-/// and the part it waited for the writer (on SQLite, behind a move: docs/PERFORMANCE.md, "Controls
-/// after an ingest burst"); the rest is its statements and its synced commit.
+/// and the part it waited for the event logs' writer (docs/PERFORMANCE.md, "Controls after an
+/// ingest burst"); the rest is its statements and its synced commit.
 fn written(log: &EventLog, what: &str, started: Instant, waited: Duration) {
     tracing::debug!(
         event_log = %log.id,
@@ -62,39 +62,41 @@ fn log_from_row(row: &AnyRow) -> Result<EventLog> {
 impl EventLogStore for SqlStore {
     async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: &[WebhookId]) -> Result<()> {
         let started = Instant::now();
-        let mut conn = self.writes().await?;
+        let mut conn = self.log_writer.acquire().await.map_err(crate::error::db_error)?;
         let waited = started.elapsed();
         let outbox = outbox_events(webhooks, StreamType::EventLog, &log.device_id, log)?;
-        let statement = sqlx::query(
-            "INSERT INTO event_logs (id, tenant_id, project_id, status, classification, device_id, device_name, \
+        let text = format!(
+            "INSERT INTO {} (id, tenant_id, project_id, status, classification, device_id, device_name, \
                  event_data, context_id, responses, event_id, ack_deadline, created_by, created_time, updated_by, \
                  updated_time, deleted, reply_to) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17)",
-        )
-        .bind(log.id.as_str())
-        .bind(log.tenant_id.as_str())
-        .bind(log.project_id.as_str())
-        .bind(log.status.as_str())
-        .bind(log.classification.as_str())
-        .bind(log.device_id.as_str())
-        .bind(log.device_name.as_str())
-        .bind(to_json(&log.event_data)?)
-        .bind(log.context_id.as_deref())
-        .bind(to_json(&log.responses)?)
-        .bind(log.event_id.as_str())
-        .bind(ack_deadline)
-        .bind(log.created_by.as_str())
-        .bind(log.created_time)
-        .bind(log.updated_by.as_deref())
-        .bind(log.updated_time)
-        .bind(log.reply_to.as_deref());
+            self.dialect.event_logs
+        );
+        let statement = sqlx::query(&text)
+            .bind(log.id.as_str())
+            .bind(log.tenant_id.as_str())
+            .bind(log.project_id.as_str())
+            .bind(log.status.as_str())
+            .bind(log.classification.as_str())
+            .bind(log.device_id.as_str())
+            .bind(log.device_name.as_str())
+            .bind(to_json(&log.event_data)?)
+            .bind(log.context_id.as_deref())
+            .bind(to_json(&log.responses)?)
+            .bind(log.event_id.as_str())
+            .bind(ack_deadline)
+            .bind(log.created_by.as_str())
+            .bind(log.created_time)
+            .bind(log.updated_by.as_deref())
+            .bind(log.updated_time)
+            .bind(log.reply_to.as_deref());
         if outbox.is_empty() {
             statement.execute(&mut *conn).await.map_err(crate::error::db_error)?;
         } else {
             // The outbox rows commit with the log.
             let mut tx = sqlx::Acquire::begin(&mut *conn).await.map_err(crate::error::db_error)?;
             statement.execute(&mut *tx).await.map_err(crate::error::db_error)?;
-            write_outbox(&mut tx, "webhook_outbox", &outbox, false).await?;
+            write_outbox(&mut tx, self.dialect.log_outbox, &outbox, false).await?;
             tx.commit().await.map_err(crate::error::db_error)?;
         }
         written(log, "inserted", started, waited);
@@ -111,10 +113,11 @@ impl EventLogStore for SqlStore {
         webhooks: &[WebhookId],
     ) -> Result<Option<EventLog>> {
         let started = Instant::now();
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_log_write().await?;
         let waited = started.elapsed();
+        let table = self.dialect.event_logs;
         let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM event_logs \
+            "SELECT {COLUMNS} FROM {table} \
              WHERE device_id = $1 AND event_id = $2 AND tenant_id = $3 AND classification = $4"
         ))
         .bind(device.as_str())
@@ -133,9 +136,9 @@ impl EventLogStore for SqlStore {
         }
         log.updated_by = Some("DEVICE".to_owned());
         log.updated_time = Some(at);
-        sqlx::query(
-            "UPDATE event_logs SET responses = $1, status = $2, updated_by = $3, updated_time = $4 WHERE id = $5",
-        )
+        sqlx::query(&format!(
+            "UPDATE {table} SET responses = $1, status = $2, updated_by = $3, updated_time = $4 WHERE id = $5"
+        ))
         .bind(to_json(&log.responses)?)
         .bind(log.status.as_str())
         .bind("DEVICE")
@@ -145,7 +148,7 @@ impl EventLogStore for SqlStore {
         .await
         .map_err(crate::error::db_error)?;
         let outbox = outbox_events(webhooks, StreamType::EventLog, &log.device_id, &log)?;
-        write_outbox(&mut tx, "webhook_outbox", &outbox, false).await?;
+        write_outbox(&mut tx, self.dialect.log_outbox, &outbox, false).await?;
         tx.commit().await.map_err(crate::error::db_error)?;
         written(&log, "completed", started, waited);
         Ok(Some(log))
@@ -156,21 +159,23 @@ impl EventLogStore for SqlStore {
         now: i64,
         webhooks: &HashMap<ProjectId, Vec<WebhookId>>,
     ) -> Result<Vec<EventLog>> {
-        // Most sweeps find nothing: they look on a reader first, so that they neither wait for
-        // the writer nor count as an API write (which keeps SQLite's moves short).
-        let overdue: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM event_logs WHERE status = $1 AND ack_deadline <= $2 LIMIT 1")
-                .bind(EventLogStatus::Processing.as_str())
-                .bind(now)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(crate::error::db_error)?;
+        // Most sweeps find nothing: they look on a reader first, so that they do not take the
+        // writer from a control.
+        let table = self.dialect.event_logs;
+        let overdue: Option<i64> = sqlx::query_scalar(&format!(
+            "SELECT 1 FROM {table} WHERE status = $1 AND ack_deadline <= $2 LIMIT 1"
+        ))
+        .bind(EventLogStatus::Processing.as_str())
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(crate::error::db_error)?;
         if overdue.is_none() {
             return Ok(Vec::new());
         }
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_log_write().await?;
         let rows = sqlx::query(&format!(
-            "UPDATE event_logs SET status = $1, updated_by = 'system', updated_time = $2 \
+            "UPDATE {table} SET status = $1, updated_by = 'system', updated_time = $2 \
              WHERE status = $3 AND ack_deadline <= $2 RETURNING {COLUMNS}"
         ))
         .bind(EventLogStatus::Exception.as_str())
@@ -186,7 +191,7 @@ impl EventLogStore for SqlStore {
                 outbox.extend(outbox_events(hooks, StreamType::EventLog, &log.device_id, log)?);
             }
         }
-        write_outbox(&mut tx, "webhook_outbox", &outbox, false).await?;
+        write_outbox(&mut tx, self.dialect.log_outbox, &outbox, false).await?;
         tx.commit().await.map_err(crate::error::db_error)?;
         Ok(expired)
     }
@@ -197,7 +202,10 @@ impl EventLogStore for SqlStore {
         query: &EventLogQuery,
         page: PageRequest,
     ) -> Result<Page<EventLog>> {
-        let mut sql = Sql::new(" FROM event_logs WHERE deleted = 0 AND tenant_id = ");
+        let mut sql = Sql::new(&format!(
+            " FROM {} WHERE deleted = 0 AND tenant_id = ",
+            self.dialect.event_logs
+        ));
         sql.bind(tenant.as_str())
             .push(" AND project_id = ")
             .bind(query.project.as_str());

@@ -13,7 +13,7 @@ use sqlx::any::AnyRow;
 
 use crate::SqlStore;
 use crate::error::db_error;
-use crate::outbox::{OUTBOX_COLUMNS, outbox_from_row, seq_in};
+use crate::outbox::{OUTBOX_COLUMNS, merge_by_time, outbox_from_row, seq_in};
 use crate::row::{flag, get, spelled};
 use crate::sql::{Sql, fetch_page};
 
@@ -67,27 +67,6 @@ fn delivery_from_row(row: &AnyRow) -> Result<Delivery> {
         finished_time: get(row, "finished_time")?,
         body: get(row, "body")?,
     })
-}
-
-/// Merges the main outbox's rows with those kept apart, each already in its own order, by time
-/// (a stable merge: neither list's order changes), and keeps the first `limit`.
-fn merge(
-    main: Vec<(OutboxKey, WebhookEvent)>,
-    apart: Vec<(OutboxKey, WebhookEvent)>,
-    limit: usize,
-) -> Vec<(OutboxKey, WebhookEvent)> {
-    let mut merged = Vec::with_capacity(limit.min(main.len() + apart.len()));
-    let (mut main, mut apart) = (main.into_iter().peekable(), apart.into_iter().peekable());
-    while merged.len() < limit {
-        let take_main = match (main.peek(), apart.peek()) {
-            (Some(m), Some(a)) => m.1.time <= a.1.time,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
-        };
-        merged.extend(if take_main { main.next() } else { apart.next() });
-    }
-    merged
 }
 
 #[async_trait]
@@ -210,10 +189,10 @@ impl WebhookStore for SqlStore {
         .map_err(db_error)?;
         let main = rows
             .iter()
-            .map(|row| outbox_from_row(row, false))
+            .map(|row| outbox_from_row(row, OutboxKey::MAIN))
             .collect::<Result<Vec<_>>>()?;
         let apart = self.events.waiting_apart(webhook, limit).await?;
-        Ok(merge(main, apart, limit))
+        Ok(merge_by_time(main, apart, limit))
     }
 
     /// The main outbox's rows leave in the delivery's transaction: when another node
@@ -241,8 +220,8 @@ impl WebhookStore for SqlStore {
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-        let main: Vec<i64> = taken.iter().filter(|k| !k.apart).map(|k| k.seq).collect();
-        let apart: Vec<i64> = taken.iter().filter(|k| k.apart).map(|k| k.seq).collect();
+        let main: Vec<i64> = taken.iter().filter(|k| k.in_main()).map(|k| k.seq).collect();
+        let apart: Vec<OutboxKey> = taken.iter().filter(|k| !k.in_main()).copied().collect();
         if !main.is_empty() {
             let text = format!(
                 "DELETE FROM webhook_outbox WHERE webhook_id = $1 AND {}",
@@ -349,35 +328,5 @@ impl WebhookStore for SqlStore {
             .await
             .map_err(db_error)?;
         Ok(count.max(0) as u64)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use gantry_core::ids::DeviceId;
-
-    use super::*;
-
-    fn row(apart: bool, seq: i64, time: i64) -> (OutboxKey, WebhookEvent) {
-        (
-            OutboxKey { apart, seq },
-            WebhookEvent {
-                id: format!("{apart}-{seq}"),
-                webhook_id: WebhookId::from_string("w"),
-                device_id: DeviceId::from_string("d"),
-                kind: StreamType::Telemetry,
-                time,
-                data: "{}".into(),
-            },
-        )
-    }
-
-    #[test]
-    fn merging_keeps_each_outboxs_order() {
-        // The apart list's second row is older than its first: it still comes after it.
-        let main = vec![row(false, 1, 10), row(false, 2, 30)];
-        let apart = vec![row(true, 7, 20), row(true, 8, 5), row(true, 9, 40)];
-        let merged: Vec<String> = merge(main, apart, 4).into_iter().map(|(_, e)| e.id).collect();
-        assert_eq!(merged, ["false-1", "true-7", "true-8", "false-2"]);
     }
 }

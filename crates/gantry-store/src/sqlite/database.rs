@@ -50,6 +50,10 @@ pub(crate) struct Database {
     pub(crate) pool: AnyPool,
     /// One connection, the main file's one writer in this process.
     pub(crate) writer: AnyPool,
+    /// One connection, the event-log file's one writer (logs.rs).
+    pub(crate) log_writer: AnyPool,
+    /// The event-log file's write-ahead log.
+    pub(crate) logs_wal: std::path::PathBuf,
     pub(crate) lock: Lock,
     pub(crate) alive: Arc<()>,
     /// When the API's writes last asked for `writer` (`ApiWrites`): the mover's moves are short
@@ -72,6 +76,7 @@ impl Database {
     /// Closes the pools, waiting for connections in use, and lets the files go.
     pub(crate) async fn close(&self) {
         self.writer.close().await;
+        self.log_writer.close().await;
         self.pool.close().await;
         self.lock.release();
     }

@@ -3,9 +3,12 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::ConnectOptions;
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 
 /// The URL of the embedded database in `data_dir`.
 pub fn sqlite_url(data_dir: &Path) -> String {
@@ -51,6 +54,66 @@ pub(crate) fn create_private_file(path: &Path) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)?;
     Ok(())
+}
+
+/// A file the engine keeps beside the database file (`gantry.db` → `gantry-<suffix>.db`), with
+/// a schema of its own (a directory of migrations, run on the file itself before any connection
+/// attaches it), attached to connections as the schema `<suffix>`. SQLite locks each file apart:
+/// a connection that writes this file alone never waits for the main file's writer.
+#[derive(Debug)]
+pub(crate) struct FileBeside {
+    /// The file.
+    path: PathBuf,
+    /// The statements that attach it, with the main file's journal and durability.
+    pub(crate) attach: Arc<str>,
+    /// Its write-ahead log.
+    pub(crate) wal: PathBuf,
+}
+
+impl FileBeside {
+    /// The file `suffix` beside the database at `url`. An in-memory database has none.
+    pub(crate) fn new(url: &str, suffix: &str) -> Result<FileBeside, sqlx::Error> {
+        let Some(file) = database_file(url)? else {
+            return Err(sqlx::Error::Configuration(
+                format!("the embedded store needs a database file (an in-memory SQLite database has no {suffix} file)")
+                    .into(),
+            ));
+        };
+        let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+        let name = match file.extension() {
+            Some(extension) => format!("{stem}-{suffix}.{}", extension.to_string_lossy()),
+            None => format!("{stem}-{suffix}"),
+        };
+        let path = file.with_file_name(&name);
+        let mut wal = path.clone().into_os_string();
+        wal.push("-wal");
+        let quoted = path.to_string_lossy().replace('\'', "''");
+        Ok(FileBeside {
+            attach: format!(
+                "ATTACH DATABASE '{quoted}' AS {suffix}; PRAGMA {suffix}.journal_mode=WAL; PRAGMA {suffix}.synchronous=FULL;"
+            )
+            .into(),
+            wal: wal.into(),
+            path,
+        })
+    }
+
+    /// Creates the file when missing (readable by its owner alone; a new file gets `page_size`
+    /// pages where given) and brings its schema up to date with `migrator`, on a connection of
+    /// its own.
+    pub(crate) async fn migrate(&self, migrator: &Migrator, page_size: Option<u32>) -> Result<(), sqlx::Error> {
+        create_private_file(&self.path)?;
+        let mut options = SqliteConnectOptions::new()
+            .filename(&self.path)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full);
+        if let Some(page_size) = page_size {
+            options = options.page_size(page_size);
+        }
+        let mut conn = options.connect().await?;
+        migrator.run_direct(&mut conn).await?;
+        sqlx::Connection::close(conn).await
+    }
 }
 
 /// How long opening a SQLite store waits for another store on the same file to close: a server
@@ -115,6 +178,26 @@ impl Lock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_beside_sits_beside_the_database_file() {
+        let file = FileBeside::new("sqlite:///tmp/it's/gantry.db?mode=rwc", "staging").unwrap();
+        assert!(
+            file.attach
+                .starts_with("ATTACH DATABASE '/tmp/it''s/gantry-staging.db' AS staging;"),
+            "{}",
+            file.attach
+        );
+        assert_eq!(file.wal, Path::new("/tmp/it's/gantry-staging.db-wal"));
+        let file = FileBeside::new("sqlite:///tmp/data/store?mode=rwc", "logs").unwrap();
+        assert!(
+            file.attach.contains("'/tmp/data/store-logs' AS logs;"),
+            "{}",
+            file.attach
+        );
+        assert_eq!(file.wal, Path::new("/tmp/data/store-logs-wal"));
+        assert!(FileBeside::new("sqlite::memory:", "staging").is_err());
+    }
 
     #[test]
     fn sqlite_urls_survive_odd_directory_names() {

@@ -1,14 +1,16 @@
 //! The embedded engine: one SQLite database file with its lock file, pragmas, pools and
-//! checkpointer (`file`, `database`), and the event path of the staging engine (`staging`), which
-//! keeps a file of its own beside it.
+//! checkpointer (`file`, `database`), the event path of the staging engine (`staging`), which
+//! keeps a file of its own beside it, and the event logs' file (`logs`).
 //!
-//! Invariants: one connection (`Database::writer`) writes the main file, so writes queue in order
-//! in this process instead of meeting SQLite's lock, whose busy handler polls with sleeps of up to
-//! 100 ms; SQLite's write transactions then run one at a time, and the shared SQL needs no row
+//! Invariants: one connection writes each file (`Database::writer` the main file, the stager the
+//! staging file, `Database::log_writer` the event-log file), so writes queue in order in this
+//! process instead of meeting SQLite's lock, whose busy handler polls with sleeps of up to 100 ms;
+//! SQLite's write transactions then run one at a time per file, and the shared SQL needs no row
 //! locks (`DIALECT`). One store at a time opens the files (`file::Lock`).
 
 mod database;
 pub(crate) mod file;
+mod logs;
 mod staging;
 
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use std::time::Duration;
 use crate::engine::{Connected, Dialect};
 use database::{Database, WRITER_PRAGMAS, pool_options};
 pub use file::sqlite_url;
-use staging::{StagingEvents, StagingFile};
+use staging::StagingEvents;
 
 /// Text already compares by code point; no row locks (one writer).
 const DIALECT: Dialect = Dialect {
@@ -26,6 +28,8 @@ const DIALECT: Dialect = Dialect {
     lock_in_use: "",
     lock_to_delete: "",
     one_process: true,
+    event_logs: logs::EVENT_LOGS,
+    log_outbox: logs::LOG_OUTBOX,
 };
 
 /// How often the checkpointer copies committed WAL pages back into the database files. Done by a
@@ -41,6 +45,7 @@ pub(crate) async fn connect(url: &str) -> Result<Connected, sqlx::Error> {
     Ok(Connected {
         pool: database.pool.clone(),
         writer: database.writer.clone(),
+        log_writer: database.log_writer.clone(),
         dialect: &DIALECT,
         api_writes: database.api_writes.clone(),
         events,
@@ -51,12 +56,19 @@ pub(crate) async fn connect(url: &str) -> Result<Connected, sqlx::Error> {
 pub(crate) async fn open(url: &str) -> Result<StagingEvents, sqlx::Error> {
     file::create_database_file(url)?;
     let lock = file::Lock::take(url, file::LOCK_WAIT).await?;
-    let staging = StagingFile::beside(url)?;
-    staging.migrate().await?;
+    let staging = staging::staging_file(url)?;
+    staging::migrate(&staging).await?;
+    let event_logs = logs::logs_file(url)?;
+    logs::migrate(&event_logs).await?;
     let attach = staging.attach.to_string();
-    let pool = pool_options(crate::engine::POOL_SIZE, vec![attach.clone()])
-        .connect(url)
-        .await?;
+    // The readers see every file; the main file's writer and the stager leave the event-log file
+    // alone.
+    let pool = pool_options(
+        crate::engine::POOL_SIZE,
+        vec![attach.clone(), event_logs.attach.to_string()],
+    )
+    .connect(url)
+    .await?;
     crate::engine::migrator(DIALECT.name).run(&pool).await?;
     let writers = |extra: &[&str]| {
         let mut statements = vec![attach.clone(), WRITER_PRAGMAS.to_owned()];
@@ -67,15 +79,21 @@ pub(crate) async fn open(url: &str) -> Result<StagingEvents, sqlx::Error> {
     let stager = writers(&[staging::WRITER_PRAGMAS, staging::STAGER_PRAGMAS])
         .connect(url)
         .await?;
+    let log_writer = pool_options(1, vec![event_logs.attach.to_string()])
+        .connect(url)
+        .await?;
+    logs::adopt_main_event_logs(&pool, &writer, &log_writer).await?;
     let database = Database {
         pool: pool.clone(),
         writer: writer.clone(),
+        log_writer,
+        logs_wal: event_logs.wal.clone(),
         lock,
         alive: Arc::new(()),
         api_writes: Default::default(),
     };
     // The checkpointer: passive, it never waits for readers or the writers, it copies what it
-    // can, in both files.
+    // can, in every file.
     tokio::spawn(crate::task::every(
         CHECKPOINT_EVERY,
         pool.clone(),
@@ -112,5 +130,127 @@ mod tests {
             .expect("the second store opens once the first is gone")
             .unwrap();
         assert!(second.is_ok());
+    }
+
+    fn control(id: &str) -> gantry_core::event_log::EventLog {
+        use gantry_core::enums::{Classification, EventLogStatus};
+        use gantry_core::ids::{DeviceId, ProjectId, TenantId};
+        gantry_core::event_log::EventLog {
+            id: id.to_owned(),
+            tenant_id: TenantId::from_string("t"),
+            project_id: ProjectId::from_string("p"),
+            status: EventLogStatus::Processing,
+            classification: Classification::DeviceControll,
+            device_id: DeviceId::from_string("d"),
+            device_name: "crane".to_owned(),
+            event_data: serde_json::json!({"meta": {"id": id}}),
+            context_id: None,
+            responses: Vec::new(),
+            event_id: id.to_owned(),
+            created_by: "admin".to_owned(),
+            created_time: 1,
+            updated_by: None,
+            updated_time: None,
+            deleted: false,
+            reply_to: None,
+        }
+    }
+
+    /// A control's event-log writes go on while the main file's writer is held (as a move of
+    /// telemetry holds it): the event logs have a file and a writer of their own.
+    #[tokio::test]
+    async fn event_logs_are_written_while_the_main_writer_is_held() {
+        use gantry_core::store::EventLogStore;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
+        let mut held = store.writer.begin().await.unwrap();
+        sqlx::query(
+            "INSERT INTO main.walk_syncs (id, syncs) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1",
+        )
+        .execute(&mut *held)
+        .await
+        .unwrap();
+        let log = control("c-1");
+        const WITHIN: Duration = Duration::from_secs(5);
+        let waited = "written without waiting for the main file's writer";
+        tokio::time::timeout(WITHIN, store.insert_event_log(&log, Some(i64::MAX), &[]))
+            .await
+            .expect(waited)
+            .unwrap();
+        let response = serde_json::json!({"ok": true});
+        let ack = store.record_ack(&log.tenant_id, &log.device_id, "c-1", &response, 2, &[]);
+        let acked = tokio::time::timeout(WITHIN, ack)
+            .await
+            .expect(waited)
+            .unwrap()
+            .expect("the control is found");
+        assert_eq!(acked.status, gantry_core::enums::EventLogStatus::Completed);
+        held.commit().await.unwrap();
+        store.close().await;
+    }
+
+    /// A store whose event logs are in the main file (before the event-log file) moves them into
+    /// the event-log file when it opens, and drops the main file's table.
+    #[tokio::test]
+    async fn event_logs_in_the_main_file_move_into_their_own() {
+        use gantry_core::paging::PageRequest;
+        use gantry_core::query::{EventLogQuery, EventLogSort};
+        use gantry_core::store::EventLogStore;
+        let dir = tempfile::tempdir().unwrap();
+        let url = sqlite_url(dir.path());
+        let store = SqlStore::connect(&url).await.unwrap();
+        store.close().await;
+        // The main file as an earlier version left it: migrations 0003 and 0004's table, with a
+        // log in it.
+        let old = format!(
+            "{}{}",
+            include_str!("../../migrations/0003_event_logs.sql"),
+            "ALTER TABLE event_logs ADD COLUMN reply_to TEXT;"
+        );
+        let main = pool_options(1, Vec::new()).connect(&url).await.unwrap();
+        sqlx::raw_sql(&old).execute(&main).await.unwrap();
+        sqlx::query(
+            "INSERT INTO event_logs (id, tenant_id, project_id, status, classification, device_id, device_name, \
+             event_data, responses, event_id, ack_deadline, created_by, created_time) \
+             VALUES ('old', 't', 'p', 'processing', 'DeviceControll', 'd', 'crane', '{}', '[]', 'c-old', 5, 'admin', 3)",
+        )
+        .execute(&main)
+        .await
+        .unwrap();
+        main.close().await;
+
+        let store = SqlStore::connect(&url).await.unwrap();
+        let main_tables: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'event_logs'")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(main_tables, 0, "the main file's table is dropped");
+        let query = EventLogQuery {
+            project: gantry_core::ids::ProjectId::from_string("p"),
+            device: None,
+            event_id: None,
+            context_id: None,
+            sort_by: EventLogSort::CreatedTime,
+            sort_order: gantry_core::enums::SortOrder::Asc,
+        };
+        let tenant = gantry_core::ids::TenantId::from_string("t");
+        let page = store
+            .list_event_logs(
+                &tenant,
+                &query,
+                PageRequest {
+                    page_no: 1,
+                    page_size: 10,
+                },
+            )
+            .await
+            .unwrap();
+        let ids: Vec<&str> = page.items.iter().map(|log| log.id.as_str()).collect();
+        assert_eq!(ids, ["old"]);
+        // Still a pending control: its deadline came from the old table.
+        let expired = store.expire_event_logs(10, &Default::default()).await.unwrap();
+        assert_eq!(expired.len(), 1);
+        store.close().await;
     }
 }

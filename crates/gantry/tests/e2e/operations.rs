@@ -119,7 +119,13 @@ async fn the_data_dir_is_private() {
             assert_eq!(mode(&path) & 0o077, 0, "{} is {:o}", path.display(), mode(&path));
             files.push(path.file_name().unwrap().to_string_lossy().into_owned());
         }
-        for expected in ["gantry.db", "gantry.db-wal", "gantry-staging.db", "admin-token"] {
+        for expected in [
+            "gantry.db",
+            "gantry.db-wal",
+            "gantry-staging.db",
+            "gantry-logs.db",
+            "admin-token",
+        ] {
             assert!(files.iter().any(|f| f == expected), "{expected} in {files:?}");
         }
         drop(app);

@@ -37,7 +37,7 @@ use gantry_core::webhook::{OutboxKey, WebhookEvent};
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 
-pub(crate) use self::file::{STAGER_PRAGMAS, StagingFile, WRITER_PRAGMAS};
+pub(crate) use self::file::{STAGER_PRAGMAS, StagingFile, WRITER_PRAGMAS, migrate, staging_file};
 use self::flush::Flusher;
 use self::mover::{MERGE_EVERY, Mover, PACE};
 use self::staged::{MAX_STAGED, Staged};
@@ -45,7 +45,7 @@ use self::table::{NOT_MOVED, OUTBOX, STAGING};
 use super::database::Database;
 use crate::engine::{EngineFigures, EventEngine};
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
-use crate::outbox::{OUTBOX_COLUMNS, outbox_from_row, seq_in, write_outbox};
+use crate::outbox::{OUTBOX_COLUMNS, merge_by_time, outbox_from_row, seq_in, write_outbox};
 use crate::task::every;
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
@@ -63,9 +63,15 @@ pub(crate) struct StagingEvents {
     /// device_events with the hours kept: the moves add them at no cost to ingest.
     kept: Kept,
     mover: Arc<Mover>,
-    /// The write-ahead logs an operator watches: the main file's and the staging file's.
-    wal: [(&'static str, PathBuf); 2],
+    /// The write-ahead logs an operator watches: the main file's, the staging file's and the
+    /// event-log file's.
+    wal: [(&'static str, PathBuf); 3],
 }
+
+/// The numbers of the outboxes this engine keeps apart (`OutboxKey`): the staging file's and
+/// the event-log file's.
+const STAGED_OUTBOX: u8 = 1;
+const LOGS_OUTBOX: u8 = 2;
 
 /// Where an ingest batch is written: alone on the stager's connection when it is one statement
 /// (it commits with the statement), else in a transaction, so that a batch commits whole.
@@ -84,7 +90,11 @@ impl StagingEvents {
         file: StagingFile,
     ) -> std::result::Result<Self, sqlx::Error> {
         let staged = Arc::new(Staged::default());
-        let wal = [("main", database.wal_file()), ("staging", file.wal.clone())];
+        let wal = [
+            ("main", database.wal_file()),
+            ("staging", file.wal.clone()),
+            ("logs", database.logs_wal.clone()),
+        ];
         let flusher = Arc::new(Flusher::start(file.wal, staged.clone()));
         let (reader, writer) = (database.pool.clone(), database.writer.clone());
         adopt_main_staging(&reader, &writer, &stager, &flusher).await?;
@@ -133,6 +143,35 @@ impl StagingEvents {
         &self.mover.staged
     }
 
+    /// The table of the outbox kept apart numbered `outbox` (`OutboxKey`), and the one
+    /// connection that writes its file.
+    fn outbox(&self, outbox: u8) -> (&'static str, &AnyPool) {
+        if outbox == STAGED_OUTBOX {
+            (OUTBOX, &self.stager)
+        } else {
+            (super::logs::LOG_OUTBOX, &self.database.log_writer)
+        }
+    }
+
+    /// Up to `limit` of the webhook's rows in the outbox numbered `outbox`, in their order.
+    async fn outbox_rows(
+        &self,
+        outbox: u8,
+        webhook: &WebhookId,
+        limit: usize,
+    ) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
+        let (table, _) = self.outbox(outbox);
+        let rows = sqlx::query(&format!(
+            "SELECT seq, {OUTBOX_COLUMNS} FROM {table} WHERE webhook_id = $1 ORDER BY seq LIMIT $2"
+        ))
+        .bind(webhook.as_str())
+        .bind(limit as i64)
+        .fetch_all(&self.database.pool)
+        .await
+        .map_err(crate::error::db_error)?;
+        rows.iter().map(|row| outbox_from_row(row, outbox)).collect()
+    }
+
     /// A transaction on the main file's writer. Deferred: `BEGIN IMMEDIATE` would take the write
     /// lock of every attached file, the staging file's too, and hold ingest commits. Each file's
     /// lock is taken by the transaction's first write to it; only this connection writes the main
@@ -155,33 +194,35 @@ impl EventEngine for StagingEvents {
         self.database.close().await;
     }
 
-    /// Telemetry and shadow events, which the ingest commits wrote into the staging file.
+    /// Telemetry and shadow events, which the ingest commits wrote into the staging file
+    /// (`STAGED_OUTBOX`), and event-log events, which the event logs' writes wrote into the
+    /// event-log file (`LOGS_OUTBOX`), merged by time.
     async fn waiting_apart(&self, webhook: &WebhookId, limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
-        let rows = sqlx::query(&format!(
-            "SELECT seq, {OUTBOX_COLUMNS} FROM {OUTBOX} WHERE webhook_id = $1 ORDER BY seq LIMIT $2"
-        ))
-        .bind(webhook.as_str())
-        .bind(limit as i64)
-        .fetch_all(&self.database.pool)
-        .await
-        .map_err(crate::error::db_error)?;
-        rows.iter().map(|row| outbox_from_row(row, true)).collect()
+        let staged = self.outbox_rows(STAGED_OUTBOX, webhook, limit).await?;
+        let logs = self.outbox_rows(LOGS_OUTBOX, webhook, limit).await?;
+        Ok(merge_by_time(staged, logs, limit))
     }
 
-    /// On the stager, the one connection that writes the staging file.
-    async fn drop_apart(&self, webhook: &WebhookId, seqs: Option<&[i64]>) -> Result<()> {
-        let text = match seqs {
-            Some(seqs) => format!(
-                "DELETE FROM {OUTBOX} WHERE webhook_id = $1 AND {}",
-                seq_in(2, seqs.len())
-            ),
-            None => format!("DELETE FROM {OUTBOX} WHERE webhook_id = $1"),
-        };
-        let query = seqs
-            .unwrap_or_default()
-            .iter()
-            .fold(sqlx::query(&text).bind(webhook.as_str()), |q, seq| q.bind(*seq));
-        query.execute(&self.stager).await.map_err(crate::error::db_error)?;
+    /// Each outbox's on its file's one writer: the stager, the event logs' writer.
+    async fn drop_apart(&self, webhook: &WebhookId, keys: Option<&[OutboxKey]>) -> Result<()> {
+        for outbox in [STAGED_OUTBOX, LOGS_OUTBOX] {
+            let (table, writer) = self.outbox(outbox);
+            let seqs: Option<Vec<i64>> =
+                keys.map(|keys| keys.iter().filter(|k| k.outbox == outbox).map(|k| k.seq).collect());
+            let text = match &seqs {
+                Some(seqs) if seqs.is_empty() => continue,
+                Some(seqs) => format!(
+                    "DELETE FROM {table} WHERE webhook_id = $1 AND {}",
+                    seq_in(2, seqs.len())
+                ),
+                None => format!("DELETE FROM {table} WHERE webhook_id = $1"),
+            };
+            let query = seqs
+                .unwrap_or_default()
+                .iter()
+                .fold(sqlx::query(&text).bind(webhook.as_str()), |q, seq| q.bind(*seq));
+            query.execute(writer).await.map_err(crate::error::db_error)?;
+        }
         Ok(())
     }
 
@@ -194,6 +235,7 @@ impl EventEngine for StagingEvents {
                 pool("read", &self.database.pool),
                 pool("writer", &self.database.writer),
                 pool("ingest", &self.stager),
+                pool("event-logs", &self.database.log_writer),
             ],
             staged_events: Some(self.staged().waiting()),
             wal_bytes: self.wal.iter().map(|(name, path)| (*name, file_size(path))).collect(),

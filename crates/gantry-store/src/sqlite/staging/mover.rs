@@ -15,11 +15,12 @@
 //! stretch of numbers per transaction on the stager; then the in-memory index of staged events
 //! (staged.rs) forgets those numbers and the records of those rows are cleared.
 //!
-//! The API's writes (the catalog, a control's event log) share the main file's writer: one that
+//! The catalog's writes (the API's, a webhook delivery's) share the main file's writer: one that
 //! waits goes before the walk's next move (the pool queues in order); while they come, the walk's
 //! writes wait for a quiet moment between them (`Yielding`, bounded per walk) and the moves are
-//! short (`SHORT_MOVE`, a device's events split where they are more), so that a control rarely
-//! meets a move, and then a short one.
+//! short (`SHORT_MOVE`, a device's events split where they are more), so that such a write rarely
+//! meets a move, and then a short one. A control's event logs do not meet the moves at all: they
+//! have a file and a writer of their own (logs.rs).
 //!
 //! Why one walk later: a statement that reads both files takes its snapshot of the main file
 //! first and of the staging file an instant later (SQLite opens them in schema order). A row
@@ -67,15 +68,15 @@ pub(crate) const PACE: Duration = MERGE_EVERY;
 const ROWS_PER_MOVE: usize = 4_000;
 
 /// Staged events moved per transaction at most while API writes come (one within
-/// `API_WRITES_RECENT`): a control's event-log write that meets a move waits for it, and a write
-/// synced after unsynced moves puts their pages on disk with its own. Fewer rows per move cost
-/// pages (see `ROWS_PER_MOVE`) only while controls come. Measured: docs/PERFORMANCE.md,
+/// `API_WRITES_RECENT`): a catalog write that meets a move waits for it, and a write synced after
+/// unsynced moves puts their pages on disk with its own. Fewer rows per move cost pages (see
+/// `ROWS_PER_MOVE`) only while such writes come. Measured: docs/PERFORMANCE.md,
 /// "Controls after an ingest burst".
 pub(super) const ROWS_PER_SHORT_MOVE: usize = 500;
 
 /// How long a short move should hold the writer: it takes as many rows as the moves before it
 /// took in this long (`Mover::row_cost`), within `MIN_ROWS_PER_SHORT_MOVE` and
-/// `ROWS_PER_SHORT_MOVE`, and splits a device's events where they are more. A control's write
+/// `ROWS_PER_SHORT_MOVE`, and splits a device's events where they are more. A catalog write
 /// that meets one waits for the rest of it. Measured: docs/PERFORMANCE.md, "Controls after an
 /// ingest burst".
 const SHORT_MOVE: Duration = Duration::from_millis(20);
@@ -84,15 +85,15 @@ const SHORT_MOVE: Duration = Duration::from_millis(20);
 /// rows.
 const MIN_ROWS_PER_SHORT_MOVE: usize = 100;
 
-/// How long after an API write the moves stay short: a walk's length, so that a control's next
-/// write (its ack's, a few milliseconds later, or the next control's) finds them short too.
+/// How long after an API write the moves stay short: a walk's length, so that the next write of
+/// a series (an operator's script, a webhook's deliveries) finds them short too.
 const API_WRITES_RECENT: Duration = MERGE_EVERY;
 
 /// The walk's writes on the main file wait until no API write has had the writer for this
-/// long (a control's writes come a few milliseconds apart: its PUT, its ack), so that they start
-/// between controls rather than in front of one. A walk waits so at most `YIELD_PER_WALK` in all
-/// (of `MERGE_EVERY`), and not while ingest waits for room (`staged::MAX_STAGED`): controls
-/// delay the moves, never stop them. Measured: docs/PERFORMANCE.md, "Controls after an ingest
+/// long (a series of writes comes a few milliseconds apart), so that they start between the
+/// writes rather than in front of one. A walk waits so at most `YIELD_PER_WALK` in all (of
+/// `MERGE_EVERY`), and not while ingest waits for room (`staged::MAX_STAGED`): API writes delay
+/// the moves, never stop them. Measured: docs/PERFORMANCE.md, "Controls after an ingest
 /// burst".
 const YIELD_QUIET: Duration = Duration::from_millis(5);
 
@@ -124,7 +125,7 @@ pub(crate) struct Mover {
 
 impl Mover {
     /// Rows per move now: `ROWS_PER_MOVE`; while API writes come, what `SHORT_MOVE` holds, unless
-    /// ingest waits for room (then controls delay the moves, never slow them down further).
+    /// ingest waits for room (then API writes delay the moves, never slow them down further).
     fn rows_per_move(&self) -> usize {
         if !self.api_writes.asked_within(API_WRITES_RECENT) {
             return ROWS_PER_MOVE;
