@@ -327,6 +327,7 @@ impl EmbeddedBroker {
             Type::ClientConnected,
             Type::ClientDisconnected,
             Type::ClientKeepalive,
+            Type::SessionTerminated,
         ] {
             register.add(hook, Box::new(hooks.clone())).await;
         }

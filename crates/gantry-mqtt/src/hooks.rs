@@ -84,7 +84,7 @@ impl GantryHooks {
         match login {
             Ok(login) => {
                 self.publish_rate.reset(&client_id);
-                self.sessions.logged_in(client_id, login);
+                self.sessions.logged_in(client_id, login, info.id().create_time);
                 AuthResult::Allow(false, None)
             }
             Err(refusal) => {
@@ -348,6 +348,15 @@ impl Handler for GantryHooks {
             }
             Parameter::ClientDisconnected(session, reason) => {
                 self.disconnected(session, reason).await;
+                (true, acc)
+            }
+            Parameter::SessionTerminated(session, _) => {
+                // Over for good: its Last Will was sent (through the publish ACL, which needs
+                // the identity) and its offline queue is gone.
+                let client_id = &session.id.client_id;
+                if self.sessions.ended(client_id, session.id.create_time) {
+                    self.publish_rate.reset(client_id);
+                }
                 (true, acc)
             }
             Parameter::ClientKeepalive(session, _) => {

@@ -1,7 +1,11 @@
 //! Who is logged in to the embedded broker, and when each session whose credential ends must
 //! be closed: a route identity's at its route's expiry, a device's at the end of the grace
-//! period of the token it logged in with. The hooks write it at login; the downlink and a
-//! sweeper task close sessions from it.
+//! period of the token it logged in with. The hooks write it at login and forget a client when
+//! its session ends; the downlink and a sweeper task close sessions from it.
+//!
+//! Invariant: a client is known from its login until its session is over (after its Last Will,
+//! which the publish ACL checks when it is sent, and its offline queue), and no longer: every
+//! route creates a client id of its own, so what is never forgotten would grow with every route.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, RwLock};
@@ -18,16 +22,19 @@ pub(crate) const SWEEP_PERIOD: Duration = Duration::from_millis(250);
 
 #[derive(Default)]
 pub(crate) struct Sessions {
-    /// Who each client that logged in is: the ACL hooks see only the client id.
-    identities: RwLock<HashMap<String, Identity>>,
+    /// Who each client that logged in is, and when the connection it logged in on started
+    /// (rmqtt's `Id::create_time`, which the session keeps): the ACL hooks see only the client
+    /// id, and a session that ends forgets its client only if no later login replaced it.
+    identities: RwLock<HashMap<String, (Identity, i64)>>,
     /// When the session of a client must end (epoch ms). Only sessions whose credential ends
     /// have one, so the sweeper looks at route identities and rotated devices alone.
     ends: Mutex<HashMap<String, i64>>,
 }
 
 impl Sessions {
-    /// Records a login; it replaces the client's earlier session and that session's end.
-    pub(crate) fn logged_in(&self, client_id: String, login: Login) {
+    /// Records a login on a connection started at `connected`; it replaces the client's earlier
+    /// session and that session's end.
+    pub(crate) fn logged_in(&self, client_id: String, login: Login, connected: i64) {
         let mut ends = self.ends.lock().expect("session ends lock");
         match login.until {
             Some(end) => ends.insert(client_id.clone(), end),
@@ -37,11 +44,36 @@ impl Sessions {
         self.identities
             .write()
             .expect("identities lock")
-            .insert(client_id, login.identity);
+            .insert(client_id, (login.identity, connected));
+    }
+
+    /// The session of the client that logged in on a connection started at `connected` is over:
+    /// it is forgotten, with its end, unless the client has logged in again since. Whether it was.
+    pub(crate) fn ended(&self, client_id: &str, connected: i64) -> bool {
+        let mut identities = self.identities.write().expect("identities lock");
+        if identities.get(client_id).is_none_or(|(_, at)| *at != connected) {
+            return false;
+        }
+        identities.remove(client_id);
+        self.ends.lock().expect("session ends lock").remove(client_id);
+        true
     }
 
     pub(crate) fn identity(&self, client_id: &str) -> Option<Identity> {
-        self.identities.read().expect("identities lock").get(client_id).cloned()
+        self.identities
+            .read()
+            .expect("identities lock")
+            .get(client_id)
+            .map(|(identity, _)| identity.clone())
+    }
+
+    /// When the connection of the client's current login started.
+    fn connected(&self, client_id: &str) -> Option<i64> {
+        self.identities
+            .read()
+            .expect("identities lock")
+            .get(client_id)
+            .map(|(_, at)| *at)
     }
 
     pub(crate) fn is_known(&self, client_id: &str) -> bool {
@@ -66,7 +98,7 @@ impl Sessions {
             .read()
             .expect("identities lock")
             .iter()
-            .filter(|(_, identity)| matches!(identity, Identity::Route(grant) if &grant.target == device))
+            .filter(|(_, (identity, _))| matches!(identity, Identity::Route(grant) if &grant.target == device))
             .map(|(client, _)| client.clone())
             .collect()
     }
@@ -109,13 +141,13 @@ impl Sessions {
                 match services.routes.current(&grant).await {
                     Ok(Some(current)) if current.expires > now => {
                         let end = current.expires;
-                        self.logged_in(
-                            client,
-                            Login {
-                                identity: Identity::Route(Box::new(current)),
-                                until: Some(end),
-                            },
-                        );
+                        // The same session, with the route's new end.
+                        let connected = self.connected(&client).unwrap_or_default();
+                        let login = Login {
+                            identity: Identity::Route(Box::new(current)),
+                            until: Some(end),
+                        };
+                        self.logged_in(client, login, connected);
                         continue;
                     }
                     Ok(_) => {}
@@ -130,5 +162,58 @@ impl Sessions {
             tracing::info!(client, "session ended: its credential expired or was revoked");
             self.kick(scx, &client).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gantry_core::ids::{DeviceId, TenantId};
+    use gantry_core::route::RouteGrant;
+
+    use super::*;
+
+    fn route(target: &str, until: i64) -> Login {
+        Login {
+            identity: Identity::Route(Box::new(RouteGrant {
+                route_id: "r".to_owned(),
+                tenant: TenantId::from_string("t"),
+                target: DeviceId::from_string(target),
+                reply_to: None,
+                expires: until,
+            })),
+            until: Some(until),
+        }
+    }
+
+    /// A session that ends forgets its client and the client's end; one that ends after its
+    /// client logged in again (a takeover, a reconnect) leaves the new login alone.
+    #[test]
+    fn an_ended_session_forgets_its_client_unless_it_logged_in_again() {
+        let sessions = Sessions::default();
+        let far = i64::MAX;
+        sessions.logged_in("app-1".to_owned(), route("d", far), 100);
+        sessions.logged_in("app-1".to_owned(), route("d", far), 200);
+        assert!(
+            !sessions.ended("app-1", 100),
+            "the first connection's session ends after the second login"
+        );
+        assert!(sessions.is_known("app-1"));
+        assert_eq!(sessions.routed_to(&DeviceId::from_string("d")), ["app-1"]);
+        assert!(sessions.ended("app-1", 200));
+        assert!(!sessions.is_known("app-1"));
+        assert!(sessions.routed_to(&DeviceId::from_string("d")).is_empty());
+        assert!(sessions.ends.lock().unwrap().is_empty(), "its end goes with it");
+        assert!(!sessions.ended("app-1", 200), "nothing left to forget");
+
+        sessions.logged_in(
+            "crane".to_owned(),
+            Login {
+                identity: Identity::Device(TenantId::from_string("t")),
+                until: None,
+            },
+            300,
+        );
+        assert!(!sessions.ended("crane", 299));
+        assert!(sessions.identity("crane").is_some());
     }
 }
