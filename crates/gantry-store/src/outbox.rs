@@ -1,6 +1,7 @@
-//! The webhook outbox's rows: how a cause's transaction writes them (`write_outbox`: the event
-//! logs' and connections' into the main `webhook_outbox`, an engine's ingest commit into its own
-//! table, `EventEngine::waiting_apart`) and how they are read back.
+//! The webhook outbox's rows: how a cause's transaction writes them (`write_outbox`: the
+//! connections' into the main `webhook_outbox`, the event logs' into theirs, `Dialect::log_outbox`,
+//! an engine's ingest commit into its own table, `EventEngine::waiting_apart`), how they are read
+//! back, and how they leave (`delete_rows`).
 
 use gantry_core::Result;
 use gantry_core::ids::{DeviceId, WebhookId};
@@ -8,8 +9,8 @@ use gantry_core::stream::StreamType;
 use gantry_core::time::now_ms;
 use gantry_core::webhook::{OutboxKey, WebhookEvent};
 use serde::Serialize;
-use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
+use sqlx::{Any, AnyConnection};
 
 use crate::error::db_error;
 use crate::row::{get, spelled};
@@ -91,8 +92,30 @@ pub(crate) fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<(OutboxKey, We
     ))
 }
 
+/// Deletes the webhook's rows numbered `seqs` (not empty) from the outbox `table`, or all of its
+/// rows when `seqs` is None; returns how many went.
+pub(crate) async fn delete_rows<'e>(
+    executor: impl sqlx::Executor<'e, Database = Any>,
+    table: &str,
+    webhook: &WebhookId,
+    seqs: Option<&[i64]>,
+) -> Result<u64> {
+    let text = match seqs {
+        Some(seqs) => format!(
+            "DELETE FROM {table} WHERE webhook_id = $1 AND {}",
+            seq_in(2, seqs.len())
+        ),
+        None => format!("DELETE FROM {table} WHERE webhook_id = $1"),
+    };
+    let query = seqs
+        .unwrap_or_default()
+        .iter()
+        .fold(sqlx::query(&text).bind(webhook.as_str()), |q, seq| q.bind(*seq));
+    Ok(query.execute(executor).await.map_err(db_error)?.rows_affected())
+}
+
 /// `seq IN ($k, ...)` with the placeholders after `first`.
-pub(crate) fn seq_in(first: usize, count: usize) -> String {
+fn seq_in(first: usize, count: usize) -> String {
     let list: Vec<String> = (0..count).map(|i| format!("${}", first + i)).collect();
     format!("seq IN ({})", list.join(", "))
 }

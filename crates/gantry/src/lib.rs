@@ -108,7 +108,10 @@ impl Application {
             }),
             _ => None,
         };
-        let mut broker = MqttFront::open(&config, broker_tls).await?;
+        // This node's name among the nodes on one database: its client id on an external broker
+        // and the owner of the webhook leases it takes.
+        let node = crate::mqtt::node_id(&config.data_dir)?;
+        let mut broker = MqttFront::open(&config, broker_tls, &node).await?;
         // Projects advertise the plain listeners, else their TLS twins (see README, TLS).
         let rest =
             Endpoint::first(&[("http", http_addr), ("https", https_addr)]).context("the REST API has no listener")?;
@@ -154,7 +157,7 @@ impl Application {
                     base: Duration::from_millis(config.webhook_retry_base_ms.max(1)),
                     ..Default::default()
                 },
-                node: crate::mqtt::node_id(&config.data_dir)?,
+                node,
                 ..Default::default()
             },
         );

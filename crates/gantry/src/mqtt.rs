@@ -24,8 +24,8 @@ pub enum MqttFront {
 
 impl MqttFront {
     /// Binds the embedded broker's listeners (the TLS ones with `tls`), or prepares the client
-    /// of `--mqtt-broker-url`.
-    pub async fn open(config: &ServeConfig, tls: Option<BrokerTls>) -> anyhow::Result<Self> {
+    /// of `--mqtt-broker-url`, named after the node `node` (`node_id`).
+    pub async fn open(config: &ServeConfig, tls: Option<BrokerTls>, node: &str) -> anyhow::Result<Self> {
         let topics = Topics::new(&config.topic_prefix);
         match &config.mqtt_broker_url {
             None => {
@@ -46,7 +46,7 @@ impl MqttFront {
                 Ok(MqttFront::Embedded(EmbeddedBroker::bind(&broker_config).await?))
             }
             Some(url) => {
-                let client_id = format!("gantry-{}", node_id(&config.data_dir)?);
+                let client_id = format!("gantry-{node}");
                 let mut broker = Box::new(ExternalBroker::new(url, topics, &client_id)?);
                 broker.set_transport_ports(
                     config.mqtts_addr.0.map(|a| a.port()),

@@ -13,7 +13,7 @@ use sqlx::any::AnyRow;
 
 use crate::SqlStore;
 use crate::error::db_error;
-use crate::outbox::{OUTBOX_COLUMNS, merge_by_time, outbox_from_row, seq_in};
+use crate::outbox::{OUTBOX_COLUMNS, delete_rows, merge_by_time, outbox_from_row};
 use crate::row::{flag, get, spelled};
 use crate::sql::{Sql, fetch_page};
 
@@ -223,14 +223,7 @@ impl WebhookStore for SqlStore {
         let main: Vec<i64> = taken.iter().filter(|k| k.in_main()).map(|k| k.seq).collect();
         let apart: Vec<OutboxKey> = taken.iter().filter(|k| !k.in_main()).copied().collect();
         if !main.is_empty() {
-            let text = format!(
-                "DELETE FROM webhook_outbox WHERE webhook_id = $1 AND {}",
-                seq_in(2, main.len())
-            );
-            let query = main
-                .iter()
-                .fold(sqlx::query(&text).bind(d.webhook_id.as_str()), |q, seq| q.bind(*seq));
-            let deleted = query.execute(&mut *tx).await.map_err(db_error)?.rows_affected();
+            let deleted = delete_rows(&mut *tx, "webhook_outbox", &d.webhook_id, Some(&main)).await?;
             if deleted != main.len() as u64 {
                 // Dropped: the transaction rolls back, the delivery is not stored.
                 return Err(Error::Conflict("another node took these webhook events".to_owned()));

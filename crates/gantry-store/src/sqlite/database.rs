@@ -68,9 +68,7 @@ impl Database {
         let Ok(Some(file)) = super::file::database_file(url.as_str()) else {
             return std::path::PathBuf::new();
         };
-        let mut wal = file.into_os_string();
-        wal.push("-wal");
-        wal.into()
+        super::file::wal_of(&file)
     }
 
     /// Closes the pools, waiting for connections in use, and lets the files go.

@@ -85,15 +85,14 @@ impl FileBeside {
             None => format!("{stem}-{suffix}"),
         };
         let path = file.with_file_name(&name);
-        let mut wal = path.clone().into_os_string();
-        wal.push("-wal");
+        let wal = wal_of(&path);
         let quoted = path.to_string_lossy().replace('\'', "''");
         Ok(FileBeside {
             attach: format!(
                 "ATTACH DATABASE '{quoted}' AS {suffix}; PRAGMA {suffix}.journal_mode=WAL; PRAGMA {suffix}.synchronous=FULL;"
             )
             .into(),
-            wal: wal.into(),
+            wal,
             path,
         })
     }
@@ -114,6 +113,23 @@ impl FileBeside {
         migrator.run_direct(&mut conn).await?;
         sqlx::Connection::close(conn).await
     }
+}
+
+/// The write-ahead log of the database file `file` (WAL mode keeps it beside, `-wal` appended).
+pub(crate) fn wal_of(file: &Path) -> PathBuf {
+    let mut wal = file.as_os_str().to_owned();
+    wal.push("-wal");
+    wal.into()
+}
+
+/// Whether the main file of `pool`'s database holds the table `name` (the store adopts the
+/// tables earlier versions kept there into the files beside it).
+pub(crate) async fn main_has_table(pool: &sqlx::AnyPool, name: &str) -> Result<bool, sqlx::Error> {
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM main.sqlite_master WHERE type = 'table' AND name = $1")
+        .bind(name)
+        .fetch_one(pool)
+        .await?;
+    Ok(count > 0)
 }
 
 /// How long opening a SQLite store waits for another store on the same file to close: a server

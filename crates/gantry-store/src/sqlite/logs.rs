@@ -12,7 +12,7 @@
 use sqlx::AnyPool;
 use sqlx::migrate::Migrator;
 
-use super::file::FileBeside;
+use super::file::{FileBeside, main_has_table};
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/logs");
 
@@ -48,11 +48,7 @@ pub(crate) async fn adopt_main_event_logs(
     writer: &AnyPool,
     log_writer: &AnyPool,
 ) -> Result<(), sqlx::Error> {
-    let exists: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'event_logs'")
-            .fetch_one(reader)
-            .await?;
-    if exists == 0 {
+    if !main_has_table(reader, "event_logs").await? {
         return Ok(());
     }
     let copied = sqlx::query(&format!(

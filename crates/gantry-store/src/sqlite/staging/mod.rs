@@ -45,7 +45,7 @@ use self::table::{NOT_MOVED, OUTBOX, STAGING};
 use super::database::Database;
 use crate::engine::{EngineFigures, EventEngine};
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
-use crate::outbox::{OUTBOX_COLUMNS, merge_by_time, outbox_from_row, seq_in, write_outbox};
+use crate::outbox::{OUTBOX_COLUMNS, delete_rows, merge_by_time, outbox_from_row, write_outbox};
 use crate::task::every;
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
@@ -209,19 +209,10 @@ impl EventEngine for StagingEvents {
             let (table, writer) = self.outbox(outbox);
             let seqs: Option<Vec<i64>> =
                 keys.map(|keys| keys.iter().filter(|k| k.outbox == outbox).map(|k| k.seq).collect());
-            let text = match &seqs {
-                Some(seqs) if seqs.is_empty() => continue,
-                Some(seqs) => format!(
-                    "DELETE FROM {table} WHERE webhook_id = $1 AND {}",
-                    seq_in(2, seqs.len())
-                ),
-                None => format!("DELETE FROM {table} WHERE webhook_id = $1"),
-            };
-            let query = seqs
-                .unwrap_or_default()
-                .iter()
-                .fold(sqlx::query(&text).bind(webhook.as_str()), |q, seq| q.bind(*seq));
-            query.execute(writer).await.map_err(crate::error::db_error)?;
+            if seqs.as_ref().is_some_and(Vec::is_empty) {
+                continue;
+            }
+            delete_rows(writer, table, webhook, seqs.as_deref()).await?;
         }
         Ok(())
     }
@@ -361,12 +352,7 @@ async fn adopt_main_staging(
     stager: &AnyPool,
     flusher: &Flusher,
 ) -> std::result::Result<(), sqlx::Error> {
-    let exists: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'device_events_recent'",
-    )
-    .fetch_one(reader)
-    .await?;
-    if exists == 0 {
+    if !super::file::main_has_table(reader, "device_events_recent").await? {
         return Ok(());
     }
     let copied = sqlx::query(&format!(
