@@ -57,7 +57,8 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::E
             // batch instead of two (migration 0014; docs/PERFORMANCE.md, "What limits the
             // figures", 4af3c78): a date range is counted by the index.
             hours: false,
-            // Ingest writes the minute rows alone (docs/PERFORMANCE.md, "The hours folded").
+            // Ingest writes rollups only for late events (docs/PERFORMANCE.md, "The rollups
+            // folded by arrival time").
             folds: true,
         },
         _alive: alive.clone(),
@@ -66,7 +67,7 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::E
         folds::FOLD_PERIOD,
         pool.clone(),
         std::sync::Arc::downgrade(&alive),
-        "folding the hour rollups failed",
+        "folding the rollups failed",
         |pool| async move { folds::fold(&pool, now_ms()).await },
     ));
     Ok(Connected {
@@ -91,8 +92,8 @@ impl PostgresEvents {
         &self.kept.pool
     }
 
-    /// One transaction: the events, their rollups (summed up in memory; the hours only of late
-    /// events, `folds`), each device's and attribute's newest into the shadows, the kept counts,
+    /// One transaction: the events, the rollups of those that arrived late (summed up in memory;
+    /// the rest are folded in later, `folds`), each device's and attribute's newest into the shadows, the kept counts,
     /// each in statements of `ROWS_PER_STATEMENT` rows (each one a round trip), and the webhook
     /// events they cause (`outbox`).
     async fn write(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<()> {
@@ -129,7 +130,7 @@ impl PostgresEvents {
 
 #[async_trait]
 impl EventEngine for PostgresEvents {
-    /// Folds every minute row kept into its hour (`folds::fold_all`).
+    /// Folds every event stored into the rollups (`folds::fold_all`).
     async fn settle(&self) -> Result<u64> {
         folds::fold_all(self.pool()).await?;
         Ok(0)

@@ -92,6 +92,7 @@ store_suite!(
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
     device_inserts_and_parent_deletes_serialize,
+    rollups_folded_by_device_time_carry_over,
 );
 
 // ---- harness ---------------------------------------------------------------------------------
@@ -3419,16 +3420,17 @@ async fn series_match_the_raw_events(store: SqlStore) {
     check(held, "backfilled").await;
 }
 
-/// Series read the same while the rollups are folded (PostgreSQL's hours, SQLite's moves) beside
-/// arriving batches, some of them late (older than the minutes folded already): after each round
-/// of concurrent appends and folds, every series equals the raw events.
+/// Series read the same while the rollups are folded (PostgreSQL's folds, SQLite's moves) beside
+/// arriving batches, some of them late (arrived before the events folded already, with old device
+/// times): after each round of concurrent appends and folds, every series equals the raw events.
 async fn series_hold_while_rollups_fold(store: SqlStore) {
     let tenant = new_tenant(&store, "folds").await;
     let project = new_project(&store, &tenant, "p").await;
     let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
     let device = new_device(&store, &tenant, "d", &project, &model).await;
     let (minute, hour) = (60_000_i64, 3_600_000_i64);
-    // Ahead of the clock, where no background fold reaches: only `merge_recent` folds them.
+    // Arriving ahead of the clock, where no background fold reaches: only `merge_recent` folds
+    // them.
     let base = (chrono_now() + 24 * hour) / hour * hour;
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
     let mut next = move |below: i64| {
@@ -3459,7 +3461,8 @@ async fn series_hold_while_rollups_fold(store: SqlStore) {
     for round in 0..12 {
         let now = base + round * 25 * minute;
         // The two writers' times interleave and move on a minute every four events, so that
-        // folds keep moving the mark past minutes a writer is still writing into.
+        // folds keep moving the mark past minutes a writer is still writing into; every tenth
+        // event arrived long ago (late) with an old device time.
         let batch: Vec<DeviceEvent> = (0..200)
             .map(|i| {
                 let (part, n) = (i / 100, i % 100);
@@ -3468,13 +3471,17 @@ async fn series_hold_while_rollups_fold(store: SqlStore) {
                 } else {
                     now + (n * 2 + part) * 7_500 + next(7_500)
                 };
-                event_at(
+                let mut e = event_at(
                     &device,
                     EventId::generate(),
                     "temp",
                     json!(next(10_000) as f64 / 8.0),
                     ts,
-                )
+                );
+                if i % 10 != 0 {
+                    e.ingress_time_stamp = ts;
+                }
+                e
             })
             .collect();
         // Two writers of small batches, and folds one after the other until they are done.
@@ -3517,4 +3524,94 @@ async fn series_hold_while_rollups_fold(store: SqlStore) {
     store.merge_recent().await.unwrap();
     let points = assert_series_match(&store, &queries, &held, "folded").await;
     assert!(points > 100, "folded: {points} points compared");
+}
+
+/// Migration 0023 takes a PostgreSQL store whose hours were folded by device time (the minute
+/// rows holding every event, the hour rows those before a device-time mark) to rollups folded by
+/// arrival: the hours from the old mark on are summed up again, and every event stored counts as
+/// folded, so the series read from the rollups equal the raw events and later events fold on.
+async fn rollups_folded_by_device_time_carry_over(store: SqlStore) {
+    let tenant = new_tenant(&store, "upgrade").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let (minute, hour) = (60_000_i64, 3_600_000_i64);
+    let base = 1_700_000_000_000_i64 / hour * hour;
+    let arrived = |i: i64| base + 10 * hour + i;
+    let mut held: Vec<DeviceEvent> = (0..600)
+        .map(|i| {
+            let mut e = event_at(
+                &device,
+                EventId::generate(),
+                "temp",
+                json!(i % 37),
+                base + i * 37 * minute / 10,
+            );
+            e.ingress_time_stamp = arrived(i);
+            e
+        })
+        .collect();
+    store.append_events(&held).await.unwrap();
+    store.merge_recent().await.unwrap();
+
+    // The state 0022 left: the hour rows only before the old mark (a device time mid-hour), the
+    // mark's column, no arrival mark or index, and 0023 not applied.
+    let old_mark = base + 2 * hour + 25 * minute;
+    let pool = store.pool();
+    for statement in [
+        format!(
+            "DELETE FROM device_event_rollups WHERE width = {hour} AND bucket >= {}",
+            base + 2 * hour
+        ),
+        "ALTER TABLE device_event_rollup_folds DROP COLUMN ingested_through".to_owned(),
+        format!("ALTER TABLE device_event_rollup_folds ADD COLUMN folded_through BIGINT NOT NULL DEFAULT {old_mark}"),
+        "DROP INDEX device_events_by_arrival".to_owned(),
+        "DELETE FROM _sqlx_migrations WHERE version = 23".to_owned(),
+    ] {
+        sqlx::query(&statement).execute(pool).await.unwrap();
+    }
+    let queries: Vec<SeriesQuery> = [Interval::Minute, Interval::Hour, Interval::Day]
+        .into_iter()
+        .map(|interval| {
+            let aggregates = Aggregates::parse("avg,min,max,sum,count,first,last").unwrap();
+            let window = (base - hour, base + 8 * hour);
+            SeriesQuery::new(
+                device.id.clone(),
+                "temp".to_owned(),
+                TimeField::Device,
+                window,
+                interval,
+                0,
+                &aggregates,
+            )
+            .unwrap()
+        })
+        .collect();
+
+    sqlx::raw_sql(include_str!("../migrations/0023_postgres_rollups_by_arrival.sql"))
+        .execute(pool)
+        .await
+        .unwrap();
+    let mark: i64 = sqlx::query("SELECT ingested_through FROM device_event_rollup_folds")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(mark, arrived(599) + 1, "the events stored count as folded");
+    let points = assert_series_match(&store, &queries, &held, "upgraded").await;
+    assert!(points > 60, "upgraded: {points} points compared");
+
+    // Later events, late and not, fold on from there.
+    let later: Vec<DeviceEvent> = (0..100)
+        .map(|i| {
+            let mut e = event_at(&device, EventId::generate(), "temp", json!(i), base + i * 4 * minute);
+            e.ingress_time_stamp = if i % 3 == 0 { arrived(i) } else { arrived(600 + i) };
+            e
+        })
+        .collect();
+    store.append_events(&later).await.unwrap();
+    held.extend(later);
+    assert_series_match(&store, &queries, &held, "after the upgrade").await;
+    store.merge_recent().await.unwrap();
+    assert_series_match(&store, &queries, &held, "folded after the upgrade").await;
 }

@@ -228,8 +228,8 @@ pub(crate) struct Kept {
     pub(crate) pool: AnyPool,
     /// Whether the kept counts hold counts per hour for date-range totals (migration 0012).
     pub(crate) hours: bool,
-    /// Whether the hour rollups are folded from the minute rows in the background (`folds`)
-    /// rather than kept whole by every transaction that writes events.
+    /// Whether the rollups are folded from device_events in the background (`folds`) rather
+    /// than kept whole by every transaction that writes events.
     pub(crate) folds: bool,
 }
 
@@ -332,7 +332,12 @@ impl Kept {
 
     /// A series from device_events and its rollups alone.
     pub(crate) async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {
-        let statement = rollups::series_statement(query, None, self.folds);
+        let folded = if self.folds {
+            Some(folds::read_mark(&self.pool).await?)
+        } else {
+            None
+        };
+        let statement = rollups::series_statement(query, None, folded);
         rollups::fetch_series(&self.pool, &statement, query.first_last).await
     }
 

@@ -4,9 +4,9 @@
 //! of every event.
 //!
 //! Invariant: a rollup sums up exactly the rows of device_events in its minute or hour (where the
-//! engine folds its hours, `folds`, an hour those before the fold mark). Whatever transaction
-//! puts events into device_events adds them, merging into the rows there (late events land in
-//! old minutes): from the rows in SQL (`upsert`, `upsert_sqlite`) or from the batch in memory
+//! engine folds them, `folds`, those that arrived before the fold mark). Whatever transaction
+//! adds events to the rollups merges them into the rows there (late events land in old
+//! minutes): from the rows in SQL (`upsert`, `upsert_sqlite`) or from a batch in memory
 //! (`add_batch`). One that deletes events recomputes their minutes and hours from the rows left
 //! (`recompute`: least, greatest, first and last cannot be subtracted).
 //!
@@ -255,11 +255,11 @@ impl<'a> Partial<'a> {
     }
 }
 
-/// Adds a batch's events to the minute rollups, and those before the fold mark `folded` to the
-/// hour rollups too (`folds`), in the transaction that inserts them into device_events
-/// (PostgreSQL's ingest): the batch summed up per key in memory and merged into the kept rows
-/// with plain VALUES in key order, `rows` keys per statement. The same rows as `upsert` over the
-/// inserted events, without the database grouping and ranking each batch.
+/// Adds a batch's events that arrived before the fold mark `folded` (late, `folds`) to the minute
+/// and hour rollups, in the transaction that inserts them into device_events (PostgreSQL's
+/// ingest): summed up per key in memory and merged into the kept rows with plain VALUES in key
+/// order, `rows` keys per statement. The same rows as `upsert` over those events, without the
+/// database grouping and ranking each batch.
 pub(crate) async fn add_batch(
     tx: &mut Transaction<'static, Any>,
     events: &[DeviceEvent],
@@ -267,13 +267,8 @@ pub(crate) async fn add_batch(
     rows: usize,
 ) -> Result<()> {
     let mut partials: BTreeMap<(&str, &str, i64, i64), Partial<'_>> = BTreeMap::new();
-    for e in events {
-        let widths: &[i64] = if e.device_timestamp < folded {
-            &[MINUTE_MS, HOUR_MS]
-        } else {
-            &[MINUTE_MS]
-        };
-        for &width in widths {
+    for e in events.iter().filter(|e| e.ingress_time_stamp < folded) {
+        for width in [MINUTE_MS, HOUR_MS] {
             let bucket = e.device_timestamp.div_euclid(width).saturating_mul(width);
             partials
                 .entry((e.device_id.as_str(), e.attribute_code.as_str(), width, bucket))
@@ -340,8 +335,8 @@ fn partial_values(rows: usize) -> String {
 }
 
 /// Recomputes from device_events the minute and hour rollups that held the deleted events
-/// (device, attribute, device time), in the transaction that deleted them: the hours from the
-/// events before the fold mark `folded` where there is one (`folds`).
+/// (device, attribute, device time), in the transaction that deleted them: from the events that
+/// arrived before the fold mark `folded` where there is one (`folds`).
 pub(crate) async fn recompute(
     conn: &mut AnyConnection,
     deleted: &[(String, String, i64)],
@@ -366,11 +361,11 @@ pub(crate) async fn recompute(
                 rows.push(or).push("device_id = ").bind(*device);
                 rows.push(" AND attribute_code = ").bind(*code);
                 rows.push(" AND device_ts >= ").bind(*bucket);
-                let end = match folded {
-                    Some(mark) if width == HOUR_MS => (*bucket + width).min(mark),
-                    _ => *bucket + width,
-                };
-                rows.push(" AND device_ts < ").bind(end).push(")");
+                rows.push(" AND device_ts < ").bind(*bucket + width);
+                if let Some(mark) = folded {
+                    rows.push(" AND ingress_ts < ").bind(mark);
+                }
+                rows.push(")");
             }
             gone.query().execute(&mut *conn).await.map_err(crate::error::db_error)?;
             rows.rewritten(|source| upsert(source, &[width]))
@@ -390,9 +385,10 @@ pub(crate) type ApartRows<'a> = &'a dyn Fn(&mut Sql) -> String;
 /// The statement that answers `query`: per bucket, the rollups of the whole minutes (or hours)
 /// in its window and the raw events of the part minutes at the window's edges, by device time;
 /// by arrival time the raw events alone (the rollups are by device time). `apart` adds an
-/// engine's events not yet in device_events, over the whole window; `folded` the minute rows not
-/// yet folded into the hours read (`folds`).
-pub(crate) fn series_statement(query: &SeriesQuery, apart: Option<ApartRows<'_>>, folded: bool) -> Sql {
+/// engine's events not yet in device_events, over the whole window; `folded` (a fold mark read
+/// before, `folds`) the events of device_events not yet folded into the rollups, over the whole
+/// units.
+pub(crate) fn series_statement(query: &SeriesQuery, apart: Option<ApartRows<'_>>, folded: Option<i64>) -> Sql {
     let (width, offset) = (query.interval.ms(), query.offset_ms);
     let mut sql = Sql::new("");
     let device = sql.placeholder(query.device.as_str());
@@ -417,14 +413,9 @@ pub(crate) fn series_statement(query: &SeriesQuery, apart: Option<ApartRows<'_>>
                  AND attribute_code = {code} AND width = {unit} AND bucket >= {first} AND bucket < {after}",
                 bucket_sql("bucket", width, offset)
             ));
-            if folded && unit == HOUR_MS {
-                parts.push(format!(
-                    "SELECT {} AS grp, {PARTIAL} FROM device_event_rollups WHERE device_id = {device} \
-                     AND attribute_code = {code} AND width = {MINUTE_MS} AND bucket >= {first} \
-                     AND bucket < {after} AND {}",
-                    bucket_sql("bucket", width, offset),
-                    super::folds::UNFOLDED
-                ));
+            if let Some(mark) = folded {
+                let unfolded = format!("device_events WHERE {} AND ", super::folds::unfolded(mark));
+                parts.push(raw(&unfolded, first, after - 1));
             }
             if query.start < first {
                 parts.push(raw("device_events WHERE ", query.start, first - 1));

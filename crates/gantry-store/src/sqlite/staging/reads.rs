@@ -155,7 +155,7 @@ impl StagingEvents {
             let seqs = sql.placeholder(staged.as_str());
             format!("{STAGING} WHERE {} AND ", in_staged(&seqs))
         };
-        let statement = series_statement(query, Some(&apart), false);
+        let statement = series_statement(query, Some(&apart), None);
         fetch_series(&self.kept.pool, &statement, query.first_last).await
     }
 
