@@ -30,7 +30,7 @@ pub(crate) const MINUTE_MS: i64 = 60_000;
 pub(crate) const HOUR_MS: i64 = 3_600_000;
 
 /// A partial row's columns, after its key and `grp`.
-pub(crate) const PARTIAL: &str =
+const PARTIAL: &str =
     "events, numbers, total, low, high, first_ts, first_id, first_value, last_ts, last_id, last_value";
 
 /// Keys per statement when a delete recomputes rollups (4 values each).
@@ -38,7 +38,7 @@ const KEYS_PER_STATEMENT: usize = 50;
 
 /// The start of the bucket of `width` (ms) that holds `column`, in a zone `offset` ms from UTC.
 /// Both engines divide integers rounding toward zero; this rounds down, before 1970 too.
-pub(crate) fn bucket_sql(column: &str, width: i64, offset: i64) -> String {
+fn bucket_sql(column: &str, width: i64, offset: i64) -> String {
     let shifted = format!("({column} + ({offset}))");
     format!("(({shifted} / {width} - CASE WHEN {shifted} % {width} < 0 THEN 1 ELSE 0 END) * {width} - ({offset}))")
 }
@@ -62,7 +62,7 @@ fn raw_partial(ts: &str) -> String {
 
 /// `rows` (partial rows with the columns `keys` and `grp`) merged per key and `grp`: the
 /// statement's `SELECT keys grp, PARTIAL`; without `first_last`, first and last are left out.
-pub(crate) fn combine(keys: &str, rows: &str, first_last: bool) -> String {
+fn combine(keys: &str, rows: &str, first_last: bool) -> String {
     let sums = "CAST(SUM(events) AS BIGINT) AS events, CAST(SUM(numbers) AS BIGINT) AS numbers, \
                 CAST(SUM(total) AS DOUBLE PRECISION) AS total, CAST(MIN(low) AS DOUBLE PRECISION) AS low, \
                 CAST(MAX(high) AS DOUBLE PRECISION) AS high";
@@ -122,7 +122,7 @@ fn merge() -> String {
 /// summed up once, into partial rows of the narrowest width (`narrowest`, given the source and
 /// the width), and the wider widths from those. Its rows go in key order, the one lock order of
 /// every writer.
-pub(crate) fn upsert_from(source: &str, widths: &[i64], narrowest: fn(&str, i64) -> String) -> String {
+fn upsert_from(source: &str, widths: &[i64], narrowest: fn(&str, i64) -> String) -> String {
     let (first, wider) = widths.split_first().expect("at least one width");
     let keys = "device_id, attribute_code, width, ";
     let mut parts = vec![format!("SELECT {keys}grp, {PARTIAL} FROM narrowest")];
@@ -178,7 +178,7 @@ fn order_text_parts(column: &str, prefix: &str) -> String {
 /// `upsert_from` for SQLite's moves: the narrowest rows by plain aggregates over `ORDER_TEXT`
 /// instead of two rankings of every event, the larger part of what the rollups cost ingest
 /// (docs/PERFORMANCE.md, "What the rollups cost SQLite's moves").
-pub(crate) fn upsert_sqlite(source: &str, widths: &[i64]) -> String {
+fn upsert_sqlite(source: &str, widths: &[i64]) -> String {
     upsert_from(source, widths, |source, width| {
         format!(
             "SELECT device_id, attribute_code, width, grp, events, numbers, total, low, high, {}, {} FROM (\
