@@ -241,14 +241,14 @@ impl CatalogService {
 
     /// A model of the tenant, from the cache when this process read it lately.
     pub async fn load_model(&self, tenant: &TenantId, id: &ModelId) -> Result<Arc<DeviceModel>> {
-        if let Some(model) = self.models.get(id).filter(|m| &m.record.tenant_id == tenant) {
+        if let Some(model) = self.models.get_or_reload(id).filter(|m| &m.record.tenant_id == tenant) {
             return Ok(model);
         }
-        let model = self
-            .store
-            .get_model(tenant, id)
-            .await?
-            .ok_or_else(|| Error::not_found("device model", id))?;
+        let Some(model) = self.store.get_model(tenant, id).await? else {
+            // Gone: the readers still given the expired entry stop getting it.
+            self.models.remove(id);
+            return Err(Error::not_found("device model", id));
+        };
         let model = Arc::new(model);
         self.models.put(id.clone(), model.clone());
         Ok(model)
@@ -511,14 +511,14 @@ impl CatalogService {
     /// A device of the tenant with its derived fields, from the cache when this process read
     /// it lately (ingest and reads look devices up on every message).
     pub async fn load_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Arc<Device>> {
-        if let Some(device) = self.devices.get(id).filter(|d| &d.record.tenant_id == tenant) {
+        if let Some(device) = self.devices.get_or_reload(id).filter(|d| &d.record.tenant_id == tenant) {
             return Ok(device);
         }
-        let device = self
-            .store
-            .get_device(tenant, id)
-            .await?
-            .ok_or_else(|| Error::not_found("device", id))?;
+        let Some(device) = self.store.get_device(tenant, id).await? else {
+            // Gone: the readers still given the expired entry stop getting it.
+            self.devices.remove(id);
+            return Err(Error::not_found("device", id));
+        };
         let device = Arc::new(device);
         self.devices.put(id.clone(), device.clone());
         Ok(device)

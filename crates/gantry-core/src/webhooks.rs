@@ -3,14 +3,16 @@
 //! `subscribers` which webhooks want them and hand their store write those ids (or the events,
 //! `outbox_for`), so that the events enter the outbox in the cause's own transaction. The answer
 //! comes from a snapshot of the enabled webhooks, reloaded after a few seconds or at once after a
-//! webhook write here: a project without webhooks pays a map lookup per write.
+//! webhook write here: a project without webhooks pays a map lookup per write. One caller at a
+//! time reloads it; the others go on with the expired one meanwhile, so that every message in
+//! flight when it expires does not read the store at once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{Mutex as AsyncMutex, Notify};
 
 use crate::catalog::CatalogService;
 use crate::event::{DeviceEvent, ShadowAttribute};
@@ -68,6 +70,14 @@ pub struct WebhookStats {
 /// The enabled webhooks by project: each one's id and types.
 type Snapshot = HashMap<ProjectId, Vec<(WebhookId, Vec<StreamType>)>>;
 
+/// The snapshot and when it was loaded (None after a webhook write here), and how many webhook
+/// writes here have dropped it.
+#[derive(Default)]
+struct Cached {
+    loaded: Option<(Instant, Arc<Snapshot>)>,
+    generation: u64,
+}
+
 /// The ids of those of a project's `hooks` that want events of `kind`.
 fn wanting(hooks: &[(WebhookId, Vec<StreamType>)], kind: StreamType) -> Vec<WebhookId> {
     hooks
@@ -81,8 +91,9 @@ pub struct WebhookService {
     store: Arc<dyn Store>,
     catalog: Arc<CatalogService>,
     config: WebhookConfig,
-    /// The snapshot and when it was loaded; None after a webhook write here.
-    snapshot: Mutex<Option<(Instant, Arc<Snapshot>)>>,
+    snapshot: Mutex<Cached>,
+    /// Held by the one caller that reloads the snapshot.
+    reloading: AsyncMutex<()>,
     /// Woken when events enter the outbox, so deliveries start without waiting for the poll.
     pub(crate) written: Notify,
     stats: WebhookStats,
@@ -94,7 +105,8 @@ impl WebhookService {
             store,
             catalog,
             config,
-            snapshot: Mutex::new(None),
+            snapshot: Mutex::default(),
+            reloading: AsyncMutex::new(()),
             written: Notify::new(),
             stats: WebhookStats::default(),
         }
@@ -113,11 +125,23 @@ impl WebhookService {
     }
 
     async fn snapshot(&self) -> Result<Arc<Snapshot>> {
-        if let Some((at, snapshot)) = &*self.snapshot.lock().expect("webhook snapshot lock")
-            && at.elapsed() < SNAPSHOT_TTL
-        {
-            return Ok(snapshot.clone());
+        let expired = match self.cached() {
+            Ok(fresh) => return Ok(fresh),
+            Err(expired) => expired,
+        };
+        // With an expired snapshot at hand, a caller that finds another reloading uses it; after
+        // a webhook write here there is none, and every caller waits for a snapshot read after it.
+        let _reloading = match expired {
+            Some(expired) => match self.reloading.try_lock() {
+                Ok(reloading) => reloading,
+                Err(_) => return Ok(expired),
+            },
+            None => self.reloading.lock().await,
+        };
+        if let Ok(fresh) = self.cached() {
+            return Ok(fresh);
         }
+        let generation = self.snapshot.lock().expect("webhook snapshot lock").generation;
         let mut snapshot = Snapshot::new();
         for webhook in self.store.enabled_webhooks().await? {
             snapshot
@@ -126,12 +150,27 @@ impl WebhookService {
                 .push((webhook.id, webhook.types));
         }
         let snapshot = Arc::new(snapshot);
-        *self.snapshot.lock().expect("webhook snapshot lock") = Some((Instant::now(), snapshot.clone()));
+        let mut cached = self.snapshot.lock().expect("webhook snapshot lock");
+        // A webhook write during the read may be missing from it: kept only if none came.
+        if cached.generation == generation {
+            cached.loaded = Some((Instant::now(), snapshot.clone()));
+        }
         Ok(snapshot)
     }
 
+    /// The snapshot if it is fresh; otherwise the expired one, if any.
+    fn cached(&self) -> std::result::Result<Arc<Snapshot>, Option<Arc<Snapshot>>> {
+        match &self.snapshot.lock().expect("webhook snapshot lock").loaded {
+            Some((at, snapshot)) if at.elapsed() < SNAPSHOT_TTL => Ok(snapshot.clone()),
+            Some((_, snapshot)) => Err(Some(snapshot.clone())),
+            None => Err(None),
+        }
+    }
+
     fn invalidate(&self) {
-        *self.snapshot.lock().expect("webhook snapshot lock") = None;
+        let mut cached = self.snapshot.lock().expect("webhook snapshot lock");
+        cached.loaded = None;
+        cached.generation += 1;
     }
 
     /// The enabled webhooks of the project that want events of `kind`.

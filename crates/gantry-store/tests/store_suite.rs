@@ -2875,7 +2875,12 @@ async fn device_sessions_start_end_and_survive_a_restart(store: SqlStore) {
         .session_started(&tenant, &session(&b, 4_000, "tls"), &[])
         .await
         .unwrap();
-    store.record_last_seen(&[(b.id.clone(), 4_700)]).await.unwrap();
+    // A flush of a large fleet, the known device last: devices without a row are skipped.
+    let mut fleet: Vec<_> = (0..1_200)
+        .map(|_| (gantry_core::ids::DeviceId::generate(), 4_600))
+        .collect();
+    fleet.push((b.id.clone(), 4_700));
+    store.record_last_seen(&fleet).await.unwrap();
     assert_eq!(store.end_all_sessions().await.unwrap(), 1);
     let after = store.connection(&b.id).await.unwrap().unwrap();
     assert!(!after.connected);

@@ -16,6 +16,11 @@ use crate::SqlStore;
 use crate::error::db_error;
 use crate::outbox::{outbox_events, write_outbox};
 use crate::row::{flag, get};
+use crate::sql::values_clause;
+
+/// Devices per statement of a last-seen flush: a statement per device made each flush of a large
+/// fleet as many round trips on a writer connection (docs/PERFORMANCE.md, "Periodic stalls").
+const LAST_SEEN_PER_STATEMENT: usize = 500;
 
 const COLUMNS: &str = "device_id, connected, connected_time, disconnected_time, last_seen_time, client_address, \
                        protocol, transport";
@@ -93,16 +98,18 @@ impl ConnectionStore for SqlStore {
             return Ok(());
         }
         let mut tx = self.writer.begin().await.map_err(db_error)?;
-        for (device, at) in seen {
-            sqlx::query(
-                "UPDATE device_connections SET last_seen_time = $1 \
-                 WHERE device_id = $2 AND (last_seen_time IS NULL OR last_seen_time < $1)",
-            )
-            .bind(*at)
-            .bind(device.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        for chunk in seen.chunks(LAST_SEEN_PER_STATEMENT) {
+            // VALUES names its columns column1, column2 on both engines.
+            let text = format!(
+                "UPDATE device_connections SET last_seen_time = seen.column2 FROM (VALUES {}) AS seen \
+                 WHERE device_connections.device_id = seen.column1 \
+                 AND (device_connections.last_seen_time IS NULL OR device_connections.last_seen_time < seen.column2)",
+                values_clause(chunk.len(), 2, false)
+            );
+            let query = chunk
+                .iter()
+                .fold(sqlx::query(&text), |q, (device, at)| q.bind(device.as_str()).bind(*at));
+            query.execute(&mut *tx).await.map_err(db_error)?;
         }
         tx.commit().await.map_err(db_error)
     }
