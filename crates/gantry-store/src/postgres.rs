@@ -93,15 +93,24 @@ impl PostgresEvents {
     }
 
     /// One transaction: the events, the rollups of those that arrived late (summed up in memory;
-    /// the rest are folded in later, `folds`), each device's and attribute's newest into the
+    /// the rest are folded in later, `folds`; a batch with events in a running fold's range waits
+    /// for it), each device's and attribute's newest into the
     /// shadows, the kept counts, each in statements of `ROWS_PER_STATEMENT` rows (each one a round
     /// trip), and the webhook events they cause (`outbox`).
     async fn write(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool().begin().await.map_err(crate::error::db_error)?;
-        let folded = folds::mark(&mut tx).await?;
+        let (mut tx, folded) = loop {
+            let mut tx = self.pool().begin().await.map_err(crate::error::db_error)?;
+            let marks = folds::marks(&mut tx).await?;
+            if !events.iter().any(|e| marks.folding(e.ingress_time_stamp)) {
+                break (tx, marks.folded);
+            }
+            // A fold sums up the range some of these events arrived in: written once it ended.
+            tx.rollback().await.map_err(crate::error::db_error)?;
+            folds::wait_folded(self.pool(), marks.fence).await?;
+        };
         for chunk in events.chunks(ROWS_PER_STATEMENT) {
             let text = format!(
                 "INSERT INTO device_events ({COLUMNS}) VALUES {}",

@@ -3560,7 +3560,7 @@ async fn rollups_folded_by_device_time_carry_over(store: SqlStore) {
     store.merge_recent().await.unwrap();
 
     // The state 0022 left: the hour rows only before the old mark (a device time mid-hour), the
-    // mark's column, no arrival mark or index, and 0023 not applied.
+    // mark's column, no arrival mark, fence or index, and 0023 on not applied.
     let old_mark = base + 2 * hour + 25 * minute;
     let pool = store.pool();
     for statement in [
@@ -3569,9 +3569,10 @@ async fn rollups_folded_by_device_time_carry_over(store: SqlStore) {
             base + 2 * hour
         ),
         "ALTER TABLE device_event_rollup_folds DROP COLUMN ingested_through".to_owned(),
+        "ALTER TABLE device_event_rollup_folds DROP COLUMN folding_through".to_owned(),
         format!("ALTER TABLE device_event_rollup_folds ADD COLUMN folded_through BIGINT NOT NULL DEFAULT {old_mark}"),
         "DROP INDEX device_events_by_arrival".to_owned(),
-        "DELETE FROM _sqlx_migrations WHERE version = 23".to_owned(),
+        "DELETE FROM _sqlx_migrations WHERE version >= 23".to_owned(),
     ] {
         sqlx::query(&statement).execute(pool).await.unwrap();
     }
@@ -3593,10 +3594,13 @@ async fn rollups_folded_by_device_time_carry_over(store: SqlStore) {
         })
         .collect();
 
-    sqlx::raw_sql(include_str!("../migrations/0023_postgres_rollups_by_arrival.sql"))
-        .execute(pool)
-        .await
-        .unwrap();
+    for migration in [
+        include_str!("../migrations/0023_postgres_rollups_by_arrival.sql"),
+        include_str!("../migrations/0024_postgres_arrival_index_no_autosummarize.sql"),
+        include_str!("../migrations/0025_postgres_fold_fence.sql"),
+    ] {
+        sqlx::raw_sql(migration).execute(pool).await.unwrap();
+    }
     let mark: i64 = sqlx::query("SELECT ingested_through FROM device_event_rollup_folds")
         .fetch_one(pool)
         .await

@@ -5,43 +5,95 @@
 //! Invariant: the rollup rows (minutes and hours) sum up exactly the events of device_events
 //! that arrived before the fold mark (`device_event_rollup_folds.ingested_through`, an ingress
 //! time). A series therefore adds to them the events of its device and attribute that arrived
-//! from the mark on, in one statement and so one snapshot. A fold adds the events between the old
-//! mark and the new one to their minutes and hours and moves the mark, in one transaction; ingest
-//! adds an event to its rollups itself only when it is late (arrived before the mark). Every
-//! transaction that reads the mark to write events or rollups holds the fold lock shared until it
-//! commits and a fold holds it exclusively, so the mark never passes an event a writer has just
-//! left to the fold.
+//! from the mark on, in one statement and so one snapshot. A fold adds the events between the
+//! mark and a new one to their minutes and hours and moves the mark, in one transaction; ingest
+//! adds an event to its rollups itself only when it is late (arrived before the mark).
+//!
+//! The writers do not wait for a fold's summing. A fold first moves a fence
+//! (`folding_through`) to where it will fold through, holding the fold lock exclusively for
+//! that moment only: every transaction that reads the marks to write events holds that lock
+//! shared until it commits, so once the fence is up every event below it is committed, and a
+//! writer that reads the marks after it and finds one of its events between the mark and the
+//! fence waits for the fold to end (and then writes it as late). The range a fold sums up so no
+//! longer changes while it runs; deletes, which would change it, wait for a running fold.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gantry_core::Result;
+use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Transaction};
 
 use super::rollups::{HOUR_MS, MINUTE_MS, upsert};
 use crate::row::get;
 
 /// The fold lock's key (a PostgreSQL advisory lock): a constant no other part of Gantry uses.
+/// Writers hold it shared while they write; a fold holds it exclusively to move the fence.
 const FOLD_LOCK: i64 = 0x6761_6e74_7279_0001;
+
+/// Held by a running fold for its whole length (exclusively), and by deletes (shared): one fold
+/// at a time across the nodes, and no delete while one sums up. Always taken before
+/// `FOLD_LOCK`, so the two never wait for each other in a circle.
+const FOLD_RUNNING: i64 = 0x6761_6e74_7279_0002;
 
 /// How far the mark stays behind the clock: longer than a batch waits for its commit, also behind
 /// a backlog, so that ingest seldom finds its events late (each late key costs a rollup row in the
-/// ingest transaction); a series reads this much of a device's newest events raw.
+/// ingest transaction) or below the fence; a series reads this much of a device's newest events
+/// raw.
 const FOLD_LAG_MS: i64 = 30_000;
 
-/// How often a node moves the mark: writers wait for the fold lock while a fold runs, so a fold
-/// holds little; each one writes a row per device, attribute and width it saw, so folds far
-/// apart write fewer. Measured: docs/PERFORMANCE.md, "The rollups folded by arrival time".
+/// How often a node moves the mark: each fold writes a row per device, attribute and width it
+/// saw, so folds far apart write fewer; a series reads the events since the mark raw. Measured:
+/// docs/PERFORMANCE.md, "The rollups folded by arrival time".
 pub(crate) const FOLD_PERIOD: Duration = Duration::from_secs(1);
 
-/// Takes the fold lock shared for the rest of `tx` and reads the mark: events that arrived
-/// before it go into their rollups in `tx` too.
-pub(crate) async fn mark(tx: &mut Transaction<'static, Any>) -> Result<i64> {
-    sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
-        .bind(FOLD_LOCK)
-        .execute(&mut **tx)
+/// How often a writer that found its events below the fence looks whether the fold has ended.
+const FENCE_POLL: Duration = Duration::from_millis(10);
+
+/// The marks as a writer reads them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Marks {
+    /// The fold mark: events that arrived before it are in their rollups.
+    pub(crate) folded: i64,
+    /// Where the running fold (if any) folds through; never below `folded`.
+    pub(crate) fence: i64,
+}
+
+impl Marks {
+    /// Whether an event that arrived at `ingress` is in the range a running fold sums up.
+    pub(crate) fn folding(&self, ingress: i64) -> bool {
+        ingress >= self.folded && ingress < self.fence
+    }
+}
+
+/// Takes the fold lock shared for the rest of `tx` and reads the marks: events that arrived
+/// before `folded` go into their rollups in `tx` too; with an event `folding`, the writer is to
+/// roll `tx` back and `wait_folded` first.
+pub(crate) async fn marks(tx: &mut Transaction<'static, Any>) -> Result<Marks> {
+    advisory(&mut **tx, "pg_advisory_xact_lock_shared", FOLD_LOCK).await?;
+    let row = sqlx::query("SELECT ingested_through, folding_through FROM device_event_rollup_folds")
+        .fetch_one(&mut **tx)
         .await
         .map_err(crate::error::db_error)?;
-    read_mark(&mut **tx).await
+    Ok(Marks {
+        folded: get(&row, "ingested_through")?,
+        fence: get(&row, "folding_through")?,
+    })
+}
+
+/// For a delete: waits for a running fold to end, keeps the next from starting and takes the
+/// fold lock shared, for the rest of `tx`, and reads the mark.
+pub(crate) async fn mark_for_delete(tx: &mut Transaction<'static, Any>) -> Result<i64> {
+    advisory(&mut **tx, "pg_advisory_xact_lock_shared", FOLD_RUNNING).await?;
+    Ok(marks(tx).await?.folded)
+}
+
+/// Waits until the mark has reached `fence`: the fold that put the fence up has ended (or, if
+/// it failed, a later one).
+pub(crate) async fn wait_folded(pool: &AnyPool, fence: i64) -> Result<()> {
+    while read_mark(pool).await? < fence {
+        tokio::time::sleep(FENCE_POLL).await;
+    }
+    Ok(())
 }
 
 /// The mark as `executor` sees it now (migration 0023 keeps its one row).
@@ -51,6 +103,16 @@ pub(crate) async fn read_mark<'e>(executor: impl sqlx::Executor<'e, Database = A
         .await
         .map_err(crate::error::db_error)?;
     get(&row, "ingested_through")
+}
+
+/// Calls the advisory lock function `function` on `key`.
+async fn advisory<'e>(executor: impl sqlx::Executor<'e, Database = Any>, function: &str, key: i64) -> Result<()> {
+    sqlx::query(&format!("SELECT {function}($1)"))
+        .bind(key)
+        .execute(executor)
+        .await
+        .map_err(crate::error::db_error)?;
+    Ok(())
 }
 
 /// The condition, for a statement over device_events, that picks the events not yet in the
@@ -83,27 +145,54 @@ pub(crate) async fn fold_all(pool: &AnyPool) -> Result<bool> {
 }
 
 /// Folds the events that arrived before `through` into their minutes and hours, unless the mark
-/// is there already; returns whether it moved. Writers wait while it runs.
+/// is there already; returns whether it moved. Writers wait only while the fence goes up.
 pub(crate) async fn fold_through(pool: &AnyPool, through: i64) -> Result<bool> {
     if read_mark(pool).await? >= through {
         return Ok(false);
     }
     summarize_arrivals(pool).await?;
-    let started = std::time::Instant::now();
-    let mut tx = pool.begin().await.map_err(crate::error::db_error)?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(FOLD_LOCK)
-        .execute(&mut *tx)
+    let mut conn = pool.acquire().await.map_err(crate::error::db_error)?;
+    let folded = fold_on(&mut conn, through).await;
+    // Session locks outlive the transactions on their connection: let go of them here, whatever
+    // happened, or keep the connection from going back to the pool.
+    if sqlx::query("SELECT pg_advisory_unlock_all()")
+        .execute(&mut *conn)
         .await
-        .map_err(crate::error::db_error)?;
-    let locked = started.elapsed();
-    // Read again under the lock: another node may have folded meanwhile.
-    let from = read_mark(&mut *tx).await?;
+        .is_err()
+    {
+        conn.close_on_drop();
+    }
+    folded
+}
+
+async fn fold_on(conn: &mut PoolConnection<Any>, through: i64) -> Result<bool> {
+    let started = Instant::now();
+    advisory(&mut **conn, "pg_advisory_lock", FOLD_RUNNING).await?;
+    // Read again now that no other fold runs: another node may have folded meanwhile.
+    let from = read_mark(&mut **conn).await?;
     if from >= through {
         return Ok(false);
     }
-    // By the arrival index, whatever the statistics say: a sequential scan would read the table
-    // with writers waiting.
+    let fencing = Instant::now();
+    advisory(&mut **conn, "pg_advisory_lock", FOLD_LOCK).await?;
+    // A fence left higher by a fold that failed stays: writers may have written above it.
+    let row = sqlx::query(
+        "UPDATE device_event_rollup_folds SET folding_through = GREATEST(folding_through, $1) \
+         RETURNING folding_through",
+    )
+    .bind(through)
+    .fetch_one(&mut **conn)
+    .await
+    .map_err(crate::error::db_error)?;
+    advisory(&mut **conn, "pg_advisory_unlock", FOLD_LOCK).await?;
+    let fenced = fencing.elapsed();
+    let through: i64 = get(&row, "folding_through")?;
+
+    let summing = Instant::now();
+    let mut tx = sqlx::Connection::begin(&mut **conn)
+        .await
+        .map_err(crate::error::db_error)?;
+    // By the arrival index, whatever the statistics say: a sequential scan would read the table.
     sqlx::query("SET LOCAL enable_seqscan = off")
         .execute(&mut *tx)
         .await
@@ -123,8 +212,9 @@ pub(crate) async fn fold_through(pool: &AnyPool, through: i64) -> Result<bool> {
     tracing::debug!(
         through,
         rows,
-        waited_ms = locked.as_secs_f64() * 1e3,
-        took_ms = (started.elapsed() - locked).as_secs_f64() * 1e3,
+        waited_ms = (fencing - started).as_secs_f64() * 1e3,
+        fenced_ms = fenced.as_secs_f64() * 1e3,
+        took_ms = summing.elapsed().as_secs_f64() * 1e3,
         "rollups folded"
     );
     Ok(true)

@@ -243,7 +243,11 @@ impl Kept {
     /// Deletes the events of device_events that `selected` picks, in `tx`, takes them off the
     /// kept counts and recomputes their rollups; returns how many.
     pub(crate) async fn delete(&self, tx: &mut Transaction<'static, Any>, selected: &Sql) -> Result<u64> {
-        let folded = if self.folds { Some(folds::mark(tx).await?) } else { None };
+        let folded = if self.folds {
+            Some(folds::mark_for_delete(tx).await?)
+        } else {
+            None
+        };
         let rows = selected
             .prefixed("DELETE FROM device_events WHERE ")
             .push(" RETURNING device_id, attribute_code, device_ts, ingress_ts")
