@@ -151,18 +151,37 @@ pub(crate) async fn fold_through(pool: &AnyPool, through: i64) -> Result<bool> {
         return Ok(false);
     }
     summarize_arrivals(pool).await?;
-    let mut conn = pool.acquire().await.map_err(crate::error::db_error)?;
-    let folded = fold_on(&mut conn, through).await;
-    // Session locks outlive the transactions on their connection: let go of them here, whatever
-    // happened, or keep the connection from going back to the pool.
-    if sqlx::query("SELECT pg_advisory_unlock_all()")
-        .execute(&mut *conn)
-        .await
-        .is_err()
-    {
-        conn.close_on_drop();
-    }
+    let mut conn = SessionLocks(Some(pool.acquire().await.map_err(crate::error::db_error)?));
+    let folded = fold_on(conn.0.as_mut().expect("acquired above"), through).await;
+    conn.release().await;
     folded
+}
+
+/// A connection that may hold session-level advisory locks, which outlive its transactions: it
+/// goes back to the pool only once `release` has let go of them, and is closed otherwise (a fold
+/// cancelled halfway, or an unlock that failed), so that no lock stays held by an idle connection.
+struct SessionLocks(Option<PoolConnection<Any>>);
+
+impl SessionLocks {
+    async fn release(mut self) {
+        let Some(conn) = self.0.as_mut() else { return };
+        if sqlx::query("SELECT pg_advisory_unlock_all()")
+            .execute(&mut **conn)
+            .await
+            .is_ok()
+        {
+            // Back to the pool; on failure `drop` closes it.
+            self.0.take();
+        }
+    }
+}
+
+impl Drop for SessionLocks {
+    fn drop(&mut self) {
+        if let Some(conn) = self.0.as_mut() {
+            conn.close_on_drop();
+        }
+    }
 }
 
 async fn fold_on(conn: &mut PoolConnection<Any>, through: i64) -> Result<bool> {
