@@ -94,9 +94,9 @@ impl PostgresEvents {
 
     /// One transaction: the events, the rollups of those that arrived late (summed up in memory;
     /// the rest are folded in later, `folds`; a batch with events in a running fold's range waits
-    /// for it), each device's and attribute's newest into the
-    /// shadows, the kept counts, each in statements of `ROWS_PER_STATEMENT` rows (each one a round
-    /// trip), and the webhook events they cause (`outbox`).
+    /// for it), each device's and attribute's newest into the shadows, the kept counts, each in
+    /// statements of `ROWS_PER_STATEMENT` rows (each one a round trip), and the webhook events
+    /// they cause (`outbox`).
     async fn write(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<()> {
         if events.is_empty() {
             return Ok(());

@@ -3560,7 +3560,7 @@ async fn rollups_folded_by_device_time_carry_over(store: SqlStore) {
     store.merge_recent().await.unwrap();
 
     // The state 0022 left: the hour rows only before the old mark (a device time mid-hour), the
-    // mark's column, no arrival mark, fence or index, and 0023 on not applied.
+    // mark's column, no arrival mark, fence or index, and none of 0023 to 0025 applied.
     let old_mark = base + 2 * hour + 25 * minute;
     let pool = store.pool();
     for statement in [
