@@ -25,10 +25,9 @@ const COLUMNS: &str = "d.id, d.tenant_id, d.device_name, d.project_id, d.model_i
                        m.image_url AS model_url, p.name AS project_name";
 
 /// Devices with their model and project; the service keeps both alive while devices use them.
-const FROM: &str = " FROM devices d \
-                    JOIN device_models m ON m.id = d.model_id \
-                    JOIN projects p ON p.id = d.project_id \
-                    WHERE d.deleted = 0 AND d.tenant_id = ";
+const JOINED: &str = " FROM devices d \
+                      JOIN device_models m ON m.id = d.model_id \
+                      JOIN projects p ON p.id = d.project_id";
 
 fn device_from_row(row: &AnyRow) -> Result<Device> {
     let is_virtual = flag(row, "is_virtual")?;
@@ -134,14 +133,17 @@ impl DeviceStore for SqlStore {
         tx.commit().await.map_err(crate::error::db_error)
     }
 
+    /// By the primary key alone, the tenant and the deletion checked on the row: with them in the
+    /// query, PostgreSQL without statistics for the table yet (a new store, its first minute of
+    /// devices) chose the (tenant, name) index and read every device of the tenant.
     async fn get_device(&self, tenant: &TenantId, id: &DeviceId) -> Result<Option<Device>> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS}{FROM}$1 AND d.id = $2"))
-            .bind(tenant.as_str())
+        let row = sqlx::query(&format!("SELECT {COLUMNS}{JOINED} WHERE d.id = $1"))
             .bind(id.as_str())
             .fetch_optional(&self.pool)
             .await
             .map_err(crate::error::db_error)?;
-        row.as_ref().map(device_from_row).transpose()
+        let device = row.as_ref().map(device_from_row).transpose()?;
+        Ok(device.filter(|d| d.record.tenant_id == *tenant && !d.record.deleted))
     }
 
     async fn device_tenant(&self, id: &DeviceId) -> Result<Option<TenantId>> {
@@ -154,7 +156,7 @@ impl DeviceStore for SqlStore {
     }
 
     async fn list_devices(&self, tenant: &TenantId, query: &DeviceQuery, page: PageRequest) -> Result<Page<Device>> {
-        let mut from_where = Sql::new(FROM);
+        let mut from_where = Sql::new(&format!("{JOINED} WHERE d.deleted = 0 AND d.tenant_id = "));
         from_where.bind(tenant.as_str());
         if let Some(project) = &query.project {
             from_where.push(" AND d.project_id = ").bind(project.as_str());
