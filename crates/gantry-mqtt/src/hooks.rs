@@ -68,13 +68,18 @@ impl GantryHooks {
             .unwrap_or_default();
         let peer = info.id().remote_addr.map(|a| a.ip());
         let guard = self.policy.services().map(|s| s.login_guard.clone());
-        if let (Some(ip), Some(guard)) = (peer, &guard)
-            && guard.is_banned(ip)
-        {
-            // No line per attempt: a flood from a banned address would fill the log.
-            self.stats.logins_refused.fetch_add(1, Ordering::Relaxed);
-            return AuthResult::NotAuthorized;
-        }
+        // Counted before the check, so concurrent attempts cannot outrun the ban.
+        let attempt = match (peer, &guard) {
+            (Some(ip), Some(guard)) => match guard.attempt(ip).await {
+                Some(attempt) => Some(attempt),
+                None => {
+                    // No line per attempt: a flood from a banned address would fill the log.
+                    self.stats.logins_refused.fetch_add(1, Ordering::Relaxed);
+                    return AuthResult::NotAuthorized;
+                }
+            },
+            _ => None,
+        };
         // Present only for a certificate the MQTT/TLS listener verified against --mqtt-client-ca.
         let cert_cn = info.cert().and_then(|cert| cert.common_name.as_deref());
         let login = match self.policy.login(&client_id, &username, password, cert_cn).await {
@@ -83,6 +88,9 @@ impl GantryHooks {
         };
         match login {
             Ok(login) => {
+                if let Some(attempt) = attempt {
+                    attempt.succeeded();
+                }
                 self.publish_rate.reset(&client_id);
                 self.sessions.logged_in(client_id, login, info.id().create_time);
                 AuthResult::Allow(false, None)
@@ -95,10 +103,10 @@ impl GantryHooks {
                     Refusal::NotAuthorized => "not authorized (Locked, or a Last Will the ACL refuses)",
                 };
                 tracing::info!(client_id, address, reason = why, "MQTT login refused");
-                if let (Some(ip), Some(guard)) = (peer, &guard)
-                    && guard.failed(ip)
+                if let Some(attempt) = attempt
+                    && attempt.failed()
                 {
-                    tracing::warn!(address = %ip, "too many failed logins: address banned");
+                    tracing::warn!(address, "too many failed logins: address banned");
                 }
                 match refusal {
                     Refusal::BadCredentials => AuthResult::BadUsernameOrPassword,

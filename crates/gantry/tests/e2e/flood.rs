@@ -24,20 +24,49 @@ const HALF_OPEN: usize = 200;
 
 /// An MQTT 3.1.1 CONNECT with a username and a wrong password.
 fn connect_packet(client_id: &str) -> Vec<u8> {
+    login_packet(4, client_id, "not-the-token")
+}
+
+/// A CONNECT of MQTT `level` (4: 3.1.1, 5: 5.0) with the client id as username and `password`.
+fn login_packet(level: u8, client_id: &str, password: &str) -> Vec<u8> {
     let field = |s: &str| {
         let mut out = (s.len() as u16).to_be_bytes().to_vec();
         out.extend_from_slice(s.as_bytes());
         out
     };
     let mut body = field("MQTT");
-    body.extend_from_slice(&[4, 0xC2, 0, 60]); // level 4; username, password, clean session; keep-alive 60 s
-    for part in [client_id, client_id, "not-the-token"] {
+    body.extend_from_slice(&[level, 0xC2, 0, 60]); // username, password, clean session; keep-alive 60 s
+    if level == 5 {
+        body.push(0); // no properties
+    }
+    for part in [client_id, client_id, password] {
         body.extend(field(part));
     }
-    assert!(body.len() < 128, "one byte of remaining length");
-    let mut packet = vec![0x10, body.len() as u8];
+    let mut packet = vec![0x10];
+    // The remaining length, 7 bits a byte, low first.
+    let mut length = body.len();
+    loop {
+        let byte = (length % 128) as u8;
+        length /= 128;
+        packet.push(if length > 0 { byte | 0x80 } else { byte });
+        if length == 0 {
+            break;
+        }
+    }
     packet.extend(body);
     packet
+}
+
+/// The CONNACK's return code (3.1.1) or reason code (5.0), None when none came in time.
+async fn connack(stream: &mut TcpStream) -> Option<u8> {
+    let read = async {
+        let mut head = [0u8; 2];
+        stream.read_exact(&mut head).await.ok()?;
+        let mut rest = vec![0u8; head[1] as usize];
+        stream.read_exact(&mut rest).await.ok()?;
+        (head[0] == 0x20 && rest.len() >= 2).then_some(rest[1])
+    };
+    tokio::time::timeout(Duration::from_secs(10), read).await.ok().flatten()
 }
 
 async fn connect_from(ip: IpAddr, server: SocketAddr) -> std::io::Result<TcpStream> {
@@ -273,5 +302,96 @@ async fn a_login_flood_from_one_address_spares_other_devices() {
     })
     .await;
     assert!(closed, "half-open sockets are closed at the CONNECT deadline");
+    app.stop().await;
+}
+
+/// A device that closes its connection, or sends DISCONNECT, and logs in again at once with the
+/// same client id (a flaky link) is accepted every time, on MQTT 3.1.1 and 5.0: its old session,
+/// still ending, never makes the broker answer "server unavailable".
+#[tokio::test]
+async fn an_immediate_relogin_is_accepted() {
+    let app = spawn_app_with(|_| {}).await;
+    let world = app.world().await;
+    let (id, token) = (
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    );
+    for level in [4u8, 5] {
+        let mut refused = Vec::new();
+        let mut stream = TcpStream::connect(app.mqtt).await.unwrap();
+        stream.write_all(&login_packet(level, id, token)).await.unwrap();
+        assert_eq!(connack(&mut stream).await, Some(0), "the first login (level {level})");
+        for attempt in 0..100 {
+            if attempt % 2 == 0 {
+                // DISCONNECT (5.0: reason 0, no properties, in the short form).
+                let _ = stream.write_all(&[0xE0, 0]).await;
+            }
+            drop(stream);
+            stream = TcpStream::connect(app.mqtt).await.unwrap();
+            stream.write_all(&login_packet(level, id, token)).await.unwrap();
+            let code = connack(&mut stream).await;
+            if code != Some(0) {
+                refused.push((attempt, code));
+            }
+        }
+        assert!(refused.is_empty(), "level {level}: re-logins refused: {refused:?}");
+    }
+    app.stop().await;
+}
+
+/// 500 wrong-password CONNECTs sent at once from a fresh address have at most `--login-failures`
+/// (10) passwords checked: each attempt is counted before its check, so the ban cannot be outrun
+/// by attempts in flight. The rest are refused unchecked (CONNACK 5).
+#[tokio::test]
+async fn a_concurrent_login_flood_cannot_outrun_the_ban() {
+    const ATTEMPTS: usize = 500;
+    let flooder = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3));
+    let app = spawn_app_with(|_| {}).await;
+    let world = app.world().await;
+    let id = world.device["id"].as_str().unwrap().to_owned();
+    if connect_from(flooder, app.mqtt).await.is_err() {
+        crate::helpers::say_skipped(
+            "a_concurrent_login_flood_cannot_outrun_the_ban",
+            "cannot connect from 127.0.0.3",
+        );
+        return;
+    }
+    // Every socket is connected and its CONNECT written before any is answered's turn comes.
+    let mut streams = Vec::new();
+    for _ in 0..ATTEMPTS {
+        streams.push(connect_from(flooder, app.mqtt).await.unwrap());
+    }
+    let start = Arc::new(tokio::sync::Barrier::new(ATTEMPTS));
+    let tasks: Vec<_> = streams
+        .into_iter()
+        .map(|mut stream| {
+            let (start, id) = (start.clone(), id.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                stream.write_all(&login_packet(4, &id, "not-the-token")).await.ok()?;
+                connack(&mut stream).await
+            })
+        })
+        .collect();
+    let (mut checked, mut banned, mut other) = (0, 0, 0);
+    for task in tasks {
+        match task.await.unwrap() {
+            Some(4) => checked += 1,
+            Some(5) => banned += 1,
+            _ => other += 1,
+        }
+    }
+    println!("{checked} checked (CONNACK 4), {banned} refused unchecked (CONNACK 5), {other} other");
+    assert!(checked >= 1, "the first attempts were checked");
+    assert!(
+        checked <= 10,
+        "{checked} passwords checked: at most --login-failures (10)"
+    );
+    assert_eq!(
+        checked + banned,
+        ATTEMPTS,
+        "every attempt answered ({other} without a CONNACK)"
+    );
+    assert_eq!(app.metric("gantry_login_bans_total").await, 1);
     app.stop().await;
 }
