@@ -32,6 +32,7 @@ pub enum ReturnCode {
     TooLarge = 41300,
     Busy = 42900,
     Banned = 42901,
+    LimitReached = 42902,
     UnsupportedMediaType = 41500,
     Internal = 50000,
     Unavailable = 50300,
@@ -70,6 +71,7 @@ impl ApiError {
                 Error::Duplicate(_) => (StatusCode::CONFLICT, ReturnCode::Duplicate, e.to_string()),
                 Error::Conflict(_) => (StatusCode::CONFLICT, ReturnCode::Conflict, e.to_string()),
                 Error::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::Busy, e.to_string()),
+                Error::LimitReached { .. } => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::LimitReached, e.to_string()),
                 Error::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, ReturnCode::Unavailable, e.to_string()),
                 Error::StoreUnavailable(source) => {
                     tracing::warn!(error = %source, "store unavailable");
@@ -121,14 +123,18 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message) = self.parts();
-        (
+        let mut response = (
             status,
             Json(ErrorBody {
                 return_code: code as i32,
                 message,
             }),
         )
-            .into_response()
+            .into_response();
+        if matches!(self, ApiError::Banned) {
+            response.extensions_mut().insert(crate::request_log::RefusedBanned);
+        }
+        response
     }
 }
 

@@ -3,7 +3,7 @@
 use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa::openapi::schema::{Object, ObjectBuilder, Schema, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
@@ -18,7 +18,8 @@ Every response body is `{\"returnCode\": 0, \"result\": ...}` on success. Errors
 `{\"returnCode\": <non-zero>, \"message\": \"...\"}` with the HTTP status: 400 (40000 invalid field or \
 parameter, 40001 malformed body, 40002 not valid HTTP/1.1), 401 (40100), 403 (40300), 404 (40400), \
 409 (40900 duplicate name, 40901 state conflict), 413 (41300), 414 (41400 URI over 65,534 bytes), \
-415 (41500 body not sent as application/json), 429 (42900), 431 (43100 headers too large), \
+415 (41500 body not sent as application/json), 429 (42900 rate or queue, 42901 address banned, \
+42902 a bound on what one tenant may hold, named in the message), 431 (43100 headers too large), \
 500 (50000), 503 (50300 shutting down, 50301 store unavailable: retry). Text holding a NUL character \
 is refused with 400 on every store.\n\n\
 Every request carries `Authorization: Bearer <token>`: a tenant administrator token, a project's \
@@ -45,7 +46,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         gantry_core::enums::EventLogStatus, gantry_core::enums::Classification, gantry_core::enums::SourceType,
         gantry_core::enums::DeliveryStatus, gantry_core::stream::StreamType,
     )),
-    modifiers(&BearerAuth, &CommonResponses),
+    modifiers(&BearerAuth, &CommonResponses, &CreateBodies),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -121,6 +122,84 @@ impl Modify for CommonResponses {
                 );
             }
         }
+    }
+}
+
+/// Create and update share an input type (on update, absent fields keep their stored values),
+/// but a create needs some of its fields. Each create operation gets a copy of the type's schema,
+/// `<Type>Create`, that declares them required and not null, so that a client generated from the
+/// document cannot leave them out.
+const CREATE_BODIES: &[(&str, &str, &[&str])] = &[
+    ("createDeviceModel", "ModelInput", &["name"]),
+    ("createProject", "ProjectInput", &["name"]),
+    ("createDevice", "DeviceInput", &["deviceName", "projectId", "modelId"]),
+    ("createWebhook", "WebhookInput", &["url", "types"]),
+];
+
+struct CreateBodies;
+
+impl Modify for CreateBodies {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let Some(components) = openapi.components.as_mut() else {
+            return;
+        };
+        for &(operation_id, input, required) in CREATE_BODIES {
+            let Some(RefOr::T(Schema::Object(shared))) = components.schemas.get(input) else {
+                panic!("the OpenAPI document has no object schema {input}");
+            };
+            let mut create = shared.clone();
+            for field in required {
+                let property = create
+                    .properties
+                    .get_mut(*field)
+                    .unwrap_or_else(|| panic!("{input} has no field {field}"));
+                not_null(property);
+                if !create.required.iter().any(|r| r == field) {
+                    create.required.push((*field).to_owned());
+                }
+            }
+            let name = format!("{input}Create");
+            components
+                .schemas
+                .insert(name.clone(), RefOr::T(Schema::Object(create)));
+            let operation = openapi
+                .paths
+                .paths
+                .values_mut()
+                .flat_map(operations)
+                .find(|o| o.operation_id.as_deref() == Some(operation_id))
+                .unwrap_or_else(|| panic!("no operation {operation_id}"));
+            if let Some(body) = operation.request_body.as_mut() {
+                for content in body.content.values_mut() {
+                    content.schema = Some(Ref::from_schema_name(name.clone()).into());
+                }
+            }
+        }
+    }
+}
+
+/// Takes `null` out of what a property's schema allows.
+fn not_null(property: &mut RefOr<Schema>) {
+    fn drop_null(schema_type: &mut SchemaType) {
+        if let SchemaType::Array(types) = schema_type {
+            let kept: Vec<Type> = types.iter().filter(|t| **t != Type::Null).cloned().collect();
+            *schema_type = match kept.as_slice() {
+                [one] => SchemaType::Type(one.clone()),
+                _ => SchemaType::Array(kept),
+            };
+        }
+    }
+    match property {
+        RefOr::T(Schema::Object(object)) => drop_null(&mut object.schema_type),
+        RefOr::T(Schema::Array(array)) => drop_null(&mut array.schema_type),
+        RefOr::T(Schema::OneOf(one_of)) => {
+            let is_null = |s: &RefOr<Schema>| matches!(s, RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::Type(Type::Null));
+            one_of.items.retain(|s| !is_null(s));
+            if one_of.items.len() == 1 {
+                *property = one_of.items.remove(0);
+            }
+        }
+        _ => {}
     }
 }
 

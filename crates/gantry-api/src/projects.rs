@@ -79,7 +79,12 @@ impl DeviceParams {
         Ok(DeviceQuery {
             project: None,
             model: self.model_id.clone().map(ModelId::from_string),
-            device_name: self.device_name.clone().filter(|n| !n.is_empty()),
+            device_name: self
+                .device_name
+                .clone()
+                .filter(|n| !n.is_empty())
+                .map(|n| gantry_core::names::filter_text("deviceName", n, gantry_core::names::Name::MAX_CHARS))
+                .transpose()?,
             device_type: self
                 .device_type
                 .as_deref()

@@ -3,9 +3,12 @@
 //! caller did not mean to log), status, latency, the request id and who called (kind and id,
 //! never a token). The principal is known only once the `Auth` extractor ran inside the
 //! handler, so the middleware hands it a slot (`Caller`) in the request's extensions.
+//! Requests refused unchecked during a login ban get no line each (a flood would fill the log):
+//! they are counted, and one summary line per `BAN_SUMMARY_PERIOD` says how many there were.
 
-use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;
@@ -18,6 +21,30 @@ use tracing::field::Empty;
 /// The header that carries a request's id, taken from the caller when it sends a plain one,
 /// and returned on every response.
 pub const REQUEST_ID: &str = "x-request-id";
+
+/// Marks a response refused unchecked because its address is banned.
+#[derive(Clone, Copy)]
+pub struct RefusedBanned;
+
+/// How often, at most, the refusals during bans are summed up in a line.
+const BAN_SUMMARY_PERIOD: Duration = Duration::from_secs(10);
+
+/// Refusals not yet summed up, and when the last summary was written.
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+static LAST_SUMMARY: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// Counts a refusal; writes the summary line when the period since the last one has passed.
+fn refused_banned() {
+    REFUSED.fetch_add(1, Ordering::Relaxed);
+    let now = Instant::now();
+    let mut last = LAST_SUMMARY.lock().expect("ban summary lock");
+    if last.is_some_and(|at| now.duration_since(at) < BAN_SUMMARY_PERIOD) {
+        return;
+    }
+    *last = Some(now);
+    let refused = REFUSED.swap(0, Ordering::Relaxed);
+    tracing::info!(parent: None, refused, "HTTP requests refused unchecked from banned addresses since the last summary");
+}
 
 /// Who made the request, filled by the `Auth` extractor.
 #[derive(Clone, Default)]
@@ -59,6 +86,10 @@ pub async fn log_request(mut request: Request, next: Next) -> Response {
     let mut response = next.run(request).instrument(span).await;
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID, value);
+    }
+    if response.extensions().get::<RefusedBanned>().is_some() {
+        refused_banned();
+        return response;
     }
     let (principal, principal_id) = caller.0.get().map(|(k, id)| (*k, id.as_str())).unwrap_or(("none", ""));
     tracing::info!(

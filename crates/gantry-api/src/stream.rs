@@ -78,7 +78,8 @@ pub struct StreamParams {
            ("Last-Event-ID" = Option<String>, Header, description = "the last id received, to resume")),
     responses((status = 200, description = "text/event-stream", content_type = "text/event-stream", body = SseEvent),
               (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-              (status = 404, body = ErrorBody)))]
+              (status = 404, body = ErrorBody),
+              (status = 429, description = "the project or the token holds as many streams as it may (42902)", body = ErrorBody)))]
 #[tracing::instrument(name = "streamProject", skip_all, fields(project = %id))]
 pub async fn stream(
     State(s): State<AppState>,
@@ -104,9 +105,12 @@ pub async fn stream(
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|v| !v.is_empty());
-    let subscription = s.services.feeds.subscribe(&project, device.as_ref(), last_id);
+    let (subscription, hold) = s
+        .services
+        .feeds
+        .subscribe(&project, device.as_ref(), last_id, &holder(&who))?;
     let cursor = Cursor {
-        project,
+        _hold: hold,
         services: s.services.clone(),
         token,
         who,
@@ -158,8 +162,19 @@ async fn allowed(
     Ok(())
 }
 
+/// Whom a stream is counted against (`FeedLimits::per_caller`): the token's principal.
+fn holder(who: &Principal) -> String {
+    match who {
+        Principal::Admin { tenant, .. } => format!("admin:{tenant}"),
+        Principal::Application { project, .. } => format!("application:{project}"),
+        Principal::Device { device, .. } => format!("device:{device}"),
+    }
+}
+
 struct Cursor {
-    project: ProjectId,
+    /// Counted against the feeds' limits while the stream lives; dropped, the feed's replay
+    /// window starts.
+    _hold: gantry_core::feed::Hold,
     services: Arc<Services>,
     token: String,
     who: Principal,
@@ -171,13 +186,6 @@ struct Cursor {
     /// The last id sent: live events up to it were replayed already.
     last: u64,
     reauth: tokio::time::Interval,
-}
-
-/// The client is gone (or the stream ended): the feed's replay window starts now.
-impl Drop for Cursor {
-    fn drop(&mut self) {
-        self.services.feeds.unsubscribed(&self.project);
-    }
 }
 
 impl Cursor {

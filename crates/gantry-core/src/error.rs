@@ -18,6 +18,14 @@ pub enum Error {
     Conflict(String),
     #[error("too many requests: {0}")]
     Busy(String),
+    /// A bound on what one tenant may hold (webhooks per project, stream subscribers...):
+    /// `limit` names it as its setting does.
+    #[error("{what}: the limit of {max} is reached (--{limit})")]
+    LimitReached {
+        what: &'static str,
+        limit: &'static str,
+        max: u64,
+    },
     #[error("the service is shutting down")]
     Unavailable,
     #[error("store failure")]

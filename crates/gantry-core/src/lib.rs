@@ -92,9 +92,10 @@ impl Services {
         route_config: routes::RouteConfig,
         login_guard: guard::LoginGuardConfig,
         webhooks: webhooks::WebhookConfig,
+        feed_limits: feed::FeedLimits,
     ) -> Self {
         let tokens = Arc::new(auth::TokenCache::new(auth::TOKEN_CACHE_TTL));
-        let feeds = Arc::new(feed::Feeds::default());
+        let feeds = Arc::new(feed::Feeds::new(feed_limits));
         ingest.on_committed(publish::stream_publisher(store.clone(), feeds.clone()));
         let catalog = Arc::new(catalog::CatalogService::new(
             store.clone(),

@@ -33,6 +33,16 @@ impl Name {
     }
 }
 
+/// A text filter of a listing (a part of a name to look for): at most `max` characters, since
+/// nothing longer can match a value of at most that length, and the store's pattern matcher is
+/// given only patterns of a bounded size.
+pub fn filter_text(field: &str, raw: String, max: usize) -> Result<String> {
+    if raw.chars().count() > max {
+        return Err(Error::invalid(field, format!("must be at most {max} characters")));
+    }
+    Ok(raw)
+}
+
 /// An attribute, action or parameter code: a letter or underscore, then letters, digits and
 /// underscores (the naming rule of variables and functions), at most 64 characters.
 #[derive(Debug, Clone, PartialEq, Eq)]

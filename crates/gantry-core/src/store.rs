@@ -224,7 +224,8 @@ pub trait ConnectionStore: Send + Sync {
 /// their transactions, so a committed cause never loses its webhook events.
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
-    async fn insert_webhook(&self, webhook: &Webhook) -> Result<()>;
+    /// `LimitReached` when the project holds `max_per_project` webhooks already.
+    async fn insert_webhook(&self, webhook: &Webhook, max_per_project: u64) -> Result<()>;
     /// Stores url, types, description, enabled, secret and the update fields; `NotFound` when missing.
     async fn update_webhook(&self, webhook: &Webhook) -> Result<()>;
     async fn get_webhook(&self, tenant: &TenantId, id: &WebhookId) -> Result<Option<Webhook>>;

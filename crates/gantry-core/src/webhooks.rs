@@ -45,6 +45,8 @@ pub struct WebhookConfig {
     /// (`WebhookStore::lease_webhook`). Stable across restarts (the data dir's node id), so a
     /// node that restarts takes its leases back at once instead of waiting for them to end.
     pub node: String,
+    /// Webhooks a project may hold: each one is a delivery worker and a reader of the outbox.
+    pub per_project: u64,
 }
 
 impl Default for WebhookConfig {
@@ -55,6 +57,7 @@ impl Default for WebhookConfig {
             batch: 100,
             poll: Duration::from_secs(1),
             node: uuid::Uuid::now_v7().to_string(),
+            per_project: 20,
         }
     }
 }
@@ -292,7 +295,7 @@ impl WebhookService {
             updated_by: None,
             updated_time: None,
         };
-        self.store.insert_webhook(&webhook).await?;
+        self.store.insert_webhook(&webhook, self.config.per_project).await?;
         self.invalidate();
         Ok(CreatedWebhook { webhook, secret })
     }

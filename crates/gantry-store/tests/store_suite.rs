@@ -2926,8 +2926,8 @@ async fn a_webhook_lease_has_one_holder(store: SqlStore) {
     let project = new_project(&store, &tenant, "p").await;
     let hook = webhook_record(&project, vec![StreamType::Telemetry]);
     let other = webhook_record(&project, vec![StreamType::Telemetry]);
-    store.insert_webhook(&hook).await.unwrap();
-    store.insert_webhook(&other).await.unwrap();
+    store.insert_webhook(&hook, 20).await.unwrap();
+    store.insert_webhook(&other, 20).await.unwrap();
     let lease = |owner: &'static str, webhook: &gantry_core::ids::WebhookId, now: i64| {
         let (store, webhook) = (store.clone(), webhook.clone());
         async move { store.lease_webhook(&webhook, owner, now, now + 30_000).await.unwrap() }
@@ -2951,10 +2951,10 @@ async fn webhooks_are_managed_per_tenant(store: SqlStore) {
     let p1 = new_project(&store, &t1, "p").await;
     let p2 = new_project(&store, &t2, "p").await;
     let mut hook = webhook_record(&p1, vec![StreamType::Telemetry, StreamType::EventLog]);
-    store.insert_webhook(&hook).await.unwrap();
+    store.insert_webhook(&hook, 20).await.unwrap();
     let mut other = webhook_record(&p2, vec![StreamType::Connection]);
     other.created_time = 2_000;
-    store.insert_webhook(&other).await.unwrap();
+    store.insert_webhook(&other, 20).await.unwrap();
     assert_eq!(store.get_webhook(&t1, &hook.id).await.unwrap(), Some(hook.clone()));
     assert_eq!(
         store.get_webhook(&t2, &hook.id).await.unwrap(),
@@ -3009,8 +3009,8 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
     let device = new_device(&store, &tenant, "d", &project, &model).await;
     let hook = webhook_record(&project, StreamType::ALL.to_vec());
     let quiet = webhook_record(&project, vec![StreamType::Telemetry]);
-    store.insert_webhook(&hook).await.unwrap();
-    store.insert_webhook(&quiet).await.unwrap();
+    store.insert_webhook(&hook, 20).await.unwrap();
+    store.insert_webhook(&quiet, 20).await.unwrap();
 
     let events: Vec<DeviceEvent> = (0..3)
         .map(|i| event_at(&device, EventId::generate(), "temp", json!(i), i))

@@ -150,6 +150,24 @@ pub struct ServeConfig {
     /// kept-alive connection, before the connection is closed.
     #[arg(long, env = "GANTRY_HTTP_HEADER_TIMEOUT", default_value_t = 30)]
     pub http_header_timeout: u64,
+    /// Seconds a client may leave the server's writes waiting (it stopped reading: a push stream
+    /// it no longer follows, say) before its connection is closed.
+    #[arg(long, env = "GANTRY_HTTP_WRITE_TIMEOUT", default_value_t = 30)]
+    pub http_write_timeout: u64,
+    /// Webhooks one project may hold.
+    #[arg(long, env = "GANTRY_WEBHOOKS_PER_PROJECT", default_value_t = 20)]
+    pub webhooks_per_project: u64,
+    /// Push streams open at once on one project.
+    #[arg(long, env = "GANTRY_STREAM_SUBSCRIBERS_PER_PROJECT", default_value_t = 1000)]
+    pub stream_subscribers_per_project: usize,
+    /// Push streams open at once with one token (one tenant's administrator, one application,
+    /// one device).
+    #[arg(long, env = "GANTRY_STREAM_SUBSCRIBERS_PER_TOKEN", default_value_t = 100)]
+    pub stream_subscribers_per_token: usize,
+    /// Megabytes the push streams' replay buffers may hold in all; past it the oldest feeds are
+    /// dropped (their streams end, and a reconnect is told `reset`).
+    #[arg(long, env = "GANTRY_STREAM_REPLAY_MEMORY_MB", default_value_t = 256)]
+    pub stream_replay_memory_mb: u64,
     /// Failed logins (HTTP 401, refused MQTT CONNECT) from one address within 60 s that start a ban.
     #[arg(long, env = "GANTRY_LOGIN_FAILURES", default_value_t = 10)]
     pub login_failures: u32,
@@ -203,6 +221,11 @@ impl ServeConfig {
             mqtt_max_attributes: gantry_core::telemetry::MAX_ATTRIBUTES,
             mqtt_publish_rate: 100,
             http_header_timeout: 30,
+            http_write_timeout: 30,
+            webhooks_per_project: 20,
+            stream_subscribers_per_project: 1000,
+            stream_subscribers_per_token: 100,
+            stream_replay_memory_mb: 256,
             login_failures: 10,
             login_ban: 60,
             webhook_allow_private: false,

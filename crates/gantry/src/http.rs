@@ -2,7 +2,9 @@
 //! headers must arrive within the header timeout (`--http-header-timeout`), which in HTTP/1 also closes a keep-alive
 //! connection that sends no next request, so idle or trickling clients cannot hold the
 //! process's open files; and each request carries its peer address (`PeerAddr`) for the login
-//! guard. Accept errors (the open-file limit reached) are retried by the listener, which keeps
+//! guard. A client that leaves the server's writes waiting past the write timeout
+//! (`--http-write-timeout`: it stopped reading a push stream, say) is disconnected, so it holds
+//! neither a connection nor what was queued for it. Accept errors (the open-file limit reached) are retried by the listener, which keeps
 //! serving the connections it has. Requests hyper refuses before any service sees them get the
 //! API's JSON error body all the same (`ApiErrors`).
 
@@ -27,15 +29,24 @@ use tower::ServiceExt;
 /// On shutdown, requests in flight get this long to finish.
 const DRAIN: Duration = Duration::from_secs(30);
 
+/// How long a client may keep the server waiting.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// For a request's headers (and a kept-alive connection's next request).
+    pub header: Duration,
+    /// For a write to go out: the client must read.
+    pub write: Duration,
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then lets requests in flight finish.
-pub async fn serve<L>(mut listener: L, router: Router, header_timeout: Duration, shutdown: impl Future<Output = ()>)
+pub async fn serve<L>(mut listener: L, router: Router, timeouts: Timeouts, shutdown: impl Future<Output = ()>)
 where
     L: Listener<Addr = SocketAddr>,
 {
     // HTTP/1.1 alone (HTTPS offers it alone by ALPN): its deadline starts at accept, where a
     // protocol sniff would wait for a first byte without one.
     let mut builder = Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
+    builder.timer(TokioTimer::new()).header_read_timeout(timeouts.header);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -56,7 +67,8 @@ where
                 )
             }
         });
-        let connection = builder.serve_connection(TokioIo::new(ApiErrors::new(io)), service);
+        let io = ApiErrors::new(WriteDeadline::new(io, timeouts.write));
+        let connection = builder.serve_connection(TokioIo::new(io), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(e) = connection.await {
@@ -67,6 +79,78 @@ where
     drop(listener);
     if tokio::time::timeout(DRAIN, graceful.shutdown()).await.is_err() {
         tracing::warn!("HTTP requests still in flight after the drain time; closing them");
+    }
+}
+
+/// A connection's stream whose writes fail once they have waited `limit` for the client to read:
+/// hyper then drops the connection. A write that makes progress restarts the clock.
+struct WriteDeadline<T> {
+    inner: T,
+    limit: Duration,
+    /// Set while a write waits for the client.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    fn new(inner: T, limit: Duration) -> Self {
+        Self {
+            inner,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// Passes `poll` on; a pending one starts (or goes on waiting on) the clock, which fails it
+    /// with `TimedOut` when it runs out.
+    fn watch<R>(&mut self, cx: &mut Context<'_>, poll: Poll<std::io::Result<R>>) -> Poll<std::io::Result<R>> {
+        if poll.is_ready() {
+            self.stalled = None;
+            return poll;
+        }
+        let limit = self.limit;
+        let clock = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match clock.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client read nothing within the write timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for WriteDeadline<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watch(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

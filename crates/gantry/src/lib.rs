@@ -49,6 +49,7 @@ pub struct Application {
     retention_days: Option<u32>,
     /// See `http::serve`.
     header_timeout: Duration,
+    write_timeout: Duration,
     /// What the start-up output says: the store in use, `restfulApiAddr` (the base of the
     /// Swagger UI and /metrics URLs), and where the administrator token is.
     backend: &'static str,
@@ -158,7 +159,14 @@ impl Application {
                     ..Default::default()
                 },
                 node,
+                per_project: config.webhooks_per_project,
                 ..Default::default()
+            },
+            gantry_core::feed::FeedLimits {
+                replay_bytes: usize::try_from(config.stream_replay_memory_mb.saturating_mul(1 << 20))
+                    .unwrap_or(usize::MAX),
+                per_project: config.stream_subscribers_per_project,
+                per_caller: config.stream_subscribers_per_token,
             },
         );
         services.telemetry.set_max_attributes(config.mqtt_max_attributes);
@@ -218,6 +226,7 @@ impl Application {
             ),
             retention_days: config.event_retention_days,
             header_timeout: Duration::from_secs(config.http_header_timeout),
+            write_timeout: Duration::from_secs(config.http_write_timeout.max(1)),
             backend,
             public_rest,
             admin_token_at,
@@ -320,7 +329,10 @@ impl Application {
             tokio::spawn(http::serve(
                 listener,
                 self.router.clone(),
-                self.header_timeout,
+                http::Timeouts {
+                    header: self.header_timeout,
+                    write: self.write_timeout,
+                },
                 stopped(),
             ))
         });
@@ -328,11 +340,15 @@ impl Application {
             tokio::spawn(http::serve(
                 listener,
                 self.router.clone(),
-                self.header_timeout,
+                http::Timeouts {
+                    header: self.header_timeout,
+                    write: self.write_timeout,
+                },
                 stopped(),
             ))
         });
         let sweeper = tokio::spawn(sweep_overdue_acks(self.services.clone()));
+        let feed_sweeper = tokio::spawn(sweep_feeds(self.services.feeds.clone()));
         let deliveries = tokio::spawn(gantry_core::delivery::run(
             self.services.webhooks.clone(),
             self.outbound.clone(),
@@ -349,6 +365,7 @@ impl Application {
         // whatever is still queued.
         self.broker.stop();
         sweeper.abort();
+        feed_sweeper.abort();
         if let Err(e) = deliveries.await {
             tracing::warn!(error = %e, "webhook deliveries ended abnormally");
         }
@@ -391,6 +408,16 @@ fn route_listener(route_tls: bool, plain: Option<SocketAddr>, tls: Option<Socket
             ssl_enable: false,
         })
         .or(secure)
+}
+
+/// Drops the push-stream feeds nobody followed for their replay window, every few seconds, so
+/// a project that went quiet gives its buffer back.
+async fn sweep_feeds(feeds: Arc<gantry_core::feed::Feeds>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tick.tick().await;
+        feeds.sweep();
+    }
 }
 
 /// Deletes old events at start and then hourly.
@@ -450,17 +477,30 @@ fn secure_data_dir(dir: &Path) -> anyhow::Result<()> {
     tighten_files(dir)
 }
 
-/// Every file directly in the data dir (database, WAL, staging, tokens) readable by its owner alone.
+/// Every file of the data dir (database, WAL, staging, tokens) readable by its owner alone, and
+/// so every file of its folders (`tls/`: the CA's and the server's keys), except certificates
+/// (`*.pem`), which are public but may be written by the owner alone. A folder is 0700.
 fn tighten_files(dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let meta = entry.metadata()?;
         let mode = meta.permissions().mode() & 0o777;
-        if meta.is_file() && mode & 0o077 != 0 {
-            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(mode & 0o700))
-                .with_context(|| format!("restricting {} to its owner", entry.path().display()))?;
-            tracing::info!(file = %entry.path().display(), from = format!("{mode:o}"), "file tightened to owner-only");
+        let path = entry.path();
+        let wanted = if meta.is_dir() {
+            tighten_files(&path)?;
+            0o700
+        } else if !meta.is_file() {
+            continue;
+        } else if path.extension().is_some_and(|e| e == "pem") {
+            mode & 0o744
+        } else {
+            mode & 0o700
+        };
+        if mode != wanted {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(wanted))
+                .with_context(|| format!("restricting {} to its owner", path.display()))?;
+            tracing::info!(file = %path.display(), from = format!("{mode:o}"), to = format!("{wanted:o}"), "permissions tightened");
         }
     }
     Ok(())

@@ -71,7 +71,27 @@ fn delivery_from_row(row: &AnyRow) -> Result<Delivery> {
 
 #[async_trait]
 impl WebhookStore for SqlStore {
-    async fn insert_webhook(&self, w: &Webhook) -> Result<()> {
+    async fn insert_webhook(&self, w: &Webhook, max_per_project: u64) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        // The no-op update locks the project's row, so concurrent creates in one project count
+        // one after another and never pass the bound together.
+        sqlx::query("UPDATE projects SET updated_time = updated_time WHERE id = $1")
+            .bind(w.project_id.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let held: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhooks WHERE project_id = $1")
+            .bind(w.project_id.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        if held as u64 >= max_per_project {
+            return Err(Error::LimitReached {
+                what: "webhooks per project",
+                limit: "webhooks-per-project",
+                max: max_per_project,
+            });
+        }
         sqlx::query(&format!(
             "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
         ))
@@ -87,9 +107,10 @@ impl WebhookStore for SqlStore {
         .bind(w.created_time)
         .bind(w.updated_by.as_deref())
         .bind(w.updated_time)
-        .execute(&mut *self.writes().await?)
+        .execute(&mut *tx)
         .await
         .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
         Ok(())
     }
 

@@ -161,6 +161,36 @@ async fn nul_characters_are_refused_as_bad_input() {
     reply.error(400);
 }
 
+/// A name filter longer than any name (128 characters) is a 400 naming it, on every store, also
+/// one made of LIKE wildcards; one of exactly 128 characters is a search that finds nothing.
+#[tokio::test]
+async fn a_name_filter_longer_than_a_name_is_400() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let project = world.project["id"].as_str().unwrap();
+    for filter in ["a".repeat(49_999), "_".repeat(25_001), "%".repeat(129)] {
+        let message = app
+            .get(
+                format!(
+                    "/api/v1/projects/{project}/devices?deviceName={}",
+                    filter.replace('%', "%25")
+                ),
+                &app.admin,
+            )
+            .await
+            .error(400);
+        assert!(message.starts_with("deviceName"), "{message}");
+    }
+    let longest = app
+        .get(
+            format!("/api/v1/projects/{project}/devices?deviceName={}", "_".repeat(128)),
+            &app.admin,
+        )
+        .await
+        .result();
+    assert_eq!(longest["totalResults"], 0);
+}
+
 /// A body must say it is JSON: without `Content-Type: application/json` it is 415 and changes
 /// nothing.
 #[tokio::test]

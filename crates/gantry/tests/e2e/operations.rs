@@ -132,6 +132,52 @@ async fn the_data_dir_is_private() {
     }
 }
 
+/// A data dir loosened by hand (a restore, a copy with the wrong umask) is tightened at the next
+/// start, its TLS keys too: every file owner-only, certificates writable by the owner alone.
+#[tokio::test]
+async fn a_loosened_data_dir_is_tightened_at_start_keys_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    fn loosen(dir: &std::path::Path) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                loosen(&path);
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+            } else {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let app = gantry::Application::build(ServeConfig::local(data_dir.clone()))
+        .await
+        .unwrap();
+    drop(app);
+    let tls = data_dir.join("tls");
+    assert!(tls.join("ca.key").exists() && tls.join("server.key").exists());
+    loosen(&data_dir);
+    assert_eq!(mode(&tls.join("ca.key")), 0o666);
+    let app = gantry::Application::build(ServeConfig::local(data_dir.clone()))
+        .await
+        .unwrap();
+    assert_eq!(mode(&tls), 0o700);
+    for key in ["ca.key", "server.key"] {
+        assert_eq!(mode(&tls.join(key)), 0o600, "tls/{key}");
+    }
+    for cert in ["ca.pem", "server.pem"] {
+        assert_eq!(mode(&tls.join(cert)), 0o644, "tls/{cert}");
+    }
+    for entry in std::fs::read_dir(&data_dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+        }
+    }
+    drop(app);
+}
+
 /// Idle and trickling HTTP connections are closed at the header deadline
 /// (`--http-header-timeout`), also a kept-alive one that sends no next request, while the
 /// server goes on answering.

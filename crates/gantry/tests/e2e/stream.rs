@@ -408,3 +408,125 @@ async fn an_idle_stream_gets_heartbeats() {
         stream.text
     );
 }
+
+/// A stream client that stops reading is disconnected once the server's writes have waited
+/// `--http-write-timeout` for it: it holds neither its connection nor what was queued for it
+/// (it reconnects with `Last-Event-ID`). The server goes on answering others meanwhile.
+#[tokio::test]
+async fn a_stream_client_that_stops_reading_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = spawn_app_with(|c| c.http_write_timeout = 1).await;
+    let world = app.world().await;
+    let project = &world.project;
+    let token = project["applicationAccessToken"].as_str().unwrap();
+    let addr: std::net::SocketAddr = app.base.trim_start_matches("http://").parse().unwrap();
+    // A small receive buffer, so the server's writes wait for this reader soon.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(addr).await.unwrap();
+    stalled
+        .write_all(
+            format!(
+                "GET {} HTTP/1.1\r\nHost: gantry\r\nAuthorization: Bearer {token}\r\n\r\n",
+                stream_path(project, "?types=telemetry")
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    // Events of 4 KiB until far more than any socket buffers hold is queued for the reader.
+    let label = "x".repeat(4096);
+    let now = chrono_now_ms();
+    for i in 0..2000 {
+        let event = crate::events::event(&world.device, "label", json!(label), "String", now + i);
+        app.post("/api/v1/deviceEvents", token, event).await.result();
+    }
+    // The server gave up on it: reading what was sent ends in the connection's end.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let drained = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0usize;
+        loop {
+            match stalled.read(&mut buf).await {
+                Ok(0) | Err(_) => return total,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+    let total = drained.expect("the server closed the stalled stream");
+    assert!(
+        total < 40 * 50 * 4096,
+        "it was closed before everything was sent ({total} bytes read)"
+    );
+    // A fresh stream opens as usual.
+    let mut fresh = Sse::open(&app, &stream_path(project, "?types=telemetry"), token, None)
+        .await
+        .unwrap();
+    let event = crate::events::event(&world.device, "temp", json!(1.5), "Float", now + 5000);
+    app.post("/api/v1/deviceEvents", token, event).await.result();
+    assert_eq!(fresh.expect("telemetry").await.data["attributeCode"], "temp");
+}
+
+/// Streams are bounded per project and per token: past the bound the answer is 429 with its own
+/// `returnCode` (42902) naming the limit, and a stream that ends gives its place back.
+#[tokio::test]
+async fn streams_are_bounded_per_token_and_per_project() {
+    let app = spawn_app_with(|c| {
+        c.stream_subscribers_per_token = 2;
+        c.stream_subscribers_per_project = 3;
+    })
+    .await;
+    let world = app.world().await;
+    let project = &world.project;
+    let token = project["applicationAccessToken"].as_str().unwrap();
+    let path = stream_path(project, "");
+    let first = Sse::open(&app, &path, token, None).await.unwrap();
+    let _second = Sse::open(&app, &path, token, None).await.unwrap();
+    let refused = Sse::open(&app, &path, token, None)
+        .await
+        .err()
+        .expect("a third stream of one token");
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["returnCode"], 42902, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("stream-subscribers-per-token"),
+        "{body}"
+    );
+    // The administrator's token is another holder; the project's bound still counts all.
+    let _third = Sse::open(&app, &path, &app.admin, None).await.unwrap();
+    let refused = Sse::open(&app, &path, &app.admin, None)
+        .await
+        .err()
+        .expect("a fourth on the project");
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("stream-subscribers-per-project"),
+        "{body}"
+    );
+    // Another project's streams are not counted against this one's.
+    let other = app.create_project(&app.admin).await;
+    let _elsewhere = Sse::open(&app, &stream_path(&other, ""), &app.admin, None)
+        .await
+        .unwrap();
+    drop(first);
+    let reopened = crate::helpers::wait_for(Duration::from_secs(5), async || {
+        Sse::open(&app, &path, token, None).await.is_ok()
+    })
+    .await;
+    assert!(reopened, "a closed stream gives its place back");
+}
+
+fn chrono_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}

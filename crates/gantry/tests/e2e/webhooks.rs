@@ -632,3 +632,48 @@ async fn two_nodes_post_each_delivery_once() {
     assert!(ids.len() > 2, "{} deliveries", ids.len());
     assert_eq!(posts, ids.len(), "each delivery POSTed once");
 }
+
+/// A project holds at most `--webhooks-per-project` webhooks (default 20), also when they are
+/// created all at once: the next is 429 with its own `returnCode` (42902) naming the limit, and
+/// another project keeps its own room. A deleted webhook gives its place back.
+#[tokio::test]
+async fn webhooks_per_project_are_bounded_also_under_concurrency() {
+    let app = app_for_local_receivers(50).await;
+    let world = app.world().await;
+    let path = format!("/api/v1/projects/{}/webhooks", world.project["id"].as_str().unwrap());
+    let creates = (0..30).map(|i| {
+        app.post(
+            &path,
+            &app.admin,
+            json!({"url": format!("http://127.0.0.1:9/hook{i}"), "types": ["telemetry"]}),
+        )
+    });
+    let replies = futures::future::join_all(creates).await;
+    let created = replies.iter().filter(|r| r.status == 200).count();
+    assert_eq!(created, 20, "exactly the limit is created");
+    for reply in replies.into_iter().filter(|r| r.status != 200) {
+        assert_eq!(reply.body["returnCode"], 42902, "{}", reply.body);
+        let message = reply.error(429);
+        assert!(message.contains("webhooks-per-project"), "{message}");
+    }
+    let listed = app.get(format!("{path}?pageSize=100"), &app.admin).await.result();
+    assert_eq!(listed["totalResults"], 20);
+    let other = app.create_project(&app.admin).await;
+    create_webhook(
+        &app,
+        &other,
+        json!({"url": "http://127.0.0.1:9/other", "types": ["telemetry"]}),
+    )
+    .await;
+    let first = listed["results"][0]["id"].as_str().unwrap().to_owned();
+    app.delete(format!("/api/v1/webhooks/{first}"), &app.admin)
+        .await
+        .result_done();
+    app.post(
+        &path,
+        &app.admin,
+        json!({"url": "http://127.0.0.1:9/again", "types": ["telemetry"]}),
+    )
+    .await
+    .result();
+}
