@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the fully static Linux binary of Gantry (README "Running without a Rust toolchain").
+# Builds the fully static Linux binary of Gantry (user guide, docs/book/src/deployment.md, "Without a Rust toolchain: the static binary").
 #
 # glibc, statically linked: `-C target-feature=+crt-static` on the x86_64-unknown-linux-gnu
 # target links a static-pie executable against the libc.a of the build machine, so nothing

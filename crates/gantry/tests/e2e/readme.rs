@@ -1,9 +1,10 @@
-//! The README's MQTT examples work as written: every `mosquitto_*` command (and the `openssl`
-//! lines beside them) of the README's `sh` blocks is taken from the README itself and run with
-//! mosquitto's command-line clients against a server on port 0. Only what differs on a test
-//! server is put in: the ports (1883, 8883), the generated CA's path, and `$DEVICE` and
-//! `$DEVICE_TOKEN` as environment variables. A command with another port, or a README without
-//! one of the kinds of example checked here, fails the test.
+//! The MQTT examples of the README and of the user guide work as written: every `mosquitto_*`
+//! command (and the `openssl` lines beside them) of their `sh` blocks is taken from the files
+//! themselves and run with mosquitto's command-line clients against a server on port 0. Only
+//! what differs on a test server is put in: the generated CA's path, and `$DEVICE`,
+//! `$DEVICE_TOKEN`, `$MQTT_PORT` and `$MQTTS_PORT` as environment variables. A command that
+//! names its port other than by those variables, or documents without one of the kinds of
+//! example checked here, fails the test. The guide's sample model file is checked here too.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -13,9 +14,16 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use crate::helpers::{TestApp, spawn_app_with, unique};
+use crate::helpers::{TestApp, spawn_app, spawn_app_with, unique};
 
 const README: &str = include_str!("../../../../README.md");
+
+/// The user guide's chapters that show `mosquitto_*` commands.
+const GUIDE_MQTT: &str = include_str!("../../../../docs/book/src/mqtt.md");
+const GUIDE_SECURITY: &str = include_str!("../../../../docs/book/src/security.md");
+
+/// The sample model file the guide applies with `gantry admin models apply`.
+const TOWER_CRANE: &str = include_str!("../../../../docs/examples/tower-crane.yaml");
 
 /// How long one command may take before the test gives up on it (a bound, not a measurement).
 const COMMAND_BOUND: Duration = Duration::from_secs(30);
@@ -49,10 +57,11 @@ fn sh_blocks(markdown: &str) -> Vec<Vec<String>> {
     blocks
 }
 
-/// The README's blocks that hold a `mosquitto_*` command.
+/// The blocks of the README and the guide that hold a `mosquitto_*` command.
 fn mqtt_blocks() -> Vec<Vec<String>> {
-    sh_blocks(README)
+    [README, GUIDE_MQTT, GUIDE_SECURITY]
         .into_iter()
+        .flat_map(sh_blocks)
         .filter(|block| block.iter().any(|c| c.starts_with("mosquitto_")))
         .collect()
 }
@@ -82,24 +91,21 @@ struct Server<'a> {
 }
 
 impl Server<'_> {
-    /// `command` with the test server's ports and CA put in; panics on a port it does not know.
+    /// `command` with the test server's CA put in; panics on a port or host it does not know.
+    /// The ports are `$MQTT_PORT` and `$MQTTS_PORT`, which `bash` sets to the test server's.
     fn localize(&self, command: &str) -> String {
-        let mqtts = self.app.mqtts.expect("MQTT over TLS is on").port();
         let ca = self.app.tls_ca.as_ref().expect("a generated CA");
-        let local = command
-            .replace(" -p 1883 ", &format!(" -p {} ", self.app.mqtt.port()))
-            .replace(" -p 8883 ", &format!(" -p {mqtts} "))
-            .replace("./gantry-data/tls/ca.pem", &ca.display().to_string());
+        let local = command.replace("./gantry-data/tls/ca.pem", &ca.display().to_string());
         let words: Vec<&str> = local.split_whitespace().collect();
         for pair in words.windows(2) {
             match pair[0] {
-                "-p" => assert!(
-                    [self.app.mqtt.port(), mqtts].iter().any(|p| p.to_string() == pair[1]),
-                    "a README command uses a port this test does not know: {command}"
+                "-p" | "--port" => assert!(
+                    ["$MQTT_PORT", "$MQTTS_PORT"].contains(&pair[1]),
+                    "a command names its port other than by $MQTT_PORT or $MQTTS_PORT: {command}"
                 ),
                 "-h" => assert!(
                     ["127.0.0.1", "localhost"].contains(&pair[1]),
-                    "a README command uses a host this test does not know: {command}"
+                    "a command uses a host this test does not know: {command}"
                 ),
                 _ => {}
             }
@@ -108,6 +114,7 @@ impl Server<'_> {
     }
 
     fn bash(&self, command: &str) -> Command {
+        let mqtts = self.app.mqtts.expect("MQTT over TLS is on").port();
         let mut child = Command::new("bash");
         child
             .arg("-c")
@@ -115,6 +122,8 @@ impl Server<'_> {
             .current_dir(self.dir)
             .env("DEVICE", &self.device)
             .env("DEVICE_TOKEN", &self.token)
+            .env("MQTT_PORT", self.app.mqtt.port().to_string())
+            .env("MQTTS_PORT", mqtts.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -293,14 +302,25 @@ async fn the_readme_mqtt_examples_work_as_written() {
             }
             // The REST calls beside the MQTT lines (reading back over HTTPS) are not this test's.
             "curl" => {}
-            other => panic!("the README's MQTT examples hold a command this test does not run: {other}"),
+            other => panic!("the MQTT examples hold a command this test does not run: {other}"),
         }
     }
     assert_eq!(
         (published > 0, over_tls, with_certificate, watched, requested),
-        (true, 2, 1, 1, 1),
-        "the README's MQTT examples: a publish, two over TLS (one with a device certificate), a subscribe, a request-response"
+        (true, 2, 1, 2, 1),
+        "the MQTT examples: publishes, two over TLS (one with a device certificate), a subscribe in the README and one in the guide, a request-response"
     );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_sample_model_file_is_a_model_the_api_takes() {
+    let app = spawn_app().await;
+    let body: Value = serde_norway::from_str(TOWER_CRANE).expect("docs/examples/tower-crane.yaml is YAML");
+    let model = app.post("/api/v1/deviceModels", &app.admin, body).await.result();
+    let angle = &model["actionsMap"]["slew"]["paramsMap"]["angle"];
+    assert_eq!(angle["type"], "Float", "{model}");
+    assert_eq!(angle["required"], true, "{model}");
     app.stop().await;
 }
 
