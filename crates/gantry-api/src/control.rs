@@ -47,10 +47,13 @@ pub struct LogParams {
 /// Sends a control message to the device: validated against the model (attrs exist and are W or
 /// RW, actions exist, params typed, required params present; type ack needs correlationId),
 /// recorded as an event log (`processing` when needack, else `completed`) and published to the
-/// device's inbox `<prefix>/out/json/<deviceId>`. 409 when the device is Locked.
+/// device's inbox `<prefix>/out/json/<deviceId>`. 409 when the device is Locked. The answer's
+/// `X-Gantry-Event-Log-Id` header names the event log, to follow the control by.
 #[utoipa::path(put, path = "/api/v1/devices/{deviceId}/shadows", operation_id = "sendControl", tag = "Device shadows", request_body = ControlInput,
     params(("deviceId" = String, Path)),
-    responses((status = 200, body = Done), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
+    responses((status = 200, body = Done, headers(("X-Gantry-Event-Log-Id" = String,
+                 description = "the id of the control's event log (`GET /projects/{projectId}/eventLogs` lists it; pushed as `eventLog` on the stream)"))),
+              (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, description = "the device is Locked", body = ErrorBody)))]
 #[tracing::instrument(name = "sendControl", skip_all, fields(device = %id))]
 pub async fn send(
@@ -58,13 +61,18 @@ pub async fn send(
     Auth(who): Auth,
     Path(id): Path<String>,
     AppJson(input): AppJson<ControlInput>,
-) -> ApiResult<Json<Done>> {
-    s.services
+) -> ApiResult<([(&'static str, String); 1], Json<Done>)> {
+    let (_, log) = s
+        .services
         .control
         .send_control(&who, &DeviceId::from_string(id), input.into())
         .await?;
-    Ok(done())
+    // The body is fixed by the specification; the log to follow the control by goes in a header.
+    Ok(([(EVENT_LOG_HEADER, log)], done()))
 }
+
+/// The response header of `PUT /shadows` that names the control's event log.
+pub const EVENT_LOG_HEADER: &str = "x-gantry-event-log-id";
 
 /// Lists the event logs of a project: controls (DeviceControll) and device responses (Response).
 #[utoipa::path(get, path = "/api/v1/projects/{projectId}/eventLogs", operation_id = "listEventLogs", tag = "Projects", params(("projectId" = String, Path), LogParams),

@@ -95,7 +95,13 @@ impl ControlService {
 
     /// Validates a control message against the device's model, records it as an event log and
     /// publishes it to the device's inbox with a new `meta.id`.
-    pub async fn send_control(&self, who: &Principal, device_id: &DeviceId, input: ControlFields) -> Result<Message> {
+    /// Returns the message sent and the id of its event log, by which the caller follows it.
+    pub async fn send_control(
+        &self,
+        who: &Principal,
+        device_id: &DeviceId,
+        input: ControlFields,
+    ) -> Result<(Message, String)> {
         let device = self.catalog.load_device(who.tenant(), device_id).await?;
         who.require_device_manage(&device.project_id)?;
         let message_type = input.message_type.unwrap_or(MessageType::M);
@@ -149,7 +155,7 @@ impl ControlService {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
         }
         self.downlink.send(device.id.as_str(), &message).await?;
-        Ok(message)
+        Ok((message, log.id))
     }
 
     /// Records a message a route's caller sent to `device` (rmqtt delivers it): a DeviceControll

@@ -357,6 +357,14 @@ impl TelemetryService {
             .attribute_code
             .ok_or_else(|| Error::invalid("attributeCode", "is required"))?;
         let code = Code::parse("attributeCode", &code)?.into_inner();
+        // A typo must not look like a quiet attribute: a code the model lacks is refused.
+        let model = self.catalog.load_model(who.tenant(), &device.model_id).await?;
+        if !model.attributes_map.contains_key(&code) {
+            return Err(Error::invalid(
+                "attributeCode",
+                format!("`{code}` is not an attribute of model {}", model.name),
+            ));
+        }
         let clock = filter
             .filter_by
             .as_deref()

@@ -16,6 +16,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 async fn main() -> ExitCode {
     match run().await {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout stopped (`gantry completions bash | head -3`): nothing is wrong.
+        Err(e) if gantry::admin::closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gantry: {e:#}");
             ExitCode::FAILURE
@@ -28,10 +30,7 @@ async fn run() -> anyhow::Result<()> {
     // The client commands print for people and scripts: no log lines on their stdout.
     match cli.command {
         Command::Admin(args) => gantry::admin::main(*args).await,
-        Command::Completions(args) => {
-            gantry::admin::completions(&args);
-            return Ok(());
-        }
+        Command::Completions(args) => return Ok(gantry::admin::completions(&args)?),
         Command::Serve(_) | Command::Device(_) | Command::Healthcheck(_) => {}
     }
     let log_format = match &cli.command {

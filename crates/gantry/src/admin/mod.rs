@@ -200,16 +200,22 @@ pub enum Shell {
     Fish,
 }
 
-/// Prints the completion script of the whole `gantry` command for `shell`.
-pub fn completions(args: &CompletionsArgs) {
+/// Prints the completion script of the whole `gantry` command for `shell`. Made in memory first:
+/// clap_complete panics on a failed write, and a closed pipe is no failure of ours.
+pub fn completions(args: &CompletionsArgs) -> std::io::Result<()> {
     use clap::CommandFactory;
+    use std::io::Write;
     let shell = match args.shell {
         Shell::Bash => clap_complete::Shell::Bash,
         Shell::Zsh => clap_complete::Shell::Zsh,
         Shell::Fish => clap_complete::Shell::Fish,
     };
     let mut command = crate::config::Cli::command();
-    clap_complete::generate(shell, &mut command, "gantry", &mut std::io::stdout());
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "gantry", &mut script);
+    let mut out = std::io::stdout().lock();
+    out.write_all(&script)?;
+    out.flush()
 }
 
 /// Runs one admin command; a failure is printed as one line with its causes (the API's
@@ -217,12 +223,29 @@ pub fn completions(args: &CompletionsArgs) {
 pub async fn main(args: AdminArgs) -> ! {
     let code = match run(args).await {
         Ok(()) => 0,
+        // The reader of stdout stopped (`events export | head`): nothing is wrong.
+        Err(error) if closed_pipe(&error) => 0,
         Err(error) => {
             eprintln!("error: {error:#}");
             1
         }
     };
     std::process::exit(code)
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has gone.
+pub fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        let io = cause.downcast_ref::<std::io::Error>().map(std::io::Error::kind);
+        let csv = cause.downcast_ref::<csv::Error>().and_then(|c| match c.kind() {
+            csv::ErrorKind::Io(io) => Some(io.kind()),
+            _ => None,
+        });
+        let json = cause
+            .downcast_ref::<serde_json::Error>()
+            .and_then(serde_json::Error::io_error_kind);
+        io.or(csv).or(json) == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 async fn run(args: AdminArgs) -> anyhow::Result<()> {

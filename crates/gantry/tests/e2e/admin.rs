@@ -60,6 +60,26 @@ async fn gantry(args: &[&str], env: &[(&str, &str)]) -> Run {
     }
 }
 
+/// Runs `gantry <args>` with its stdout a pipe whose reader is closed at once, as `| head`
+/// leaves it; asserts success and returns stderr.
+async fn closed_stdout(args: &[&str]) -> String {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gantry runs");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "gantry {args:?}: {:?}\n{stderr}",
+        output.status
+    );
+    stderr
+}
+
 /// `gantry admin --url <app> --token <token> <args>`.
 async fn admin(app: &TestApp, token: &str, args: &[&str]) -> Run {
     let mut all = vec!["admin", "--url", &app.base, "--token", token];
@@ -766,6 +786,15 @@ async fn export_writes_the_posted_events_as_csv_and_json_lines() {
     exported.sort();
     assert_eq!(exported, expected);
     assert_eq!(lines[0]["context"], json!({"site": "north"}));
+    // Into a pipe whose reader is gone (`| head`): a quiet success, as for any Unix filter.
+    for format in ["jsonl", "csv"] {
+        let args = [
+            "admin", "--url", &app.base, "--token", &app.admin, "events", "export", "--device", device, "--format",
+            format,
+        ];
+        let stderr = closed_stdout(&args).await;
+        assert!(stderr.is_empty(), "{format}: {stderr}");
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("events.csv");
@@ -992,6 +1021,16 @@ async fn https_needs_the_generated_ca_given_with_cacert() {
     )
     .await;
     assert!(untrusted.err().contains("cannot reach"), "{}", untrusted.stderr);
+}
+
+/// `gantry completions bash | head -3`: the reader leaves early, and that is no error (no
+/// panic, no backtrace, nothing on stderr).
+#[tokio::test]
+async fn completions_into_a_closed_pipe_succeed_quietly() {
+    for shell in ["bash", "zsh", "fish"] {
+        let stderr = closed_stdout(&["completions", shell]).await;
+        assert!(stderr.is_empty(), "{shell}: {stderr}");
+    }
 }
 
 #[tokio::test]

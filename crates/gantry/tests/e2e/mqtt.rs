@@ -1208,3 +1208,28 @@ async fn an_mqtt5_device_over_the_publish_rate_is_told_message_rate_too_high() {
     );
     app.stop().await;
 }
+
+/// `PUT /shadows` answers the specification's `{"returnCode": 0}` and names the control's event
+/// log in `X-Gantry-Event-Log-Id`, so the caller can follow it.
+#[tokio::test]
+async fn a_control_answer_names_its_event_log() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let response = app
+        .client
+        .put(format!(
+            "{}/api/v1/devices/{}/shadows",
+            app.base,
+            world.device["id"].as_str().unwrap()
+        ))
+        .bearer_auth(&app.admin)
+        .json(&json!({"type": "m", "needack": true, "payload": {"attrs": [{"code": "setpoint", "value": 1.5}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let named = response.headers()["x-gantry-event-log-id"].to_str().unwrap().to_owned();
+    assert_eq!(response.json::<Value>().await.unwrap(), json!({"returnCode": 0}));
+    let logs = logs_of(&app, &world, "").await;
+    assert_eq!(logs["results"][0]["id"], named.as_str());
+}

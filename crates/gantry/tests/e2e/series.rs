@@ -276,6 +276,8 @@ async fn defaults_bad_parameters_and_scopes() {
             "interval",
         ),
         (format!("attributeCode=1bad&{window}"), "attributeCode"),
+        // A well-formed code the model lacks (a typo) is no empty series.
+        (format!("attributeCode=cuont&{window}"), "attributeCode"),
     ] {
         let message = app.get(series_path(&world, &query), &app.admin).await.error(400);
         assert!(message.starts_with(field), "{query}: {message}");
