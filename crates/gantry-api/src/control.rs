@@ -61,7 +61,7 @@ pub async fn send(
     Auth(who): Auth,
     Path(id): Path<String>,
     AppJson(input): AppJson<ControlInput>,
-) -> ApiResult<([(&'static str, String); 1], Json<Done>)> {
+) -> ApiResult<(LogHeader, Json<Done>)> {
     let (_, log) = s
         .services
         .control
@@ -73,6 +73,9 @@ pub async fn send(
 
 /// The response header of `PUT /shadows` that names the control's event log.
 pub const EVENT_LOG_HEADER: &str = "x-gantry-event-log-id";
+
+/// `EVENT_LOG_HEADER` and its value.
+type LogHeader = [(&'static str, String); 1];
 
 /// Lists the event logs of a project: controls (DeviceControll) and device responses (Response).
 #[utoipa::path(get, path = "/api/v1/projects/{projectId}/eventLogs", operation_id = "listEventLogs", tag = "Projects", params(("projectId" = String, Path), LogParams),
