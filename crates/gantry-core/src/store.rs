@@ -235,12 +235,18 @@ pub trait WebhookStore: Send + Sync {
     async fn delete_webhook(&self, tenant: &TenantId, id: &WebhookId) -> Result<()>;
     /// Every enabled webhook of every tenant (with its secret).
     async fn enabled_webhooks(&self) -> Result<Vec<Webhook>>;
-    /// Up to `limit` of the events waiting for the webhook, oldest first: a device's events of
-    /// one type in the order they were committed.
-    async fn waiting_events(&self, webhook: &WebhookId, limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>>;
-    /// Stores a new delivery, then removes the events it carries (`taken`) from the outbox: a
-    /// crash between the two sends them again rather than never. `Conflict`, storing nothing,
-    /// when some of them were taken already (by another node's delivery).
+    /// Up to `limit` of the events waiting for the webhook (of `project`), oldest first: a
+    /// device's events of one type in the order they were committed.
+    async fn waiting_events(
+        &self,
+        webhook: &WebhookId,
+        project: &ProjectId,
+        limit: usize,
+    ) -> Result<Vec<(OutboxKey, WebhookEvent)>>;
+    /// Stores a new delivery, then takes the events it carries (`taken`) out of the outbox for
+    /// its webhook (an event goes once no webhook waits for it): a crash between the two sends
+    /// them again rather than never. `Conflict`, storing nothing, when some of them were taken
+    /// already (by another node's delivery).
     async fn insert_delivery(&self, delivery: &Delivery, taken: &[OutboxKey]) -> Result<()>;
     /// Stores status, attempts, last status and error, and the attempt and finish times.
     async fn update_delivery(&self, delivery: &Delivery) -> Result<()>;

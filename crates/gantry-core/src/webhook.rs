@@ -202,13 +202,15 @@ pub fn parse_secret(secret: &str) -> Result<String> {
     Ok(secret.to_owned())
 }
 
-/// One event waiting for a webhook (a row of the outbox), in the stream's shape: `data` is the
-/// JSON the stream would send.
+/// One event waiting for webhooks (a row of the outbox), in the stream's shape: `data` is the
+/// JSON the stream would send. It is written once, whatever the number of webhooks that want
+/// it: `webhooks` are those that have not taken it into a delivery yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookEvent {
     /// Unique, so that a receiver can tell a redelivered event (`id` in the delivery).
     pub id: String,
-    pub webhook_id: WebhookId,
+    pub project_id: ProjectId,
+    pub webhooks: Vec<WebhookId>,
     pub device_id: DeviceId,
     pub kind: StreamType,
     /// When it happened (committed), epoch milliseconds.
@@ -472,7 +474,8 @@ mod tests {
         let webhook = WebhookId::from_string("w");
         let event = |id: &str, data: &str| WebhookEvent {
             id: id.into(),
-            webhook_id: webhook.clone(),
+            project_id: ProjectId::from_string("p"),
+            webhooks: vec![webhook.clone()],
             device_id: DeviceId::from_string("d"),
             kind: StreamType::Telemetry,
             time: 5,

@@ -223,17 +223,17 @@ impl WebhookService {
             return Ok(Vec::new());
         }
         let now = now_ms();
-        let mut outbox = Vec::with_capacity(events.len() * telemetry.len() + shadow.len());
-        for event in events {
-            let data = serde_json::to_string(event).map_err(Error::store)?;
-            for webhook in &telemetry {
+        let mut outbox = Vec::with_capacity(events.len() + 1);
+        if !telemetry.is_empty() {
+            for event in events {
                 outbox.push(WebhookEvent {
                     id: WebhookEvent::new_id(),
-                    webhook_id: webhook.clone(),
+                    project_id: first.project_id.clone(),
+                    webhooks: telemetry.clone(),
                     device_id: event.device_id.clone(),
                     kind: StreamType::Telemetry,
                     time: now,
-                    data: data.clone(),
+                    data: serde_json::to_string(event).map_err(Error::store)?,
                 });
             }
         }
@@ -257,16 +257,15 @@ impl WebhookService {
                 })
                 .collect();
             let data = serde_json::json!({"deviceId": first.device_id, "attributeMap": map}).to_string();
-            for webhook in &shadow {
-                outbox.push(WebhookEvent {
-                    id: WebhookEvent::new_id(),
-                    webhook_id: webhook.clone(),
-                    device_id: first.device_id.clone(),
-                    kind: StreamType::Shadow,
-                    time: now,
-                    data: data.clone(),
-                });
-            }
+            outbox.push(WebhookEvent {
+                id: WebhookEvent::new_id(),
+                project_id: first.project_id.clone(),
+                webhooks: shadow,
+                device_id: first.device_id.clone(),
+                kind: StreamType::Shadow,
+                time: now,
+                data,
+            });
         }
         Ok(outbox)
     }

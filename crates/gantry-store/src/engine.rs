@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use gantry_core::Result;
-use gantry_core::ids::WebhookId;
+use gantry_core::ids::{ProjectId, WebhookId};
 use gantry_core::store::EventStore;
 use gantry_core::webhook::{OutboxKey, WebhookEvent};
 use sqlx::AnyPool;
@@ -110,12 +110,17 @@ pub(crate) trait EventEngine: EventStore + Debug {
     /// tables' outbox (SQLite's staging file, where `commit_events` writes its outbox, and its
     /// event-log file), oldest first, keyed with the engine's number of each outbox
     /// (`OutboxKey`). An engine that writes the main outbox alone has none.
-    async fn waiting_apart(&self, _webhook: &WebhookId, _limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
+    async fn waiting_apart(
+        &self,
+        _webhook: &WebhookId,
+        _project: &ProjectId,
+        _limit: usize,
+    ) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
         Ok(Vec::new())
     }
 
-    /// Removes the webhook's events `keys` (from `waiting_apart`) from the outboxes kept apart;
-    /// all of them when `keys` is None (the webhook is deleted).
+    /// Takes the webhook's events `keys` (from `waiting_apart`) out of the outboxes kept apart
+    /// for it; all of them when `keys` is None (the webhook is deleted).
     async fn drop_apart(&self, _webhook: &WebhookId, _keys: Option<&[OutboxKey]>) -> Result<()> {
         Ok(())
     }

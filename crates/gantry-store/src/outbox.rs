@@ -1,10 +1,15 @@
 //! The webhook outbox's rows: how a cause's transaction writes them (`write_outbox`: the
 //! connections' into the main `webhook_outbox`, the event logs' into theirs, `Dialect::log_outbox`,
 //! an engine's ingest commit into its own table, `EventEngine::waiting_apart`), how they are read
-//! back, and how they leave (`delete_rows`).
+//! back (`waiting_rows`), and how they leave (`take_rows`).
+//!
+//! An event is one row whatever the number of webhooks that want it, so that a webhook costs a
+//! commit nothing more than a few bytes of its row: `webhooks` lists those that have not taken it
+//! yet, as `,<id>,<id>,`. A delivery takes an event by removing its webhook from the list; the
+//! row goes when the list is empty. A webhook reads its project's rows alone (`project_id`).
 
 use gantry_core::Result;
-use gantry_core::ids::{DeviceId, WebhookId};
+use gantry_core::ids::{DeviceId, ProjectId, WebhookId};
 use gantry_core::stream::StreamType;
 use gantry_core::time::now_ms;
 use gantry_core::webhook::{OutboxKey, WebhookEvent};
@@ -17,10 +22,25 @@ use crate::row::{get, spelled};
 use crate::sql::values_clause;
 
 /// The outbox's columns but its number, in `write_outbox`'s order.
-pub(crate) const OUTBOX_COLUMNS: &str = "id, webhook_id, device_id, kind, time, data";
+pub(crate) const OUTBOX_COLUMNS: &str = "id, project_id, webhooks, device_id, kind, time, data";
 
 /// Outbox rows per INSERT.
 const OUTBOX_ROWS: usize = 100;
+
+/// The stored form of a row's webhooks: each id between commas.
+fn webhooks_text(webhooks: &[WebhookId]) -> String {
+    let mut text = String::from(",");
+    for webhook in webhooks {
+        text.push_str(webhook.as_str());
+        text.push(',');
+    }
+    text
+}
+
+/// What a LIKE matches in the rows `webhook` still waits for.
+fn waiting_for(webhook: &WebhookId) -> String {
+    format!("%,{webhook},%")
+}
 
 /// Writes `events` into the outbox `table` on `conn` (inside the cause's transaction).
 /// `anonymous`: `?` placeholders (`values_clause`), which only SQLite takes.
@@ -33,12 +53,13 @@ pub(crate) async fn write_outbox(
     for chunk in events.chunks(OUTBOX_ROWS) {
         let text = format!(
             "INSERT INTO {table} ({OUTBOX_COLUMNS}) VALUES {}",
-            values_clause(chunk.len(), 6, anonymous)
+            values_clause(chunk.len(), 7, anonymous)
         );
         let query = chunk.iter().fold(sqlx::query(&text), |query, e| {
             query
                 .bind(e.id.as_str())
-                .bind(e.webhook_id.as_str())
+                .bind(e.project_id.as_str())
+                .bind(webhooks_text(&e.webhooks))
                 .bind(e.device_id.as_str())
                 .bind(e.kind.as_str())
                 .bind(e.time)
@@ -49,33 +70,31 @@ pub(crate) async fn write_outbox(
     Ok(())
 }
 
-/// `record` as an event of `kind` for each of `webhooks`, for the main outbox.
+/// `record` as one event of `kind` for `webhooks` (none: no event), for the main outbox.
 pub(crate) fn outbox_events(
     webhooks: &[WebhookId],
     kind: StreamType,
+    project: &ProjectId,
     device: &DeviceId,
     record: &impl Serialize,
 ) -> Result<Vec<WebhookEvent>> {
     if webhooks.is_empty() {
         return Ok(Vec::new());
     }
-    let data = crate::row::to_json(record)?;
-    let now = now_ms();
-    Ok(webhooks
-        .iter()
-        .map(|webhook| WebhookEvent {
-            id: WebhookEvent::new_id(),
-            webhook_id: webhook.clone(),
-            device_id: device.clone(),
-            kind,
-            time: now,
-            data: data.clone(),
-        })
-        .collect())
+    Ok(vec![WebhookEvent {
+        id: WebhookEvent::new_id(),
+        project_id: project.clone(),
+        webhooks: webhooks.to_vec(),
+        device_id: device.clone(),
+        kind,
+        time: now_ms(),
+        data: crate::row::to_json(record)?,
+    }])
 }
 
 /// Reads outbox rows (`seq` and `OUTBOX_COLUMNS`) of the outbox numbered `outbox` (`OutboxKey`).
 pub(crate) fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<(OutboxKey, WebhookEvent)> {
+    let webhooks: String = get(row, "webhooks")?;
     Ok((
         OutboxKey {
             outbox,
@@ -83,7 +102,12 @@ pub(crate) fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<(OutboxKey, We
         },
         WebhookEvent {
             id: get(row, "id")?,
-            webhook_id: WebhookId::from_string(get::<String>(row, "webhook_id")?),
+            project_id: ProjectId::from_string(get::<String>(row, "project_id")?),
+            webhooks: webhooks
+                .split(',')
+                .filter(|w| !w.is_empty())
+                .map(WebhookId::from_string)
+                .collect(),
             device_id: DeviceId::from_string(get::<String>(row, "device_id")?),
             kind: spelled(row, "kind", |k| StreamType::parse_field(k, "kind").ok())?,
             time: get(row, "time")?,
@@ -92,29 +116,69 @@ pub(crate) fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<(OutboxKey, We
     ))
 }
 
-/// Deletes the webhook's rows numbered `seqs` (not empty) from the outbox `table`, or all of its
-/// rows when `seqs` is None; returns how many went.
-pub(crate) async fn delete_rows<'e>(
+/// Up to `limit` of the rows of `table` (the outbox numbered `outbox`) that `webhook` of
+/// `project` still waits for, oldest first. Rows written before outboxes recorded their
+/// project have an empty one, and are read by every webhook of the file.
+pub(crate) async fn waiting_rows<'e>(
     executor: impl sqlx::Executor<'e, Database = Any>,
+    (table, outbox): (&str, u8),
+    webhook: &WebhookId,
+    project: &ProjectId,
+    limit: usize,
+) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
+    let rows = sqlx::query(&format!(
+        "SELECT seq, {OUTBOX_COLUMNS} FROM {table} \
+         WHERE project_id IN ($1, '') AND webhooks LIKE $2 ORDER BY seq LIMIT $3"
+    ))
+    .bind(project.as_str())
+    .bind(waiting_for(webhook))
+    .bind(limit as i64)
+    .fetch_all(executor)
+    .await
+    .map_err(db_error)?;
+    rows.iter().map(|row| outbox_from_row(row, outbox)).collect()
+}
+
+/// Takes the rows numbered `seqs` (not empty) of the outbox `table` for `webhook`, or every row
+/// it waits for when `seqs` is None; returns how many it took, which is fewer than `seqs` when
+/// another delivery took some first. Rows no webhook waits for any more go.
+pub(crate) async fn take_rows(
+    conn: &mut AnyConnection,
     table: &str,
     webhook: &WebhookId,
     seqs: Option<&[i64]>,
 ) -> Result<u64> {
-    let text = match seqs {
-        Some(seqs) => format!(
-            "DELETE FROM {table} WHERE webhook_id = $1 AND {}",
-            seq_in(2, seqs.len())
-        ),
-        None => format!("DELETE FROM {table} WHERE webhook_id = $1"),
-    };
-    let query = seqs
+    let within = seqs
+        .map(|seqs| format!(" AND {}", seq_in(3, seqs.len())))
+        .unwrap_or_default();
+    let take = format!("UPDATE {table} SET webhooks = REPLACE(webhooks, $1, ',') WHERE webhooks LIKE $2{within}");
+    let taken = seqs
         .unwrap_or_default()
         .iter()
-        .fold(sqlx::query(&text).bind(webhook.as_str()), |q, seq| q.bind(*seq));
-    Ok(query.execute(executor).await.map_err(db_error)?.rows_affected())
+        .fold(
+            sqlx::query(&take)
+                .bind(format!(",{webhook},"))
+                .bind(waiting_for(webhook)),
+            |q, seq| q.bind(*seq),
+        )
+        .execute(&mut *conn)
+        .await
+        .map_err(db_error)?
+        .rows_affected();
+    let within = seqs
+        .map(|seqs| format!(" AND {}", seq_in(1, seqs.len())))
+        .unwrap_or_default();
+    let done = format!("DELETE FROM {table} WHERE webhooks = ','{within}");
+    seqs.unwrap_or_default()
+        .iter()
+        .fold(sqlx::query(&done), |q, seq| q.bind(*seq))
+        .execute(&mut *conn)
+        .await
+        .map_err(db_error)?;
+    Ok(taken)
 }
 
-/// `seq IN ($k, ...)` with the placeholders after `first`.
+/// `seq IN ($k, ...)` with the placeholders from `first`.
 fn seq_in(first: usize, count: usize) -> String {
     let list: Vec<String> = (0..count).map(|i| format!("${}", first + i)).collect();
     format!("seq IN ({})", list.join(", "))
@@ -150,7 +214,8 @@ mod tests {
             OutboxKey { outbox, seq },
             WebhookEvent {
                 id: format!("{outbox}-{seq}"),
-                webhook_id: WebhookId::from_string("w"),
+                project_id: ProjectId::from_string("p"),
+                webhooks: vec![WebhookId::from_string("w")],
                 device_id: DeviceId::from_string("d"),
                 kind: StreamType::Telemetry,
                 time,

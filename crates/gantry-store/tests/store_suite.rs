@@ -3019,7 +3019,9 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
         .iter()
         .map(|e| WebhookEvent {
             id: WebhookEvent::new_id(),
-            webhook_id: hook.id.clone(),
+            project_id: project.id.clone(),
+            // One row for both webhooks that want telemetry.
+            webhooks: vec![hook.id.clone(), quiet.id.clone()],
             device_id: device.id.clone(),
             kind: StreamType::Telemetry,
             time: 10,
@@ -3060,7 +3062,7 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
         .await
         .unwrap();
 
-    let waiting = store.waiting_events(&hook.id, 100).await.unwrap();
+    let waiting = store.waiting_events(&hook.id, &project.id, 100).await.unwrap();
     let telemetry: Vec<&str> = waiting
         .iter()
         .filter(|(_, e)| e.kind == StreamType::Telemetry)
@@ -3082,7 +3084,22 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
         (data["connected"].clone(), data["connectedTime"].clone()),
         (json!(true), json!(1_000))
     );
-    assert!(store.waiting_events(&quiet.id, 100).await.unwrap().is_empty());
+    let telemetry_of = |waiting: &[(gantry_core::webhook::OutboxKey, WebhookEvent)]| -> Vec<String> {
+        waiting.iter().map(|(_, e)| e.id.clone()).collect()
+    };
+    let quiet_waits = store.waiting_events(&quiet.id, &project.id, 100).await.unwrap();
+    assert_eq!(telemetry_of(&quiet_waits), telemetry, "the same rows wait for both");
+    // Another project's webhook reads none of them.
+    let elsewhere = new_project(&store, &tenant, "elsewhere").await;
+    let stranger_hook = webhook_record(&elsewhere, StreamType::ALL.to_vec());
+    store.insert_webhook(&stranger_hook, 20).await.unwrap();
+    assert!(
+        store
+            .waiting_events(&stranger_hook.id, &elsewhere.id, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // A delivery of the first two: the rest still wait, in order.
     let delivery = |id: DeliveryId, created: i64, count: u32| Delivery {
@@ -3104,7 +3121,7 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
     let first = delivery(DeliveryId::generate(), 100, 2);
     let keys: Vec<_> = waiting.iter().take(2).map(|(k, _)| *k).collect();
     store.insert_delivery(&first, &keys).await.unwrap();
-    let rest = store.waiting_events(&hook.id, 100).await.unwrap();
+    let rest = store.waiting_events(&hook.id, &project.id, 100).await.unwrap();
     assert_eq!(
         rest.iter().map(|(_, e)| e.id.clone()).collect::<Vec<_>>(),
         waiting[2..].iter().map(|(_, e)| e.id.clone()).collect::<Vec<_>>()
@@ -3132,7 +3149,29 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
         store.insert_delivery(&again, &keys).await,
         Err(Error::Conflict(_))
     ));
-    assert!(store.waiting_events(&hook.id, 100).await.unwrap().is_empty());
+    assert!(
+        store
+            .waiting_events(&hook.id, &project.id, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Taken by one webhook, an event still waits for the other, until it takes it too.
+    let still = store.waiting_events(&quiet.id, &project.id, 100).await.unwrap();
+    assert_eq!(telemetry_of(&still), telemetry_of(&quiet_waits));
+    let quiet_delivery = Delivery {
+        webhook_id: quiet.id.clone(),
+        ..delivery(DeliveryId::generate(), 700, 3)
+    };
+    let keys: Vec<_> = still.iter().map(|(k, _)| *k).collect();
+    store.insert_delivery(&quiet_delivery, &keys).await.unwrap();
+    assert!(
+        store
+            .waiting_events(&quiet.id, &project.id, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let listed = store.list_deliveries(&tenant, &hook.id, all()).await.unwrap();
     assert_eq!((listed.total, listed.items), (2, vec![second.clone(), done]));
     let stranger = new_tenant(&store, "stranger").await;
@@ -3144,9 +3183,20 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
     // Deleting the webhook drops its deliveries and whatever still waits for it.
     let late = [event_at(&device, EventId::generate(), "temp", json!(9), 9)];
     store.commit_events(&late, &outbox[..1]).await.unwrap().await.unwrap();
-    assert_eq!(store.waiting_events(&hook.id, 100).await.unwrap().len(), 1);
+    assert_eq!(store.waiting_events(&hook.id, &project.id, 100).await.unwrap().len(), 1);
     store.delete_webhook(&tenant, &hook.id).await.unwrap();
-    assert!(store.waiting_events(&hook.id, 100).await.unwrap().is_empty());
+    assert!(
+        store
+            .waiting_events(&hook.id, &project.id, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.waiting_events(&quiet.id, &project.id, 100).await.unwrap().len(),
+        1,
+        "what waits for the other webhook stays"
+    );
     assert_eq!(store.list_deliveries(&tenant, &hook.id, all()).await.unwrap().total, 0);
     assert_eq!(store.pending_delivery(&hook.id).await.unwrap(), None);
 }

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::connection::{Connection, SessionEnd, SessionStart};
-use gantry_core::ids::{DeviceId, TenantId, WebhookId};
+use gantry_core::ids::{DeviceId, ProjectId, TenantId, WebhookId};
 use gantry_core::store::ConnectionStore;
 use gantry_core::stream::StreamType;
 use sqlx::any::AnyRow;
@@ -152,6 +152,12 @@ async fn changed(conn: &mut sqlx::AnyConnection, device: &DeviceId, webhooks: &[
     .await
     .map_err(db_error)?;
     let connection = connection_from_row(&row)?;
-    let outbox = outbox_events(webhooks, StreamType::Connection, device, &connection)?;
+    let project: String = sqlx::query_scalar("SELECT project_id FROM devices WHERE id = $1")
+        .bind(device.as_str())
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db_error)?;
+    let project = ProjectId::from_string(project);
+    let outbox = outbox_events(webhooks, StreamType::Connection, &project, device, &connection)?;
     write_outbox(conn, "webhook_outbox", &outbox, false).await
 }

@@ -64,7 +64,7 @@ impl EventLogStore for SqlStore {
         let started = Instant::now();
         let mut conn = self.log_writer.acquire().await.map_err(crate::error::db_error)?;
         let waited = started.elapsed();
-        let outbox = outbox_events(webhooks, StreamType::EventLog, &log.device_id, log)?;
+        let outbox = outbox_events(webhooks, StreamType::EventLog, &log.project_id, &log.device_id, log)?;
         let text = format!(
             "INSERT INTO {} (id, tenant_id, project_id, status, classification, device_id, device_name, \
                  event_data, context_id, responses, event_id, ack_deadline, created_by, created_time, updated_by, \
@@ -147,7 +147,7 @@ impl EventLogStore for SqlStore {
         .execute(&mut *tx)
         .await
         .map_err(crate::error::db_error)?;
-        let outbox = outbox_events(webhooks, StreamType::EventLog, &log.device_id, &log)?;
+        let outbox = outbox_events(webhooks, StreamType::EventLog, &log.project_id, &log.device_id, &log)?;
         write_outbox(&mut tx, self.dialect.log_outbox, &outbox, false).await?;
         tx.commit().await.map_err(crate::error::db_error)?;
         written(&log, "completed", started, waited);
@@ -188,7 +188,13 @@ impl EventLogStore for SqlStore {
         let mut outbox = Vec::new();
         for log in &expired {
             if let Some(hooks) = webhooks.get(&log.project_id) {
-                outbox.extend(outbox_events(hooks, StreamType::EventLog, &log.device_id, log)?);
+                outbox.extend(outbox_events(
+                    hooks,
+                    StreamType::EventLog,
+                    &log.project_id,
+                    &log.device_id,
+                    log,
+                )?);
             }
         }
         write_outbox(&mut tx, self.dialect.log_outbox, &outbox, false).await?;

@@ -13,7 +13,7 @@ use sqlx::any::AnyRow;
 
 use crate::SqlStore;
 use crate::error::db_error;
-use crate::outbox::{OUTBOX_COLUMNS, delete_rows, merge_by_time, outbox_from_row};
+use crate::outbox::{merge_by_time, take_rows, waiting_rows};
 use crate::row::{flag, get, spelled};
 use crate::sql::{Sql, fetch_page};
 
@@ -177,13 +177,12 @@ impl WebhookStore for SqlStore {
         if done.rows_affected() == 0 {
             return Err(Error::not_found("webhook", id));
         }
-        for table in ["webhook_outbox", "webhook_deliveries"] {
-            sqlx::query(&format!("DELETE FROM {table} WHERE webhook_id = $1"))
-                .bind(id.as_str())
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-        }
+        sqlx::query("DELETE FROM webhook_deliveries WHERE webhook_id = $1")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        take_rows(&mut tx, "webhook_outbox", id, None).await?;
         tx.commit().await.map_err(db_error)?;
         // No new rows come for it now that it is gone (`WebhookService` forgets it).
         self.events.drop_apart(id, None).await
@@ -199,20 +198,14 @@ impl WebhookStore for SqlStore {
         rows.iter().map(webhook_from_row).collect()
     }
 
-    async fn waiting_events(&self, webhook: &WebhookId, limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
-        let rows = sqlx::query(&format!(
-            "SELECT seq, {OUTBOX_COLUMNS} FROM webhook_outbox WHERE webhook_id = $1 ORDER BY seq LIMIT $2"
-        ))
-        .bind(webhook.as_str())
-        .bind(limit as i64)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_error)?;
-        let main = rows
-            .iter()
-            .map(|row| outbox_from_row(row, OutboxKey::MAIN))
-            .collect::<Result<Vec<_>>>()?;
-        let apart = self.events.waiting_apart(webhook, limit).await?;
+    async fn waiting_events(
+        &self,
+        webhook: &WebhookId,
+        project: &ProjectId,
+        limit: usize,
+    ) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
+        let main = waiting_rows(&self.pool, ("webhook_outbox", OutboxKey::MAIN), webhook, project, limit).await?;
+        let apart = self.events.waiting_apart(webhook, project, limit).await?;
         Ok(merge_by_time(main, apart, limit))
     }
 
@@ -244,8 +237,8 @@ impl WebhookStore for SqlStore {
         let main: Vec<i64> = taken.iter().filter(|k| k.in_main()).map(|k| k.seq).collect();
         let apart: Vec<OutboxKey> = taken.iter().filter(|k| !k.in_main()).copied().collect();
         if !main.is_empty() {
-            let deleted = delete_rows(&mut *tx, "webhook_outbox", &d.webhook_id, Some(&main)).await?;
-            if deleted != main.len() as u64 {
+            let taken = take_rows(&mut tx, "webhook_outbox", &d.webhook_id, Some(&main)).await?;
+            if taken != main.len() as u64 {
                 // Dropped: the transaction rolls back, the delivery is not stored.
                 return Err(Error::Conflict("another node took these webhook events".to_owned()));
             }

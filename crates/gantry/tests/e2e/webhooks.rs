@@ -576,8 +576,16 @@ async fn a_delivery_survives_sigkill() {
         "{:?}",
         receiver.seen()
     );
-    let listing = deliveries(&reader, created["id"].as_str().unwrap()).await;
-    assert_eq!(listing["results"][0]["status"], "delivered", "{listing}");
+    // The outcome is recorded just after the receiver answered.
+    let id = created["id"].as_str().unwrap();
+    assert!(
+        wait_for(
+            Duration::from_secs(5),
+            async || deliveries(&reader, id).await["results"][0]["status"] == "delivered"
+        )
+        .await
+    );
+    let listing = deliveries(&reader, id).await;
     assert!(listing["results"][0]["attempts"].as_u64().unwrap() >= 2, "{listing}");
 }
 

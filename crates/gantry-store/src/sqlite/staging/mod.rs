@@ -28,7 +28,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::event::{DeviceEvent, ShadowAttribute};
-use gantry_core::ids::{DeviceId, EventId, TenantId, WebhookId};
+use gantry_core::ids::{DeviceId, EventId, ProjectId, TenantId, WebhookId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
@@ -45,7 +45,7 @@ use self::table::{NOT_MOVED, OUTBOX, STAGING};
 use super::database::Database;
 use crate::engine::{EngineFigures, EventEngine};
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
-use crate::outbox::{OUTBOX_COLUMNS, delete_rows, merge_by_time, outbox_from_row, write_outbox};
+use crate::outbox::{merge_by_time, take_rows, waiting_rows, write_outbox};
 use crate::task::every;
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
@@ -153,25 +153,6 @@ impl StagingEvents {
         }
     }
 
-    /// Up to `limit` of the webhook's rows in the outbox numbered `outbox`, in their order.
-    async fn outbox_rows(
-        &self,
-        outbox: u8,
-        webhook: &WebhookId,
-        limit: usize,
-    ) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
-        let (table, _) = self.outbox(outbox);
-        let rows = sqlx::query(&format!(
-            "SELECT seq, {OUTBOX_COLUMNS} FROM {table} WHERE webhook_id = $1 ORDER BY seq LIMIT $2"
-        ))
-        .bind(webhook.as_str())
-        .bind(limit as i64)
-        .fetch_all(&self.database.pool)
-        .await
-        .map_err(crate::error::db_error)?;
-        rows.iter().map(|row| outbox_from_row(row, outbox)).collect()
-    }
-
     /// A transaction on the main file's writer. Deferred: `BEGIN IMMEDIATE` would take the write
     /// lock of every attached file, the staging file's too, and hold ingest commits. Each file's
     /// lock is taken by the transaction's first write to it; only this connection writes the main
@@ -197,9 +178,15 @@ impl EventEngine for StagingEvents {
     /// Telemetry and shadow events, which the ingest commits wrote into the staging file
     /// (`STAGED_OUTBOX`), and event-log events, which the event logs' writes wrote into the
     /// event-log file (`LOGS_OUTBOX`), merged by time.
-    async fn waiting_apart(&self, webhook: &WebhookId, limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
-        let staged = self.outbox_rows(STAGED_OUTBOX, webhook, limit).await?;
-        let logs = self.outbox_rows(LOGS_OUTBOX, webhook, limit).await?;
+    async fn waiting_apart(
+        &self,
+        webhook: &WebhookId,
+        project: &ProjectId,
+        limit: usize,
+    ) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
+        let pool = &self.database.pool;
+        let staged = waiting_rows(pool, (OUTBOX, STAGED_OUTBOX), webhook, project, limit).await?;
+        let logs = waiting_rows(pool, (super::logs::LOG_OUTBOX, LOGS_OUTBOX), webhook, project, limit).await?;
         Ok(merge_by_time(staged, logs, limit))
     }
 
@@ -212,7 +199,9 @@ impl EventEngine for StagingEvents {
             if seqs.as_ref().is_some_and(Vec::is_empty) {
                 continue;
             }
-            delete_rows(writer, table, webhook, seqs.as_deref()).await?;
+            let mut tx = writer.begin().await.map_err(crate::error::db_error)?;
+            take_rows(&mut tx, table, webhook, seqs.as_deref()).await?;
+            tx.commit().await.map_err(crate::error::db_error)?;
         }
         Ok(())
     }
