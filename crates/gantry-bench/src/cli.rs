@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::report::Settings;
 use crate::scenarios::control::Burst;
 use crate::scenarios::stream::StreamLoad;
-use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, series, stream};
+use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -29,6 +29,8 @@ pub struct Cli {
 pub enum Command {
     /// Single-event POST /api/v1/deviceEvents from many devices.
     IngestRest,
+    /// The same posts with no webhook, then with 20 webhooks whose receivers are down.
+    Webhooks,
     /// GET device and shadow; a device's event listing in a store of many events.
     Read,
     /// One attribute's aggregated history (GET .../attributeCode/series) in the read store.
@@ -123,6 +125,7 @@ impl Options {
         let q = self.quick;
         let scenarios = match command {
             Command::IngestRest => vec![ingest_rest::SCENARIO],
+            Command::Webhooks => vec![webhooks::SCENARIO],
             Command::Read => vec![read::SCENARIO],
             Command::Series => vec![series::SCENARIO],
             Command::IngestMqtt => vec![ingest_mqtt::SCENARIO],
@@ -133,6 +136,7 @@ impl Options {
                 read::SCENARIO,
                 series::SCENARIO,
                 ingest_rest::SCENARIO,
+                webhooks::SCENARIO,
                 ingest_mqtt::SCENARIO,
                 control::SCENARIO,
                 stream::SCENARIO,
@@ -225,6 +229,7 @@ mod tests {
                 "read",
                 "series",
                 "ingest-rest",
+                "webhooks",
                 "ingest-mqtt",
                 "control",
                 "stream",

@@ -13,7 +13,7 @@ use crate::db::{Backend, Database};
 use crate::http::{Api, Target};
 use crate::report::{BackendRun, Settings};
 use crate::scenarios::ingest_mqtt::MqttTarget;
-use crate::scenarios::{Ctx, baseline, connections, control, ingest_mqtt, ingest_rest, read, series, stream};
+use crate::scenarios::{Ctx, baseline, connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
 use crate::seed::{self, DeviceRef, Fleet, FleetSize};
 use crate::server::{self, Server, ServerOptions};
 use crate::{mqtt, scenarios};
@@ -325,7 +325,8 @@ async fn measure_all(
 ) -> anyhow::Result<()> {
     let wants_read = settings.wants(read::SCENARIO);
     let wants_series = settings.wants(series::SCENARIO);
-    let wants_http = wants_read || wants_series || settings.wants(ingest_rest::SCENARIO);
+    let wants_http =
+        wants_read || wants_series || settings.wants(ingest_rest::SCENARIO) || settings.wants(webhooks::SCENARIO);
     // The baseline at every concurrency another measurement uses, for its ratio.
     let mut counts = vec![ctx.connections];
     if wants_read {
@@ -370,6 +371,10 @@ async fn measure_all(
             run.measurements.push(outcome.measurement);
             run.ingest_check = Some(outcome.check);
             run.ingest_timeline = outcome.timeline;
+        }
+        if settings.wants(webhooks::SCENARIO) {
+            run.measurements
+                .extend(webhooks::run(ctx, &fleet.project_id, &fleet.ingest).await?);
         }
         let mqtt_scenarios = [
             ingest_mqtt::SCENARIO,

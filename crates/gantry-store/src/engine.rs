@@ -3,7 +3,6 @@
 //! (`EventEngine`). Everything that differs between engines is behind these two, chosen once at
 //! connect: shared code holds no engine branch.
 
-use std::borrow::Cow;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +14,6 @@ use gantry_core::store::EventStore;
 use gantry_core::webhook::{OutboxKey, WebhookEvent};
 use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
-use sqlx::migrate::Migrator;
 
 /// An engine, connected, its schema up to date and its background tasks started.
 pub(crate) struct Connected {
@@ -138,36 +136,6 @@ pub(crate) struct EngineFigures {
     pub(crate) wal_bytes: Vec<(&'static str, u64)>,
 }
 
-static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
-
-/// The engines whose names may start a migration's description.
-const ENGINES: [&str; 2] = ["sqlite", "postgres"];
-
-/// The migrations of the engine `name`: all of them but those whose description names another
-/// engine (`0007_sqlite_…`, `0008_postgres_…`), for the few statements one engine cannot run.
-/// The numbering stays one sequence. (Built like `migrate!` builds its own, from
-/// `Migrator::DEFAULT`.)
-pub(crate) fn migrator(name: &str) -> Migrator {
-    let others: Vec<String> = ENGINES
-        .iter()
-        .filter(|engine| **engine != name)
-        .map(|engine| format!("{engine} "))
-        .collect();
-    let migrations: Vec<_> = MIGRATOR
-        .iter()
-        .filter(|migration| {
-            !others
-                .iter()
-                .any(|other| migration.description.starts_with(other.as_str()))
-        })
-        .cloned()
-        .collect();
-    Migrator {
-        migrations: Cow::Owned(migrations),
-        ..Migrator::DEFAULT
-    }
-}
-
 /// Connections for reads and the API's writes, on every engine.
 pub(crate) const POOL_SIZE: u32 = 8;
 
@@ -179,33 +147,4 @@ pub(crate) fn pool_options(size: u32) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(size)
         .acquire_timeout(ACQUIRE_TIMEOUT)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_engine_skips_the_others_migrations() {
-        let descriptions = |name| -> Vec<String> { migrator(name).iter().map(|m| m.description.to_string()).collect() };
-        let sqlite = descriptions("sqlite");
-        let postgres = descriptions("postgres");
-        assert!(sqlite.contains(&"sqlite staging by device".to_owned()));
-        assert!(!sqlite.iter().any(|d| d.starts_with("postgres ")));
-        assert!(postgres.contains(&"postgres no staging".to_owned()));
-        assert!(!postgres.iter().any(|d| d.starts_with("sqlite ")));
-        assert!(sqlite.contains(&"sqlite staging in arrival order".to_owned()));
-        assert!(sqlite.contains(&"sqlite moved by number".to_owned()));
-        assert!(sqlite.contains(&"sqlite walk syncs".to_owned()));
-        assert!(postgres.contains(&"postgres counts fillfactor".to_owned()));
-        assert!(postgres.contains(&"postgres no event hours".to_owned()));
-        assert!(sqlite.contains(&"event hours".to_owned()) && postgres.contains(&"event hours".to_owned()));
-        assert!(sqlite.contains(&"sqlite webhooks".to_owned()) && postgres.contains(&"postgres webhooks".to_owned()));
-        assert!(postgres.contains(&"postgres rollup folds".to_owned()));
-        assert!(postgres.contains(&"postgres webhook leases".to_owned()));
-        assert!(postgres.contains(&"postgres rollups by arrival".to_owned()));
-        assert!(postgres.contains(&"postgres arrival index no autosummarize".to_owned()));
-        assert!(postgres.contains(&"postgres fold fence".to_owned()));
-        assert_eq!(sqlite.len() + postgres.len(), MIGRATOR.iter().count() * 2 - 14);
-    }
 }

@@ -3,9 +3,9 @@
 //! its own (`sqlite`, `postgres`), reached through `engine::EventEngine` and chosen once, by the
 //! URL's scheme, in `SqlStore::connect`.
 //!
-//! Every schema is a migration: `migrations/` for the database (a migration whose description
-//! starts with an engine's name runs on that engine alone, `migrator`), and a directory of its
-//! own under it for each further file an engine keeps (SQLite's staging file).
+//! Every schema is a migration, each engine's its own, starting from a baseline that describes
+//! today's schema: `migrations/sqlite` for SQLite's main file (with `staging/` and `logs/` for its
+//! staging and event-log files) and `migrations/postgres`.
 
 mod engine;
 mod error;

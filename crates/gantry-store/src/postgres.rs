@@ -20,6 +20,9 @@ use crate::events::counts::Tally;
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
 use crate::events::{folds, rollups};
 
+/// PostgreSQL's schema (migrations/postgres).
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
 /// Rows per multi-row statement, each one a network round trip: 15 values each stays well under
 /// PostgreSQL's 65,535 parameters.
 const ROWS_PER_STATEMENT: usize = 500;
@@ -48,13 +51,13 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::E
     let pool = crate::engine::pool_options(crate::engine::POOL_SIZE + INGEST_WRITERS as u32)
         .connect(url)
         .await?;
-    crate::engine::migrator(DIALECT.name).run(&pool).await?;
+    MIGRATOR.run(&pool).await?;
     let alive = std::sync::Arc::new(());
     let events = PostgresEvents {
         kept: Kept {
             pool: pool.clone(),
             // Not kept: the ingest transaction would add five keys per device and attribute of a
-            // batch instead of two (migration 0014; docs/PERFORMANCE.md, "What limits the
+            // batch instead of two (docs/PERFORMANCE.md, "What limits the
             // figures", 4af3c78): a date range is counted by the index.
             hours: false,
             // Ingest writes rollups only for late events (docs/PERFORMANCE.md, "The rollups

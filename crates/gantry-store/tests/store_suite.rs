@@ -92,7 +92,6 @@ store_suite!(
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
     device_inserts_and_parent_deletes_serialize,
-    rollups_folded_by_device_time_carry_over,
 );
 
 // ---- harness ---------------------------------------------------------------------------------
@@ -2339,49 +2338,16 @@ async fn range_totals_match_the_events_in_range(store: SqlStore) {
         .unwrap();
     assert_eq!(emptied, 0, "hours left without events are removed");
 
-    // Migration 0012 counts a store's events into the hours as the moves do.
-    let hours = || async {
-        sqlx::query(
-            "SELECT device_id, attribute_code, clock, epoch_hour, events FROM device_event_counts \
-             WHERE clock <> '' ORDER BY device_id, attribute_code, clock, epoch_hour",
-        )
-        .fetch_all(store.pool())
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| {
-            let text = |i: usize| row.try_get::<String, _>(i).unwrap();
-            let int = |i: usize| row.try_get::<i64, _>(i).unwrap();
-            (text(0), text(1), text(2), int(3), int(4))
-        })
-        .collect::<Vec<_>>()
-    };
-    let kept = hours().await;
-    if store.backend() == "postgres" {
-        assert_eq!(
-            kept,
-            vec![],
-            "PostgreSQL keeps no hours (migration 0014): it counts ranges"
-        );
-        return;
-    }
-    assert!(kept.len() > 30, "{} hours", kept.len());
-    sqlx::query("DELETE FROM device_event_counts WHERE clock <> ''")
-        .execute(store.pool())
+    // The hours kept are the hours of the events stored; PostgreSQL keeps none: it counts ranges.
+    let hours: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM device_event_counts WHERE clock <> ''")
+        .fetch_one(store.pool())
         .await
         .unwrap();
-    let migration = include_str!("../migrations/0012_event_hours.sql");
-    for statement in migration.split(';').map(str::trim).filter(|s| s.contains("3600000")) {
-        let statement = statement
-            .lines()
-            .filter(|l| !l.starts_with("--"))
-            .collect::<Vec<_>>()
-            .join("\n")
-            .replace("device_event_counts_by_hour", "device_event_counts");
-        sqlx::query(&statement).execute(store.pool()).await.unwrap();
+    if store.backend() == "postgres" {
+        assert_eq!(hours, 0, "PostgreSQL keeps no hours");
+    } else {
+        assert!(hours > 30, "{hours} hours");
     }
-    assert_eq!(hours().await, kept, "the migration's backfill");
-    check(events, "backfilled").await;
 }
 
 /// On SQLite a task copies committed WAL pages into the database file in the background: the
@@ -2415,25 +2381,6 @@ async fn sqlite_checkpoints_in_the_background() {
     assert!(grown, "the database file stayed at {} bytes (was {before})", size());
 }
 
-/// Inserts `event` with `statement`, written for an earlier schema, whose placeholders take in
-/// order its device, id, tenant, project, model, attribute type, data (JSON text), channel and
-/// device time.
-async fn insert_event_row(conn: &mut sqlx::SqliteConnection, statement: &str, event: &DeviceEvent) {
-    sqlx::query(statement)
-        .bind(event.device_id.as_str())
-        .bind(event.id.as_str())
-        .bind(event.tenant_id.as_str())
-        .bind(event.project_id.as_str())
-        .bind(event.model_id.as_str())
-        .bind(event.attribute_type.as_str())
-        .bind(event.attribute_data.to_string())
-        .bind(event.channel.as_str())
-        .bind(event.device_timestamp)
-        .execute(conn)
-        .await
-        .unwrap();
-}
-
 /// A SQLite store in `dir` holding one device, closed: for tests that take its schema back to an
 /// earlier version. Returns its URL, the tenant and the device.
 async fn closed_store_with_a_device(dir: &std::path::Path) -> (String, TenantId, Device) {
@@ -2445,223 +2392,6 @@ async fn closed_store_with_a_device(dir: &std::path::Path) -> (String, TenantId,
     let device = new_device(&store, &tenant, "d", &project, &model).await;
     store.close().await;
     (url, tenant, device)
-}
-
-/// A SQLite store of the version that staged events in an unclustered table (migrations 1 to 6)
-/// opens with those events kept: migration 7 moves them into device_events before it rebuilds
-/// the staging table (and 9 rebuilds it again), and they list, count and look up as before.
-#[tokio::test]
-async fn sqlite_upgrade_keeps_staged_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let (url, tenant, device) = closed_store_with_a_device(dir.path()).await;
-
-    // Back to the schema of migration 6, with one event staged the old way (its count kept).
-    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-    let event = event_at(&device, EventId::generate(), "temp", json!(21.5), 1_000);
-    for statement in [
-        "DROP TABLE IF EXISTS device_events_recent",
-        "CREATE TABLE device_events_recent (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, \
-         model_id TEXT NOT NULL, device_id TEXT NOT NULL, attribute_code TEXT NOT NULL, attribute_type TEXT NOT NULL, \
-         attribute_data TEXT NOT NULL, channel TEXT NOT NULL, ingress_ts BIGINT NOT NULL, device_ts BIGINT NOT NULL, \
-         correlation_id TEXT, context TEXT, created_by TEXT NOT NULL, created_time BIGINT NOT NULL)",
-        "DROP TABLE device_events_recent_moved",
-        "DELETE FROM _sqlx_migrations WHERE version IN (7, 9)",
-    ] {
-        conn.execute(statement).await.unwrap();
-    }
-    sqlx::query(
-        "INSERT INTO device_events_recent VALUES ($1, $2, $3, $4, $5, 'temp', $6, '21.5', $7, 5, 1000, NULL, NULL, 'd', 5)",
-    )
-    .bind(event.id.as_str())
-    .bind(tenant.as_str())
-    .bind(device.project_id.as_str())
-    .bind(device.model_id.as_str())
-    .bind(device.id.as_str())
-    .bind(event.attribute_type.as_str())
-    .bind(event.channel.as_str())
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    sqlx::query("INSERT INTO device_event_counts VALUES ($1, '', '', 0, 1), ($1, 'temp', '', 0, 1)")
-        .bind(device.id.as_str())
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-
-    let store = SqlStore::connect(&url).await.unwrap();
-    assert_eq!(staged_events(&store).await, (0, 1), "moved by the migration");
-    let found = store
-        .get_event(&tenant, &event.id)
-        .await
-        .unwrap()
-        .expect("the staged event");
-    assert_eq!((found.attribute_data, found.device_timestamp), (json!(21.5), 1_000));
-    let query = every_event_of(&device);
-    let listed = store.list_events(&query, all()).await.unwrap();
-    assert_eq!((listed.total, listed.items.len()), (1, 1));
-}
-
-/// A SQLite store of the version that staged events clustered by device (migrations 7 and 8)
-/// opens with its staged events still staged (they were not in the shadows or the counts yet):
-/// migration 9 copies them into the staging table in arrival order, the store finds them there
-/// by number, and the next move settles them.
-#[tokio::test]
-async fn sqlite_upgrade_keeps_events_staged_by_device() {
-    let dir = tempfile::tempdir().unwrap();
-    let (url, tenant, device) = closed_store_with_a_device(dir.path()).await;
-
-    // Back to the schema of migration 8, with two events staged there (not counted, no shadow).
-    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-    for statement in [
-        "DROP TABLE IF EXISTS device_events_recent",
-        "CREATE TABLE device_events_recent (device_id TEXT NOT NULL, id TEXT NOT NULL, tenant_id TEXT NOT NULL, \
-         project_id TEXT NOT NULL, model_id TEXT NOT NULL, attribute_code TEXT NOT NULL, \
-         attribute_type TEXT NOT NULL, attribute_data TEXT NOT NULL, channel TEXT NOT NULL, \
-         ingress_ts BIGINT NOT NULL, device_ts BIGINT NOT NULL, correlation_id TEXT, context TEXT, \
-         created_by TEXT NOT NULL, created_time BIGINT NOT NULL, PRIMARY KEY (device_id, id)) WITHOUT ROWID",
-        "DROP TABLE device_events_recent_moved",
-        "DELETE FROM _sqlx_migrations WHERE version = 9",
-    ] {
-        conn.execute(statement).await.unwrap();
-    }
-    let events = [
-        event_at(&device, EventId::generate(), "temp", json!(21.5), 1_000),
-        event_at(&device, EventId::generate(), "temp", json!(22.5), 2_000),
-    ];
-    for event in &events {
-        insert_event_row(
-            &mut conn,
-            "INSERT INTO device_events_recent VALUES ($1, $2, $3, $4, $5, 'temp', $6, $7, $8, 5, $9, NULL, NULL, 'd', 5)",
-            event,
-        )
-        .await;
-    }
-    conn.close().await.unwrap();
-
-    let store = SqlStore::connect(&url).await.unwrap();
-    let query = every_event_of(&device);
-    let read = || async {
-        let listed = store.list_events(&query, all()).await.unwrap();
-        let shadow = store.shadow(&tenant, &device.id).await.unwrap();
-        let found = store.get_event(&tenant, &events[0].id).await.unwrap();
-        (
-            listed.total,
-            listed.items.iter().map(|e| e.device_timestamp).collect::<Vec<_>>(),
-            shadow.into_iter().map(|(a, _)| (a.code, a.value)).collect::<Vec<_>>(),
-            found.map(|e| e.attribute_data),
-        )
-    };
-    let expected = (
-        2,
-        vec![2_000, 1_000],
-        vec![("temp".to_owned(), json!(22.5))],
-        Some(json!(21.5)),
-    );
-    // The background mover may have moved them already: the reads are the same either way.
-    assert_eq!(read().await, expected);
-    store.merge_recent().await.unwrap();
-    assert_eq!(staged_events(&store).await, (0, 2));
-    assert_eq!(
-        read().await,
-        expected,
-        "the same once moved: settled into the shadow and counts"
-    );
-}
-
-/// A SQLite store of the version that staged events in the main file (migration 9) opens with
-/// them in the staging file: a staged row a walk had moved (and recorded) is not copied, the
-/// others are, once, and reads are exact before and after their move and after reopening.
-#[tokio::test]
-async fn sqlite_upgrade_moves_staging_into_its_own_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let (url, tenant, device) = closed_store_with_a_device(dir.path()).await;
-    let moved = event_at(&device, EventId::generate(), "temp", json!(21.5), 1_000);
-    let staged = event_at(&device, EventId::generate(), "temp", json!(22.5), 2_000);
-
-    // Back to migration 9's staging table, cut short after a move: `moved` is in device_events,
-    // counted, in the shadow and recorded as moved; `staged` is staged only.
-    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-    conn.execute(
-        "CREATE TABLE device_events_recent (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, \
-         tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, model_id TEXT NOT NULL, device_id TEXT NOT NULL, \
-         attribute_code TEXT NOT NULL, attribute_type TEXT NOT NULL, attribute_data TEXT NOT NULL, \
-         channel TEXT NOT NULL, ingress_ts BIGINT NOT NULL, device_ts BIGINT NOT NULL, correlation_id TEXT, \
-         context TEXT, created_by TEXT NOT NULL, created_time BIGINT NOT NULL)",
-    )
-    .await
-    .unwrap();
-    let columns = "device_id, id, tenant_id, project_id, model_id, attribute_code, attribute_type, \
-                   attribute_data, channel, ingress_ts, device_ts, created_by, created_time";
-    for (table, event) in [
-        ("device_events_recent", &moved),
-        ("device_events", &moved),
-        ("device_events_recent", &staged),
-    ] {
-        let statement =
-            format!("INSERT INTO {table} ({columns}) VALUES ($1, $2, $3, $4, $5, 'temp', $6, $7, $8, 5, $9, 'd', 5)");
-        insert_event_row(&mut conn, &statement, event).await;
-    }
-    for statement in [
-        "INSERT INTO device_event_counts VALUES ($1, '', '', 0, 1), ($1, 'temp', '', 0, 1)",
-        "INSERT INTO device_shadows (device_id, attribute_code, tenant_id, value, device_ts, ingress_ts) \
-         VALUES ($1, 'temp', $2, '21.5', 1000, 5)",
-        "INSERT INTO device_events_recent_moved VALUES ($1, $1, 1)",
-    ] {
-        sqlx::query(statement)
-            .bind(device.id.as_str())
-            .bind(tenant.as_str())
-            .execute(&mut conn)
-            .await
-            .unwrap();
-    }
-    conn.close().await.unwrap();
-
-    let read = |store: SqlStore| {
-        let (tenant, device, ids) = (tenant.clone(), device.id.clone(), [moved.id.clone(), staged.id.clone()]);
-        async move {
-            let query = EventQuery {
-                device: device.clone(),
-                attribute_code: None,
-                time_field: TimeField::Device,
-                start: None,
-                end: None,
-            };
-            let listed = store.list_events(&query, all()).await.unwrap();
-            let shadow = store.shadow(&tenant, &device).await.unwrap();
-            let mut found = Vec::new();
-            for id in &ids {
-                found.push(store.get_event(&tenant, id).await.unwrap().map(|e| e.attribute_data));
-            }
-            (
-                listed.total,
-                listed.items.iter().map(|e| e.device_timestamp).collect::<Vec<_>>(),
-                shadow.into_iter().map(|(a, _)| a.value).collect::<Vec<_>>(),
-                found,
-            )
-        }
-    };
-    let expected = (
-        2,
-        vec![2_000, 1_000],
-        vec![json!(22.5)],
-        vec![Some(json!(21.5)), Some(json!(22.5))],
-    );
-    let store = SqlStore::connect(&url).await.unwrap();
-    let main_staging = || async {
-        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM main.sqlite_master WHERE name = 'device_events_recent'")
-            .fetch_one(store.pool())
-            .await
-            .unwrap()
-    };
-    assert_eq!(main_staging().await, 0, "the main file's staging table is gone");
-    assert_eq!(read(store.clone()).await, expected);
-    store.merge_recent().await.unwrap();
-    assert_eq!(staged_events(&store).await, (0, 2), "each event in device_events once");
-    assert_eq!(read(store.clone()).await, expected, "once moved");
-    store.close().await;
-    let store = SqlStore::connect(&url).await.unwrap();
-    assert_eq!(read(store.clone()).await, expected, "reopened");
 }
 
 /// Ingest commits into the staging file while another connection holds the main file's write
@@ -3454,25 +3184,6 @@ async fn series_match_the_raw_events(store: SqlStore) {
     }
     store.merge_recent().await.unwrap();
     check(held.clone(), "late events, moved").await;
-
-    // Migration 0020 sums up a store's events as the ingest path does.
-    sqlx::query("DELETE FROM device_event_rollups")
-        .execute(store.pool())
-        .await
-        .unwrap();
-    let migration = include_str!("../migrations/0020_event_rollups.sql");
-    let backfill = migration
-        .split(';')
-        .map(|s| {
-            s.lines()
-                .filter(|l| !l.trim_start().starts_with("--"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .find(|s| s.contains("INSERT INTO device_event_rollups"))
-        .unwrap();
-    sqlx::query(&backfill).execute(store.pool()).await.unwrap();
-    check(held, "backfilled").await;
 }
 
 /// Series read the same while the rollups are folded (PostgreSQL's folds, SQLite's moves) beside
@@ -3579,98 +3290,4 @@ async fn series_hold_while_rollups_fold(store: SqlStore) {
     store.merge_recent().await.unwrap();
     let points = assert_series_match(&store, &queries, &held, "folded").await;
     assert!(points > 100, "folded: {points} points compared");
-}
-
-/// Migration 0023 takes a PostgreSQL store whose hours were folded by device time (the minute
-/// rows holding every event, the hour rows those before a device-time mark) to rollups folded by
-/// arrival: the hours from the old mark on are summed up again, and every event stored counts as
-/// folded, so the series read from the rollups equal the raw events and later events fold on.
-async fn rollups_folded_by_device_time_carry_over(store: SqlStore) {
-    let tenant = new_tenant(&store, "upgrade").await;
-    let project = new_project(&store, &tenant, "p").await;
-    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
-    let device = new_device(&store, &tenant, "d", &project, &model).await;
-    let (minute, hour) = (60_000_i64, 3_600_000_i64);
-    let base = 1_700_000_000_000_i64 / hour * hour;
-    let arrived = |i: i64| base + 10 * hour + i;
-    let mut held: Vec<DeviceEvent> = (0..600)
-        .map(|i| {
-            let mut e = event_at(
-                &device,
-                EventId::generate(),
-                "temp",
-                json!(i % 37),
-                base + i * 37 * minute / 10,
-            );
-            e.ingress_time_stamp = arrived(i);
-            e
-        })
-        .collect();
-    store.append_events(&held).await.unwrap();
-    store.merge_recent().await.unwrap();
-
-    // The state 0022 left: the hour rows only before the old mark (a device time mid-hour), the
-    // mark's column, no arrival mark, fence or index, and none of 0023 to 0025 applied.
-    let old_mark = base + 2 * hour + 25 * minute;
-    let pool = store.pool();
-    for statement in [
-        format!(
-            "DELETE FROM device_event_rollups WHERE width = {hour} AND bucket >= {}",
-            base + 2 * hour
-        ),
-        "ALTER TABLE device_event_rollup_folds DROP COLUMN ingested_through".to_owned(),
-        "ALTER TABLE device_event_rollup_folds DROP COLUMN folding_through".to_owned(),
-        format!("ALTER TABLE device_event_rollup_folds ADD COLUMN folded_through BIGINT NOT NULL DEFAULT {old_mark}"),
-        "DROP INDEX device_events_by_arrival".to_owned(),
-        "DELETE FROM _sqlx_migrations WHERE version >= 23".to_owned(),
-    ] {
-        sqlx::query(&statement).execute(pool).await.unwrap();
-    }
-    let queries: Vec<SeriesQuery> = [Interval::Minute, Interval::Hour, Interval::Day]
-        .into_iter()
-        .map(|interval| {
-            let aggregates = Aggregates::parse("avg,min,max,sum,count,first,last").unwrap();
-            let window = (base - hour, base + 8 * hour);
-            SeriesQuery::new(
-                device.id.clone(),
-                "temp".to_owned(),
-                TimeField::Device,
-                window,
-                interval,
-                0,
-                &aggregates,
-            )
-            .unwrap()
-        })
-        .collect();
-
-    for migration in [
-        include_str!("../migrations/0023_postgres_rollups_by_arrival.sql"),
-        include_str!("../migrations/0024_postgres_arrival_index_no_autosummarize.sql"),
-        include_str!("../migrations/0025_postgres_fold_fence.sql"),
-    ] {
-        sqlx::raw_sql(migration).execute(pool).await.unwrap();
-    }
-    let mark: i64 = sqlx::query("SELECT ingested_through FROM device_event_rollup_folds")
-        .fetch_one(pool)
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(mark, arrived(599) + 1, "the events stored count as folded");
-    let points = assert_series_match(&store, &queries, &held, "upgraded").await;
-    assert!(points > 60, "upgraded: {points} points compared");
-
-    // Later events, late and not, fold on from there.
-    let later: Vec<DeviceEvent> = (0..100)
-        .map(|i| {
-            let mut e = event_at(&device, EventId::generate(), "temp", json!(i), base + i * 4 * minute);
-            e.ingress_time_stamp = if i % 3 == 0 { arrived(i) } else { arrived(600 + i) };
-            e
-        })
-        .collect();
-    store.append_events(&later).await.unwrap();
-    held.extend(later);
-    assert_series_match(&store, &queries, &held, "after the upgrade").await;
-    store.merge_recent().await.unwrap();
-    assert_series_match(&store, &queries, &held, "folded after the upgrade").await;
 }

@@ -45,26 +45,13 @@ pub struct IngestOutcome {
 pub async fn run(ctx: &Ctx<'_>, devices: &[DeviceRef]) -> anyhow::Result<IngestOutcome> {
     anyhow::ensure!(!devices.is_empty(), "no devices to post events for");
     let before = count_events(ctx.api, devices).await?;
-    let senders: Arc<Vec<(String, HeaderValue)>> = Arc::new(
-        devices
-            .iter()
-            .map(|d| Ok((d.id.clone(), bearer(&d.token)?)))
-            .collect::<anyhow::Result<_>>()?,
-    );
-    let target = ctx.target.clone();
-    let connections = ctx.connections;
-    let make: RequestFn = Arc::new(move |worker, seq| {
-        let i = (seq as usize * connections + worker) % senders.len();
-        let (id, token) = &senders[i];
-        let body = event_body(id, seq, gantry_core::time::now_ms());
-        target.request_as(token, Method::POST, "/api/v1/deviceEvents", Some(Bytes::from(body)))
-    });
+    let make = posts(ctx, devices)?;
     let long = Ctx {
         duration: ctx.duration * DURATION_FACTOR,
         ..*ctx
     };
     let counters_before = ingest_counters(ctx.api).await;
-    let (measurement, result) = measure(&long, SCENARIO, VARIANT, connections, make).await?;
+    let (measurement, result) = measure(&long, SCENARIO, VARIANT, ctx.connections, make).await?;
     let counters_after = ingest_counters(ctx.api).await;
     let commits = counters_before.zip(counters_after).map(|((_, b0), (_, b1))| b1 - b0);
     let committed = counters_before.zip(counters_after).map(|((c0, _), (c1, _))| c1 - c0);
@@ -89,6 +76,24 @@ pub async fn run(ctx: &Ctx<'_>, devices: &[DeviceRef]) -> anyhow::Result<IngestO
                 .map(|(events, n)| events as f64 / n as f64),
         },
     })
+}
+
+/// One event per request, from `devices` in turn, each with its own token.
+pub fn posts(ctx: &Ctx<'_>, devices: &[DeviceRef]) -> anyhow::Result<RequestFn> {
+    let senders: Arc<Vec<(String, HeaderValue)>> = Arc::new(
+        devices
+            .iter()
+            .map(|d| Ok((d.id.clone(), bearer(&d.token)?)))
+            .collect::<anyhow::Result<_>>()?,
+    );
+    let target = ctx.target.clone();
+    let connections = ctx.connections;
+    Ok(Arc::new(move |worker, seq| {
+        let i = (seq as usize * connections + worker) % senders.len();
+        let (id, token) = &senders[i];
+        let body = event_body(id, seq, gantry_core::time::now_ms());
+        target.request_as(token, Method::POST, "/api/v1/deviceEvents", Some(Bytes::from(body)))
+    }))
 }
 
 /// The body of one event: a device's reading now.

@@ -9,6 +9,7 @@ pub mod ingest_rest;
 pub mod read;
 pub mod series;
 pub mod stream;
+pub mod webhooks;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

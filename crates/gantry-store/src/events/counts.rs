@@ -1,4 +1,4 @@
-//! The kept counts (migrations 0005, 0012): per device, per device and attribute, and optionally
+//! The kept counts: per device, per device and attribute, and optionally
 //! per hour, how many events device_events holds, so that a listing's total reads a few rows
 //! instead of counting an index range. Every change to device_events changes them in the same
 //! transaction; changes are written in key order, the one lock order of every writer.
@@ -19,7 +19,7 @@ pub(crate) const COUNT_UPSERT: &str = "ON CONFLICT (device_id, attribute_code, c
 /// Keys per statement when a delete takes events off the counts (5 values each).
 const KEYS_PER_STATEMENT: usize = 100;
 
-/// The width of the kept counts' hours (migration 0012).
+/// The width of the kept counts' hours.
 const HOUR_MS: i64 = 3_600_000;
 
 /// The number of `ts`'s hour: `ts` / HOUR_MS rounded down (before 1970 too).
@@ -120,7 +120,7 @@ pub(crate) fn add_range_count(total: &mut Sql, query: &EventQuery, rows: &str, f
 }
 
 /// Changes to the kept counts of one transaction, by key (device, attribute ('' = every one),
-/// clock ('' = all time), hour): see migration 0012. Per hour only with `hours`.
+/// clock ('' = all time), hour): see the table in the schema. Per hour only with `hours`.
 pub(crate) struct Tally<'a> {
     counts: HashMap<(&'a str, &'a str, &'static str, i64), i64>,
     hours: bool,

@@ -96,7 +96,7 @@ pub(crate) async fn wait_folded(pool: &AnyPool, fence: i64) -> Result<()> {
     Ok(())
 }
 
-/// The mark as `executor` sees it now (migration 0023 keeps its one row).
+/// The mark as `executor` sees it now (its table holds one row).
 pub(crate) async fn read_mark<'e>(executor: impl sqlx::Executor<'e, Database = Any>) -> Result<i64> {
     let row = sqlx::query("SELECT ingested_through FROM device_event_rollup_folds")
         .fetch_one(executor)
@@ -243,7 +243,7 @@ async fn fold_on(conn: &mut PoolConnection<Any>, through: i64) -> Result<bool> {
     Ok(true)
 }
 
-/// Brings the arrival index (migration 0023) up to the newest rows, outside the fold lock. A BRIN
+/// Brings the arrival index (`device_events_by_arrival`) up to the newest rows, outside the fold lock. A BRIN
 /// index reads every page range it has not summed up yet, and PostgreSQL sums up the newest
 /// only in its own time: without this a fold would read everything stored since. Where a vacuum
 /// holds the table it gives up quickly; the fold is as exact, only slower.

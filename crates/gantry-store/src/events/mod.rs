@@ -1,6 +1,6 @@
-//! The kept events: device_events with the shadows, the kept counts and the kept rollups
-//! (migrations 0002, 0005, 0012, 0018), the tables every event ends in on both engines today, and
-//! the statements over them that both run (`Kept`). How an event gets there is each engine's own
+//! The kept events: device_events with the shadows, the kept counts and the kept rollups, the
+//! tables every event ends in on both engines, and the statements over them that both run
+//! (`Kept`). How an event gets there is each engine's own
 //! (`postgres`, `sqlite`).
 //!
 //! Invariants: a shadow only ever moves forward in device time (`SHADOW_UPSERT`), and device_events,
@@ -226,7 +226,7 @@ pub(crate) async fn fetch_event(pool: &AnyPool, select: &Sql) -> Result<Option<D
 pub(crate) struct Kept {
     /// Reads.
     pub(crate) pool: AnyPool,
-    /// Whether the kept counts hold counts per hour for date-range totals (migration 0012).
+    /// Whether the kept counts hold counts per hour for date-range totals.
     pub(crate) hours: bool,
     /// Whether the rollups are folded from device_events in the background (`folds`) rather
     /// than kept whole by every transaction that writes events.

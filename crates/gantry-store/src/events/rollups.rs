@@ -1,4 +1,4 @@
-//! The kept rollups (migration 0020): per device, attribute and minute, and per hour, by device
+//! The kept rollups: per device, attribute and minute, and per hour, by device
 //! time, the count, the Integer and Float events' count, sum, least and greatest, and the first
 //! and last event by (device time, id), so that a series reads a row per minute or hour instead
 //! of every event.

@@ -1,4 +1,4 @@
-//! Webhooks, their outbox and their deliveries (migrations 0017/0018). The outbox is written by
+//! Webhooks, their outbox and their deliveries. The outbox is written by
 //! `outbox::write_outbox` in the transaction of each cause.
 
 use async_trait::async_trait;

@@ -122,16 +122,6 @@ pub(crate) fn wal_of(file: &Path) -> PathBuf {
     wal.into()
 }
 
-/// Whether the main file of `pool`'s database holds the table `name` (the store adopts the
-/// tables earlier versions kept there into the files beside it).
-pub(crate) async fn main_has_table(pool: &sqlx::AnyPool, name: &str) -> Result<bool, sqlx::Error> {
-    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM main.sqlite_master WHERE type = 'table' AND name = $1")
-        .bind(name)
-        .fetch_one(pool)
-        .await?;
-    Ok(count > 0)
-}
-
 /// How long opening a SQLite store waits for another store on the same file to close: a server
 /// restarted in the same process may still be dropping the last one.
 pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(10);

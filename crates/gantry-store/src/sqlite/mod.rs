@@ -21,6 +21,9 @@ use database::{Database, WRITER_PRAGMAS, pool_options};
 pub use file::sqlite_url;
 use staging::StagingEvents;
 
+/// The main file's schema (migrations/sqlite); the staging and event-log files have their own.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
 /// Text already compares by code point; no row locks (one writer).
 const DIALECT: Dialect = Dialect {
     name: "sqlite",
@@ -69,7 +72,7 @@ pub(crate) async fn open(url: &str) -> Result<StagingEvents, sqlx::Error> {
     )
     .connect(url)
     .await?;
-    crate::engine::migrator(DIALECT.name).run(&pool).await?;
+    MIGRATOR.run(&pool).await?;
     let writers = |extra: &[&str]| {
         let mut statements = vec![attach.clone(), WRITER_PRAGMAS.to_owned()];
         statements.extend(extra.iter().map(|s| s.to_string()));
@@ -82,7 +85,6 @@ pub(crate) async fn open(url: &str) -> Result<StagingEvents, sqlx::Error> {
     let log_writer = pool_options(1, vec![event_logs.attach.to_string()])
         .connect(url)
         .await?;
-    logs::adopt_main_event_logs(&pool, &writer, &log_writer).await?;
     let database = Database {
         pool: pool.clone(),
         writer: writer.clone(),
@@ -186,69 +188,6 @@ mod tests {
             .expect("the control is found");
         assert_eq!(acked.status, gantry_core::enums::EventLogStatus::Completed);
         held.commit().await.unwrap();
-        store.close().await;
-    }
-
-    /// A store whose event logs are in the main file (before the event-log file) moves them into
-    /// the event-log file when it opens, and drops the main file's table.
-    #[tokio::test]
-    async fn event_logs_in_the_main_file_move_into_their_own() {
-        use gantry_core::paging::PageRequest;
-        use gantry_core::query::{EventLogQuery, EventLogSort};
-        use gantry_core::store::EventLogStore;
-        let dir = tempfile::tempdir().unwrap();
-        let url = sqlite_url(dir.path());
-        let store = SqlStore::connect(&url).await.unwrap();
-        store.close().await;
-        // The main file as an earlier version left it: migrations 0003 and 0004's table, with a
-        // log in it.
-        let old = format!(
-            "{}{}",
-            include_str!("../../migrations/0003_event_logs.sql"),
-            "ALTER TABLE event_logs ADD COLUMN reply_to TEXT;"
-        );
-        let main = pool_options(1, Vec::new()).connect(&url).await.unwrap();
-        sqlx::raw_sql(&old).execute(&main).await.unwrap();
-        sqlx::query(
-            "INSERT INTO event_logs (id, tenant_id, project_id, status, classification, device_id, device_name, \
-             event_data, responses, event_id, ack_deadline, created_by, created_time) \
-             VALUES ('old', 't', 'p', 'processing', 'DeviceControll', 'd', 'crane', '{}', '[]', 'c-old', 5, 'admin', 3)",
-        )
-        .execute(&main)
-        .await
-        .unwrap();
-        main.close().await;
-
-        let store = SqlStore::connect(&url).await.unwrap();
-        assert!(
-            !file::main_has_table(store.pool(), "event_logs").await.unwrap(),
-            "the main file's table is dropped"
-        );
-        let query = EventLogQuery {
-            project: gantry_core::ids::ProjectId::from_string("p"),
-            device: None,
-            event_id: None,
-            context_id: None,
-            sort_by: EventLogSort::CreatedTime,
-            sort_order: gantry_core::enums::SortOrder::Asc,
-        };
-        let tenant = gantry_core::ids::TenantId::from_string("t");
-        let page = store
-            .list_event_logs(
-                &tenant,
-                &query,
-                PageRequest {
-                    page_no: 1,
-                    page_size: 10,
-                },
-            )
-            .await
-            .unwrap();
-        let ids: Vec<&str> = page.items.iter().map(|log| log.id.as_str()).collect();
-        assert_eq!(ids, ["old"]);
-        // Still a pending control: its deadline came from the old table.
-        let expired = store.expire_event_logs(10, &Default::default()).await.unwrap();
-        assert_eq!(expired.len(), 1);
         store.close().await;
     }
 }

@@ -41,7 +41,7 @@ pub(crate) use self::file::{STAGER_PRAGMAS, StagingFile, WRITER_PRAGMAS, migrate
 use self::flush::Flusher;
 use self::mover::{MERGE_EVERY, Mover, PACE};
 use self::staged::{MAX_STAGED, Staged};
-use self::table::{NOT_MOVED, OUTBOX, STAGING};
+use self::table::{OUTBOX, STAGING};
 use super::database::Database;
 use crate::engine::{EngineFigures, EventEngine};
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
@@ -97,7 +97,6 @@ impl StagingEvents {
         ];
         let flusher = Arc::new(Flusher::start(file.wal, staged.clone()));
         let (reader, writer) = (database.pool.clone(), database.writer.clone());
-        adopt_main_staging(&reader, &writer, &stager, &flusher).await?;
         staged.add(load_staged(&reader).await?);
         let mover = Arc::new(Mover {
             reader: reader.clone(),
@@ -327,42 +326,4 @@ async fn load_staged(pool: &AnyPool) -> std::result::Result<Vec<(i64, String, St
     sqlx::query_as(&format!("SELECT seq, device_id, id FROM {STAGING} ORDER BY seq"))
         .fetch_all(pool)
         .await
-}
-
-/// Opening a store whose staging table is still in the main file (migration 0009, before the
-/// staging file): its rows not yet moved are copied into the staging file, in arrival order, and
-/// then the main file's table is dropped with the move records. Copying skips ids already in the
-/// staging file, so an upgrade cut short between the two transactions copies nothing twice when
-/// it runs again. A new database's migrations create the main file's table too: it is dropped
-/// here, empty.
-async fn adopt_main_staging(
-    reader: &AnyPool,
-    writer: &AnyPool,
-    stager: &AnyPool,
-    flusher: &Flusher,
-) -> std::result::Result<(), sqlx::Error> {
-    if !super::file::main_has_table(reader, "device_events_recent").await? {
-        return Ok(());
-    }
-    let copied = sqlx::query(&format!(
-        "INSERT INTO {STAGING} ({COLUMNS}) SELECT {COLUMNS} FROM main.device_events_recent \
-         WHERE {NOT_MOVED} AND id NOT IN (SELECT id FROM {STAGING}) ORDER BY seq"
-    ))
-    .execute(stager)
-    .await?
-    .rows_affected();
-    // On disk before the main file's table goes (the stager commits unsynced).
-    flusher.flush().await?;
-    let mut tx = writer.begin().await?;
-    sqlx::query("DROP TABLE main.device_events_recent")
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("DELETE FROM main.device_events_recent_moved")
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    if copied > 0 {
-        tracing::info!(copied, "staged events moved into the staging file");
-    }
-    Ok(())
 }

@@ -228,7 +228,7 @@ async fn delete_walked(mover: &Mover, through: i64, ended: Instant, yielding: &Y
 }
 
 /// Puts every commit before it on the main file on disk: a synced commit (FULL, the writer's
-/// durability) that counts one more sync in walk_syncs (migration 0011). Its flush takes the
+/// durability) that counts one more sync in walk_syncs. Its flush takes the
 /// whole WAL file, and recovery replays the WAL in order up to its last whole commit (what left
 /// the WAL before had been checkpointed into the synced database file). The staging file's
 /// commits are put on disk by the flusher (flush.rs).
