@@ -24,7 +24,7 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::broker::MqttStats;
+use crate::stats::MqttStats;
 use crate::topics::Topics;
 
 /// The group name of the shared subscription: all Gantry nodes of a deployment split the load.

@@ -18,11 +18,11 @@ use rmqtt::types::{
 };
 use tracing::instrument;
 
-use crate::broker::MqttStats;
 use crate::connections::{self, Kind, Transports};
 use crate::policy::{Login, Policy, Publishing, Refusal};
 use crate::rate::PublishRate;
 use crate::sessions::Sessions;
+use crate::stats::MqttStats;
 
 #[derive(Clone)]
 pub(crate) struct GantryHooks {
