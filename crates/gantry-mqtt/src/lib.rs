@@ -11,6 +11,7 @@ mod rate;
 mod sessions;
 mod stats;
 pub mod topics;
+mod upstream;
 
 pub use broker::{BrokerConfig, BrokerLimits, BrokerTls, EmbeddedBroker};
 pub use external::ExternalBroker;

@@ -2,8 +2,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gantry_core::downlink::Downlink;
-
 use crate::connections::Connections;
 
 /// Counters of the MQTT side, exported at `/metrics`.
@@ -79,13 +77,8 @@ impl MqttStats {
 }
 
 impl MqttStats {
-    /// Counts what became of an upstream message and sends the device the ack it asked for.
-    pub(crate) async fn settle(
-        &self,
-        downlink: &dyn Downlink,
-        device: &str,
-        outcome: gantry_core::telemetry::Upstream,
-    ) {
+    /// Counts what became of an upstream message the services took, and logs the entries they refused.
+    pub(crate) fn count_upstream(&self, device: &str, outcome: &gantry_core::telemetry::Upstream) {
         self.events_stored.fetch_add(outcome.stored as u64, Ordering::Relaxed);
         if !outcome.refused.is_empty() {
             self.entries_refused
@@ -99,11 +92,6 @@ impl MqttStats {
                 })
                 .collect();
             tracing::info!(device, refused = %refused.join("; "), "upstream entries refused");
-        }
-        if let Some(reply) = outcome.reply
-            && let Err(e) = downlink.send(device, &reply).await
-        {
-            tracing::warn!(device, error = %e, "could not send the ack");
         }
     }
 }
