@@ -19,7 +19,7 @@ use rmqtt::types::{
 use tracing::instrument;
 
 use crate::connections::{self, Kind, Transports};
-use crate::policy::{Login, Policy, Publishing, Refusal};
+use crate::policy::{Login, LoginRefusal, Policy, Publishing};
 use crate::rate::PublishRate;
 use crate::sessions::Sessions;
 use crate::stats::MqttStats;
@@ -100,8 +100,8 @@ impl GantryHooks {
                 self.stats.logins_refused.fetch_add(1, Ordering::Relaxed);
                 let address = peer.map(|ip| ip.to_string()).unwrap_or_default();
                 let why = match refusal {
-                    Refusal::BadCredentials => "unknown client or wrong password",
-                    Refusal::NotAuthorized => "not authorized (Locked, or a Last Will the ACL refuses)",
+                    LoginRefusal::BadCredentials => "unknown client or wrong password",
+                    LoginRefusal::NotAuthorized => "not authorized (Locked, or a Last Will the ACL refuses)",
                 };
                 tracing::info!(client_id, address, reason = why, "MQTT login refused");
                 if let Some(attempt) = attempt
@@ -110,8 +110,8 @@ impl GantryHooks {
                     tracing::warn!(address, "too many failed logins: address banned");
                 }
                 match refusal {
-                    Refusal::BadCredentials => AuthResult::BadUsernameOrPassword,
-                    Refusal::NotAuthorized => AuthResult::NotAuthorized,
+                    LoginRefusal::BadCredentials => AuthResult::BadUsernameOrPassword,
+                    LoginRefusal::NotAuthorized => AuthResult::NotAuthorized,
                 }
             }
         }
@@ -120,7 +120,7 @@ impl GantryHooks {
     /// A Last Will is a publish made on the client's behalf when it drops, so its topic must
     /// pass the publish ACL now (else the CONNECT is refused) and again when it is sent (the
     /// broker runs the ACL hook then). Nothing is retained here, so a will asking for it is refused.
-    async fn check_will(&self, info: &ConnectInfo, client_id: &str, login: Login) -> Result<Login, Refusal> {
+    async fn check_will(&self, info: &ConnectInfo, client_id: &str, login: Login) -> Result<Login, LoginRefusal> {
         let Some(will) = info.last_will() else {
             return Ok(login);
         };
@@ -137,7 +137,7 @@ impl GantryHooks {
         {
             self.stats.acls_denied.fetch_add(1, Ordering::Relaxed);
             tracing::info!(client_id, topic = %topic, retain = will.retain(), "Last Will refused by the ACL");
-            return Err(Refusal::NotAuthorized);
+            return Err(LoginRefusal::NotAuthorized);
         }
         Ok(login)
     }
