@@ -2,7 +2,7 @@
 //! (`GET /api/v1/projects/{id}/eventLogs`).
 
 use axum::extract::{Path, State};
-use axum::routing::get;
+use axum::routing::{get, put};
 use axum::{Json, Router};
 use gantry_core::enums::SortOrder;
 use gantry_core::event_log::EventLog;
@@ -17,8 +17,10 @@ use crate::extract::{AppJson, AppQuery, Auth, page};
 use crate::wire::ControlInput;
 
 pub fn routes() -> Router<AppState> {
-    // PUT /devices/{deviceId}/shadows is routed beside its GET in events.rs.
-    Router::new().route("/projects/{projectId}/eventLogs", get(logs))
+    // The shadow's GET is routed in events.rs; axum merges the two methods of the path.
+    Router::new()
+        .route("/devices/{deviceId}/shadows", put(send))
+        .route("/projects/{projectId}/eventLogs", get(logs))
 }
 
 /// Filters of the event-log listing.
@@ -37,7 +39,7 @@ pub struct LogParams {
     device_id: Option<String>,
     context_id: Option<String>,
     /// updatedTime (default) or createdTime; ties are ordered by id.
-    #[param(schema_with = crate::openapi::log_sort_by)]
+    #[param(schema_with = crate::param_schemas::log_sort_by)]
     sort_by: Option<String>,
     /// ASC or DESC (default DESC).
     #[param(value_type = Option<gantry_core::enums::SortOrder>)]

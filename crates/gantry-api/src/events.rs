@@ -22,7 +22,7 @@ pub fn routes() -> Router<AppState> {
         .route("/deviceEvents/{eventId}", get(read).delete(delete))
         .route("/devices/{deviceId}/events", get(list))
         .route("/devices/{deviceId}/attributeCode", get(list_attribute))
-        .route("/devices/{deviceId}/shadows", get(shadow).put(crate::control::send))
+        .route("/devices/{deviceId}/shadows", get(shadow))
 }
 
 /// Filters of a device's event listing.
@@ -43,7 +43,7 @@ pub struct EventParams {
     #[param(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
     end_date: Option<String>,
     /// deviceTimestamp (default) or ingressTimeStamp: which time the range applies to.
-    #[param(schema_with = crate::openapi::filter_by)]
+    #[param(schema_with = crate::param_schemas::filter_by)]
     filter_by: Option<String>,
 }
 

@@ -12,6 +12,7 @@ pub mod limit;
 pub mod metrics;
 mod models;
 pub mod openapi;
+mod param_schemas;
 mod projects;
 pub mod request_log;
 mod routes;
@@ -26,11 +27,11 @@ pub mod wire;
 pub mod query {
     pub use crate::control::LogParams;
     pub use crate::events::{AttributeParams, EventParams};
-    pub use crate::models::ListParams as ModelListParams;
-    pub use crate::projects::{DeviceParams, ListParams as ProjectListParams};
-    pub use crate::routes::ListParams as RouteListParams;
+    pub use crate::models::ModelListParams;
+    pub use crate::projects::{DeviceParams, ProjectListParams};
+    pub use crate::routes::RouteListParams;
     pub use crate::series::SeriesParams;
-    pub use crate::webhooks::ListParams as WebhookListParams;
+    pub use crate::webhooks::WebhookListParams;
 }
 
 use std::sync::Arc;

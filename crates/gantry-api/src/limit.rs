@@ -8,7 +8,7 @@ use std::time::Instant;
 
 const SHARDS: usize = 16;
 
-struct Bucket {
+struct RequestBucket {
     tokens: f64,
     last: Instant,
 }
@@ -18,7 +18,7 @@ pub struct RateLimiter {
     rate: f64,
     burst: f64,
     hasher: RandomState,
-    shards: Vec<Mutex<HashMap<String, Bucket>>>,
+    shards: Vec<Mutex<HashMap<String, RequestBucket>>>,
 }
 
 impl RateLimiter {
@@ -41,7 +41,7 @@ impl RateLimiter {
         let mut shard = self.shards[self.hasher.hash_one(key) as usize % SHARDS]
             .lock()
             .expect("rate limiter lock");
-        let bucket = shard.entry(key.to_owned()).or_insert(Bucket {
+        let bucket = shard.entry(key.to_owned()).or_insert(RequestBucket {
             tokens: self.burst,
             last: now,
         });

@@ -24,7 +24,7 @@ pub fn routes() -> Router<AppState> {
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
-pub struct ListParams {
+pub struct ModelListParams {
     /// Records per page, 1 to 1000 (default 20).
     #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
@@ -80,27 +80,27 @@ pub async fn read(
 }
 
 /// Lists the device models of the caller's tenant, oldest first.
-#[utoipa::path(get, path = "/api/v1/deviceModels", operation_id = "listDeviceModels", tag = "Device models", params(ListParams),
+#[utoipa::path(get, path = "/api/v1/deviceModels", operation_id = "listDeviceModels", tag = "Device models", params(ModelListParams),
     responses((status = 200, body = Envelope<Paged<DeviceModel>>), (status = 400, body = ErrorBody)))]
 #[tracing::instrument(name = "listDeviceModels", skip_all)]
 pub async fn list(
     State(s): State<AppState>,
     Auth(who): Auth,
-    AppQuery(q): AppQuery<ListParams>,
+    AppQuery(q): AppQuery<ModelListParams>,
 ) -> ApiResult<Json<Envelope<Paged<DeviceModel>>>> {
     let page = page(q.page_no, q.page_size, 20)?;
     Ok(paged(s.services.catalog.list_models(&who, page).await?))
 }
 
 /// Lists the devices of a model (an application sees those of its project only).
-#[utoipa::path(get, path = "/api/v1/deviceModels/{modelId}/devices", operation_id = "listDeviceModelDevices", tag = "Device models", params(("modelId" = String, Path), ListParams),
+#[utoipa::path(get, path = "/api/v1/deviceModels/{modelId}/devices", operation_id = "listDeviceModelDevices", tag = "Device models", params(("modelId" = String, Path), ModelListParams),
     responses((status = 200, body = Envelope<Paged<Device>>), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(name = "listDeviceModelDevices", skip_all, fields(model = %id))]
 pub async fn devices(
     State(s): State<AppState>,
     Auth(who): Auth,
     Path(id): Path<String>,
-    AppQuery(q): AppQuery<ListParams>,
+    AppQuery(q): AppQuery<ModelListParams>,
 ) -> ApiResult<Json<Envelope<Paged<Device>>>> {
     let page = page(q.page_no, q.page_size, 20)?;
     Ok(paged(

@@ -3,7 +3,7 @@
 use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::schema::{Object, ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::schema::{Schema, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
@@ -228,31 +228,4 @@ fn error_response(description: &str) -> RefOr<Response> {
                 .build(),
         )
         .into()
-}
-
-fn string_enum(values: &[&str]) -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(values.iter().copied()))
-        .build()
-}
-
-/// `sortBy` of the project's device listing.
-pub fn device_sort_by() -> Object {
-    string_enum(&["updatedTime", "createdTime", "deviceName", "status"])
-}
-
-/// `sortBy` of the event-log listing.
-pub fn log_sort_by() -> Object {
-    string_enum(&["updatedTime", "createdTime"])
-}
-
-/// `filterBy` of the event listing.
-pub fn filter_by() -> Object {
-    string_enum(&["deviceTimestamp", "ingressTimeStamp"])
-}
-
-/// `interval` of a series.
-pub fn series_interval() -> Object {
-    string_enum(gantry_core::series::Interval::NAMES)
 }

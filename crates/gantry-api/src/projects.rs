@@ -28,7 +28,7 @@ pub fn routes() -> Router<AppState> {
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
-pub struct ListParams {
+pub struct ProjectListParams {
     /// Records per page, 1 to 1000 (default 20).
     #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
@@ -67,7 +67,7 @@ pub struct DeviceParams {
     #[param(value_type = Option<bool>)]
     connected: Option<String>,
     /// updatedTime (default), createdTime, deviceName or status; ties are ordered by id.
-    #[param(schema_with = crate::openapi::device_sort_by)]
+    #[param(schema_with = crate::param_schemas::device_sort_by)]
     sort_by: Option<String>,
     /// ASC or DESC (default DESC).
     #[param(value_type = Option<gantry_core::enums::SortOrder>)]
@@ -170,13 +170,13 @@ pub async fn read(
 }
 
 /// Lists the projects the caller can access, oldest first.
-#[utoipa::path(get, path = "/api/v1/projects", operation_id = "listProjects", tag = "Projects", params(ListParams),
+#[utoipa::path(get, path = "/api/v1/projects", operation_id = "listProjects", tag = "Projects", params(ProjectListParams),
     responses((status = 200, body = Envelope<Paged<Project>>), (status = 400, body = ErrorBody)))]
 #[tracing::instrument(name = "listProjects", skip_all)]
 pub async fn list(
     State(s): State<AppState>,
     Auth(who): Auth,
-    AppQuery(q): AppQuery<ListParams>,
+    AppQuery(q): AppQuery<ProjectListParams>,
 ) -> ApiResult<Json<Envelope<Paged<Project>>>> {
     let page = page(q.page_no, q.page_size, 20)?;
     let status = q

@@ -23,7 +23,7 @@ pub fn routes() -> Router<AppState> {
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
-pub struct ListParams {
+pub struct RouteListParams {
     /// Records per page, 1 to 1000 (default 20).
     #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
@@ -73,7 +73,7 @@ pub async fn refresh(
 
 /// Lists the device's routes that have not expired and were not revoked, newest first (then by
 /// id), without their passwords. Administrators and the project's application token.
-#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/routes", operation_id = "listRoutes", tag = "Routes", params(("deviceId" = String, Path), ListParams),
+#[utoipa::path(get, path = "/api/v1/devices/{deviceId}/routes", operation_id = "listRoutes", tag = "Routes", params(("deviceId" = String, Path), RouteListParams),
     responses((status = 200, body = Envelope<Paged<Route>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(name = "listRoutes", skip_all, fields(device = %id))]
@@ -81,7 +81,7 @@ pub async fn list(
     State(s): State<AppState>,
     Auth(who): Auth,
     Path(id): Path<String>,
-    AppQuery(q): AppQuery<ListParams>,
+    AppQuery(q): AppQuery<RouteListParams>,
 ) -> ApiResult<Json<Envelope<Paged<Route>>>> {
     let page = page(q.page_no, q.page_size, 20)?;
     Ok(paged(

@@ -32,7 +32,7 @@ pub struct SeriesParams {
     #[param(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}$")]
     end_date: Option<String>,
     /// The buckets' width (default 1h). The window may span at most 10,000 buckets.
-    #[param(schema_with = crate::openapi::series_interval)]
+    #[param(schema_with = crate::param_schemas::series_interval)]
     interval: Option<String>,
     /// Comma list of avg, min, max, sum, count, first, last (default avg,min,max,count).
     #[param(pattern = r"^(avg|min|max|sum|count|first|last)(,(avg|min|max|sum|count|first|last))*$")]
@@ -40,7 +40,7 @@ pub struct SeriesParams {
     /// deviceTimestamp (default) or ingressTimeStamp: which time the window and the buckets go
     /// by. By arrival time the events themselves are summed up (no rollups are kept for that
     /// clock), which takes longer over long windows.
-    #[param(schema_with = crate::openapi::filter_by)]
+    #[param(schema_with = crate::param_schemas::filter_by)]
     filter_by: Option<String>,
     /// The zone whose clock the buckets follow, +HHmm or -HHmm (write + as %2B; default +0000):
     /// a day starts at its midnight.

@@ -36,7 +36,7 @@ pub async fn create(
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
-pub struct ListParams {
+pub struct TenantListParams {
     /// Records per page, 1 to 1000 (default 20).
     #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
@@ -48,13 +48,13 @@ pub struct ListParams {
 /// Lists tenants, oldest first (the default tenant among them), without their tokens: every
 /// tenant for the system administrator, its own for a tenant administrator; application and
 /// device tokens get 403.
-#[utoipa::path(get, path = "/api/v1/tenants", operation_id = "listTenants", tag = "Tenants", params(ListParams),
+#[utoipa::path(get, path = "/api/v1/tenants", operation_id = "listTenants", tag = "Tenants", params(TenantListParams),
     responses((status = 200, body = Envelope<Paged<Tenant>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 403, description = "not an administrator token", body = ErrorBody)))]
 pub async fn list(
     State(s): State<AppState>,
     Auth(who): Auth,
-    AppQuery(q): AppQuery<ListParams>,
+    AppQuery(q): AppQuery<TenantListParams>,
 ) -> ApiResult<Json<Envelope<Paged<Tenant>>>> {
     let page = page(q.page_no, q.page_size, 20)?;
     Ok(paged(s.services.catalog.list_tenants(&who, page).await?))

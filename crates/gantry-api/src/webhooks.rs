@@ -23,7 +23,7 @@ pub fn routes() -> Router<AppState> {
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
-pub struct ListParams {
+pub struct WebhookListParams {
     /// Records per page, 1 to 1000 (default 20).
     #[param(minimum = 1, maximum = 1000)]
     page_size: Option<i64>,
@@ -61,13 +61,13 @@ pub async fn create(
 
 /// Lists the project's webhooks, oldest first (then by id), without their secrets.
 #[utoipa::path(get, path = "/api/v1/projects/{projectId}/webhooks", operation_id = "listWebhooks", tag = "Webhooks",
-    params(("projectId" = String, Path), ListParams), responses((status = 200, body = Envelope<Paged<Webhook>>)))]
+    params(("projectId" = String, Path), WebhookListParams), responses((status = 200, body = Envelope<Paged<Webhook>>)))]
 #[tracing::instrument(name = "listWebhooks", skip_all, fields(project = %id))]
 pub async fn list(
     State(s): State<AppState>,
     Auth(who): Auth,
     Path(id): Path<String>,
-    AppQuery(q): AppQuery<ListParams>,
+    AppQuery(q): AppQuery<WebhookListParams>,
 ) -> ApiResult<Json<Envelope<Paged<Webhook>>>> {
     let page = page(q.page_no, q.page_size, 20)?;
     Ok(paged(
@@ -121,13 +121,13 @@ pub async fn delete(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<S
 /// The webhook's deliveries, newest first (then by id): `status` pending, delivered or failed,
 /// `attempts`, the last attempt's HTTP status and error, and their times.
 #[utoipa::path(get, path = "/api/v1/webhooks/{webhookId}/deliveries", operation_id = "listWebhookDeliveries", tag = "Webhooks",
-    params(("webhookId" = String, Path), ListParams), responses((status = 200, body = Envelope<Paged<Delivery>>)))]
+    params(("webhookId" = String, Path), WebhookListParams), responses((status = 200, body = Envelope<Paged<Delivery>>)))]
 #[tracing::instrument(name = "listWebhookDeliveries", skip_all, fields(webhook = %id))]
 pub async fn deliveries(
     State(s): State<AppState>,
     Auth(who): Auth,
     Path(id): Path<String>,
-    AppQuery(q): AppQuery<ListParams>,
+    AppQuery(q): AppQuery<WebhookListParams>,
 ) -> ApiResult<Json<Envelope<Paged<Delivery>>>> {
     let page = page(q.page_no, q.page_size, 20)?;
     Ok(paged(

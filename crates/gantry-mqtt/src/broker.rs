@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use anyhow::Context;
 use async_trait::async_trait;
@@ -25,6 +25,7 @@ use crate::connections::{Connections, Transports};
 use crate::hooks::GantryHooks;
 use crate::policy::Policy;
 use crate::sessions::{SWEEP_PERIOD, Sessions};
+use crate::stats::MqttStats;
 use crate::topics::Topics;
 
 #[derive(Debug, Clone)]
@@ -62,108 +63,6 @@ pub struct BrokerTls {
     /// Whether a device may log in with a certificate whose CN is its id (the configuration's
     /// verifier has checked the certificate against the device CA before the hooks see it).
     pub client_certs: bool,
-}
-
-/// Counters of the MQTT side, exported at `/metrics`.
-#[derive(Debug, Default)]
-pub struct MqttStats {
-    pub logins_refused: AtomicU64,
-    pub messages_in: AtomicU64,
-    pub events_stored: AtomicU64,
-    pub entries_refused: AtomicU64,
-    pub acls_denied: AtomicU64,
-    pub ingest_failures: AtomicU64,
-    pub messages_out: AtomicU64,
-    pub publishes_over_rate: AtomicU64,
-    /// The embedded broker's connected clients (an external broker counts its own).
-    pub(crate) connections: Option<Connections>,
-}
-
-impl MqttStats {
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write;
-        for (name, help, value) in [
-            (
-                "gantry_mqtt_logins_refused_total",
-                "CONNECTs refused (unknown, Locked or wrong password).",
-                &self.logins_refused,
-            ),
-            (
-                "gantry_mqtt_messages_in_total",
-                "Messages devices published upstream.",
-                &self.messages_in,
-            ),
-            (
-                "gantry_mqtt_events_stored_total",
-                "Events stored from upstream messages.",
-                &self.events_stored,
-            ),
-            (
-                "gantry_mqtt_entries_refused_total",
-                "Upstream entries not stored (bad JSON, unknown code, wrong type).",
-                &self.entries_refused,
-            ),
-            (
-                "gantry_mqtt_acl_denied_total",
-                "Publishes and subscriptions refused by the ACL.",
-                &self.acls_denied,
-            ),
-            (
-                "gantry_mqtt_ingest_failures_total",
-                "Upstream messages not acknowledged because the store failed.",
-                &self.ingest_failures,
-            ),
-            (
-                "gantry_mqtt_publishes_over_rate_total",
-                "Publishes over a connection's --mqtt-publish-rate (the connection was closed).",
-                &self.publishes_over_rate,
-            ),
-            (
-                "gantry_mqtt_messages_out_total",
-                "Messages published to device inboxes.",
-                &self.messages_out,
-            ),
-        ] {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-                value.load(Ordering::Relaxed)
-            );
-        }
-        if let Some(connections) = &self.connections {
-            connections.render(out);
-        }
-    }
-}
-
-impl MqttStats {
-    /// Counts what became of an upstream message and sends the device the ack it asked for.
-    pub(crate) async fn settle(
-        &self,
-        downlink: &dyn Downlink,
-        device: &str,
-        outcome: gantry_core::telemetry::Upstream,
-    ) {
-        self.events_stored.fetch_add(outcome.stored as u64, Ordering::Relaxed);
-        if !outcome.refused.is_empty() {
-            self.entries_refused
-                .fetch_add(outcome.refused.len() as u64, Ordering::Relaxed);
-            let refused: Vec<String> = outcome
-                .refused
-                .iter()
-                .map(|r| match r.code.is_empty() {
-                    true => r.reason.clone(),
-                    false => format!("{}: {}", r.code, r.reason),
-                })
-                .collect();
-            tracing::info!(device, refused = %refused.join("; "), "upstream entries refused");
-        }
-        if let Some(reply) = outcome.reply
-            && let Err(e) = downlink.send(device, &reply).await
-        {
-            tracing::warn!(device, error = %e, "could not send the ack");
-        }
-    }
 }
 
 /// The broker inside `gantry serve`.

@@ -24,8 +24,9 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::broker::MqttStats;
+use crate::stats::MqttStats;
 use crate::topics::Topics;
+use crate::upstream::{UpstreamAnswer, UpstreamPath, UpstreamSender};
 
 /// The group name of the shared subscription: all Gantry nodes of a deployment split the load.
 const SHARE_GROUP: &str = "gantry";
@@ -169,12 +170,11 @@ impl ExternalBroker {
             }
         }));
         let transports = self.transports.clone();
-        let handler = Upstream {
+        let handler = ExternalUpstream {
             services,
             client: self.client.clone(),
-            downlink: self.downlink(),
             topics: self.topics.clone(),
-            stats: self.stats.clone(),
+            path: UpstreamPath::new(self.downlink(), self.stats.clone()),
             tenants: Arc::default(),
         };
         self.task = Some(tokio::spawn(async move {
@@ -301,18 +301,19 @@ fn presence_event(topic: &str, payload: &[u8], transports: &[(u16, &'static str)
     }
 }
 
+/// The external broker's upstream messages: which device sent each, then the shared upstream path,
+/// then the manual ack.
 #[derive(Clone)]
-struct Upstream {
+struct ExternalUpstream {
     services: Arc<Services>,
     client: AsyncClient,
-    downlink: Arc<dyn Downlink>,
     topics: Topics,
-    stats: Arc<MqttStats>,
+    path: UpstreamPath,
     /// A device's tenant never changes: look it up once.
     tenants: Arc<RwLock<HashMap<String, TenantId>>>,
 }
 
-impl Upstream {
+impl ExternalUpstream {
     async fn tenant_of(&self, device: &str) -> gantry_core::Result<Option<TenantId>> {
         if let Some(tenant) = self.tenants.read().expect("tenants lock").get(device) {
             return Ok(Some(tenant.clone()));
@@ -336,34 +337,18 @@ impl Upstream {
             let _ = self.client.ack(&publish).await;
             return;
         };
-        self.stats.messages_in.fetch_add(1, Ordering::Relaxed);
         self.services.presence.seen(&device);
-        let outcome = match self.tenant_of(&device).await {
-            Ok(Some(tenant)) => {
-                self.services
-                    .telemetry
-                    .handle_upstream(&tenant, &DeviceId::from_string(&device), &publish.payload)
-                    .await
-            }
-            Ok(None) => {
-                self.stats.entries_refused.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(device, "message for an unknown device dropped");
-                let _ = self.client.ack(&publish).await;
-                return;
-            }
-            Err(e) => Err(e),
+        let sender = UpstreamSender {
+            tenant: self.tenant_of(&device).await,
+            device: DeviceId::from_string(device),
         };
-        match outcome {
-            Ok(outcome) => {
-                self.stats.settle(self.downlink.as_ref(), &device, outcome).await;
-                // Committed: now the broker may forget the message.
+        match self.path.handle(&self.services, sender, &publish.payload).await {
+            // Committed, or never to be: now the broker may forget the message.
+            UpstreamAnswer::Taken | UpstreamAnswer::Rejected(_) | UpstreamAnswer::Dropped => {
                 let _ = self.client.ack(&publish).await;
             }
-            Err(e) => {
-                // Not acknowledged: the broker delivers it again after the session is resumed.
-                self.stats.ingest_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(device, error = %e, "upstream message not stored; left unacknowledged");
-            }
+            // Not acknowledged: the broker delivers it again after the session is resumed.
+            UpstreamAnswer::NotStored => {}
         }
     }
 }

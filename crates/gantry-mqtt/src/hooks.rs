@@ -18,16 +18,17 @@ use rmqtt::types::{
 };
 use tracing::instrument;
 
-use crate::broker::MqttStats;
 use crate::connections::{self, Kind, Transports};
-use crate::policy::{Login, Policy, Publishing, Refusal};
+use crate::policy::{Login, LoginRefusal, Policy, Publishing};
 use crate::rate::PublishRate;
 use crate::sessions::Sessions;
+use crate::stats::MqttStats;
+use crate::upstream::{UpstreamAnswer, UpstreamPath, UpstreamSender};
 
 #[derive(Clone)]
 pub(crate) struct GantryHooks {
     policy: Policy,
-    downlink: Arc<dyn Downlink>,
+    upstream: UpstreamPath,
     stats: Arc<MqttStats>,
     sessions: Arc<Sessions>,
     publish_rate: Arc<PublishRate>,
@@ -45,7 +46,7 @@ impl GantryHooks {
     ) -> Self {
         Self {
             policy,
-            downlink,
+            upstream: UpstreamPath::new(downlink, stats.clone()),
             stats,
             sessions,
             publish_rate: Arc::new(PublishRate::new(publishes_per_second)),
@@ -99,8 +100,8 @@ impl GantryHooks {
                 self.stats.logins_refused.fetch_add(1, Ordering::Relaxed);
                 let address = peer.map(|ip| ip.to_string()).unwrap_or_default();
                 let why = match refusal {
-                    Refusal::BadCredentials => "unknown client or wrong password",
-                    Refusal::NotAuthorized => "not authorized (Locked, or a Last Will the ACL refuses)",
+                    LoginRefusal::BadCredentials => "unknown client or wrong password",
+                    LoginRefusal::NotAuthorized => "not authorized (Locked, or a Last Will the ACL refuses)",
                 };
                 tracing::info!(client_id, address, reason = why, "MQTT login refused");
                 if let Some(attempt) = attempt
@@ -109,8 +110,8 @@ impl GantryHooks {
                     tracing::warn!(address, "too many failed logins: address banned");
                 }
                 match refusal {
-                    Refusal::BadCredentials => AuthResult::BadUsernameOrPassword,
-                    Refusal::NotAuthorized => AuthResult::NotAuthorized,
+                    LoginRefusal::BadCredentials => AuthResult::BadUsernameOrPassword,
+                    LoginRefusal::NotAuthorized => AuthResult::NotAuthorized,
                 }
             }
         }
@@ -119,7 +120,7 @@ impl GantryHooks {
     /// A Last Will is a publish made on the client's behalf when it drops, so its topic must
     /// pass the publish ACL now (else the CONNECT is refused) and again when it is sent (the
     /// broker runs the ACL hook then). Nothing is retained here, so a will asking for it is refused.
-    async fn check_will(&self, info: &ConnectInfo, client_id: &str, login: Login) -> Result<Login, Refusal> {
+    async fn check_will(&self, info: &ConnectInfo, client_id: &str, login: Login) -> Result<Login, LoginRefusal> {
         let Some(will) = info.last_will() else {
             return Ok(login);
         };
@@ -136,14 +137,16 @@ impl GantryHooks {
         {
             self.stats.acls_denied.fetch_add(1, Ordering::Relaxed);
             tracing::info!(client_id, topic = %topic, retain = will.retain(), "Last Will refused by the ACL");
-            return Err(Refusal::NotAuthorized);
+            return Err(LoginRefusal::NotAuthorized);
         }
         Ok(login)
     }
 
+    /// A client's publish, taken or refused: rmqtt's publish ACL hook is the one whose answer
+    /// becomes the PUBACK, so upstream messages are ingested and routed ones relayed from here.
     /// Per message, at debug: nothing is recorded or allocated when the level is off.
     #[instrument(level = "debug", name = "mqtt_publish", skip_all, fields(client_id = client_id))]
-    async fn check_publish(&self, client_id: &str, publish: &Publish) -> PublishAclResult {
+    async fn take_publish(&self, client_id: &str, publish: &Publish) -> PublishAclResult {
         let Some(identity) = self.sessions.identity(client_id) else {
             return PublishAclResult::rejected(true, None);
         };
@@ -203,42 +206,15 @@ impl GantryHooks {
 
     /// What a device publishes to its upstream topic is ingested before the publish is
     /// acknowledged, so a QoS 1 PUBACK means the events are durable.
-    #[instrument(level = "debug", name = "mqtt_ingest", skip_all, fields(device = client_id, tenant = tenant.as_str()))]
     async fn ingest(&self, client_id: &str, tenant: TenantId, publish: &Publish) -> PublishAclResult {
         let Some(services) = self.policy.services() else {
             return PublishAclResult::rejected(true, None);
         };
-        self.stats.messages_in.fetch_add(1, Ordering::Relaxed);
-        let device = DeviceId::from_string(client_id);
-        match services
-            .telemetry
-            .handle_upstream(&tenant, &device, &publish.payload)
-            .await
-        {
-            Ok(outcome) => {
-                let rejected = outcome.rejected;
-                self.stats.settle(self.downlink.as_ref(), client_id, outcome).await;
-                // MQTT 3.1.1 has no reason codes: its PUBACK is sent whatever the result.
-                match rejected {
-                    None => PublishAclResult::allow(),
-                    Some(Rejection::Malformed) => refused(PublishAckReason::PayloadFormatInvalid, "not a Message"),
-                    Some(Rejection::NotAuthorized) => refused(
-                        PublishAckReason::NotAuthorized,
-                        "the device may not send this message now",
-                    ),
-                    Some(Rejection::Refused) => refused(
-                        PublishAckReason::ImplementationSpecificError,
-                        "every entry was refused by the device's model",
-                    ),
-                }
-            }
-            Err(e) => {
-                // Not acknowledged: disconnecting makes the device send its QoS 1 message again.
-                self.stats.ingest_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(client_id, error = %e, "upstream message not stored; disconnecting the device");
-                PublishAclResult::rejected(true, None)
-            }
-        }
+        let sender = UpstreamSender {
+            device: DeviceId::from_string(client_id),
+            tenant: Ok(Some(tenant)),
+        };
+        puback(self.upstream.handle(&services, sender, &publish.payload).await)
     }
 
     /// A client is in: counted by kind and transport, a line says who, from where, how, and a
@@ -330,6 +306,27 @@ impl GantryHooks {
     }
 }
 
+/// The embedded broker's answer to an upstream publish. MQTT 3.1.1 has no reason codes: its
+/// PUBACK is sent whatever the result, except for `NotStored`.
+fn puback(answer: UpstreamAnswer) -> PublishAclResult {
+    match answer {
+        UpstreamAnswer::Taken => PublishAclResult::allow(),
+        UpstreamAnswer::Rejected(Rejection::Malformed) => {
+            refused(PublishAckReason::PayloadFormatInvalid, "not a Message")
+        }
+        UpstreamAnswer::Rejected(Rejection::NotAuthorized) | UpstreamAnswer::Dropped => refused(
+            PublishAckReason::NotAuthorized,
+            "the device may not send this message now",
+        ),
+        UpstreamAnswer::Rejected(Rejection::Refused) => refused(
+            PublishAckReason::ImplementationSpecificError,
+            "every entry was refused by the device's model",
+        ),
+        // Not acknowledged: disconnecting makes the device send its QoS 1 message again.
+        UpstreamAnswer::NotStored => PublishAclResult::rejected(true, None),
+    }
+}
+
 /// A publish not taken, with the reason an MQTT 5 PUBACK carries; the client stays connected.
 fn refused(reason: PublishAckReason, why: &'static str) -> PublishAclResult {
     PublishAclResult(PublishResult::reason_code(reason, Some(why.into()), false))
@@ -347,7 +344,7 @@ impl Handler for GantryHooks {
             Parameter::MessagePublishCheckAcl(session, publish) => (
                 false,
                 Some(HookResult::PublishAclResult(
-                    self.check_publish(&session.id.client_id, publish).await,
+                    self.take_publish(&session.id.client_id, publish).await,
                 )),
             ),
             Parameter::ClientConnected(session) => {

@@ -9,9 +9,12 @@ mod hooks;
 pub mod policy;
 mod rate;
 mod sessions;
+mod stats;
 pub mod topics;
+mod upstream;
 
-pub use broker::{BrokerConfig, BrokerLimits, BrokerTls, EmbeddedBroker, MqttStats};
+pub use broker::{BrokerConfig, BrokerLimits, BrokerTls, EmbeddedBroker};
 pub use external::ExternalBroker;
 pub use policy::Policy;
+pub use stats::MqttStats;
 pub use topics::Topics;

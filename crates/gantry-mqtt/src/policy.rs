@@ -29,7 +29,7 @@ pub struct Login {
 
 /// Why a login is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum LoginRefusal {
     BadCredentials,
     NotAuthorized,
 }
@@ -74,11 +74,11 @@ impl Policy {
         username: &str,
         password: &str,
         cert_cn: Option<&str>,
-    ) -> Result<Login, Refusal> {
-        let services = self.services().ok_or(Refusal::NotAuthorized)?;
+    ) -> Result<Login, LoginRefusal> {
+        let services = self.services().ok_or(LoginRefusal::NotAuthorized)?;
         if cert_cn == Some(client_id) {
             match services.auth.device(&DeviceId::from_string(client_id)).await {
-                Ok(Some(Principal::Device { locked: true, .. })) => return Err(Refusal::NotAuthorized),
+                Ok(Some(Principal::Device { locked: true, .. })) => return Err(LoginRefusal::NotAuthorized),
                 Ok(Some(Principal::Device { tenant, .. })) => {
                     return Ok(Login {
                         identity: Identity::Device(tenant),
@@ -88,7 +88,7 @@ impl Policy {
                 Ok(_) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "certificate login failed on the store");
-                    return Err(Refusal::NotAuthorized);
+                    return Err(LoginRefusal::NotAuthorized);
                 }
             }
         }
@@ -100,7 +100,7 @@ impl Policy {
                 expires,
             }) if device.as_str() == client_id && username == client_id => {
                 if locked {
-                    Err(Refusal::NotAuthorized)
+                    Err(LoginRefusal::NotAuthorized)
                 } else {
                     Ok(Login {
                         identity: Identity::Device(tenant),
@@ -114,16 +114,16 @@ impl Policy {
                         until: Some(grant.expires),
                         identity: Identity::Route(Box::new(grant)),
                     }),
-                    Ok(None) => Err(Refusal::BadCredentials),
+                    Ok(None) => Err(LoginRefusal::BadCredentials),
                     Err(e) => {
                         tracing::error!(error = %e, "route login failed on the store");
-                        Err(Refusal::NotAuthorized)
+                        Err(LoginRefusal::NotAuthorized)
                     }
                 }
             }
             Err(e) => {
                 tracing::error!(error = %e, "device login failed on the store");
-                Err(Refusal::NotAuthorized)
+                Err(LoginRefusal::NotAuthorized)
             }
         }
     }

@@ -8,10 +8,10 @@ use std::time::Instant;
 
 pub(crate) struct PublishRate {
     per_second: f64,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    buckets: Mutex<HashMap<String, PublishBucket>>,
 }
 
-struct Bucket {
+struct PublishBucket {
     tokens: f64,
     at: Instant,
 }
@@ -34,7 +34,7 @@ impl PublishRate {
         let mut buckets = self.buckets.lock().expect("publish rate lock");
         let bucket = match buckets.get_mut(client) {
             Some(bucket) => bucket,
-            None => buckets.entry(client.to_owned()).or_insert(Bucket {
+            None => buckets.entry(client.to_owned()).or_insert(PublishBucket {
                 tokens: self.per_second,
                 at: now,
             }),

@@ -2,6 +2,8 @@
 
 use std::process::ExitCode;
 
+use clap::CommandFactory;
+
 use gantry::config::Command;
 
 /// jemalloc instead of glibc's malloc: ingest makes many small, short-lived allocations across
@@ -30,7 +32,7 @@ async fn run() -> anyhow::Result<()> {
     // The client commands print for people and scripts: no log lines on their stdout.
     match cli.command {
         Command::Admin(args) => gantry::admin::main(*args).await,
-        Command::Completions(args) => return Ok(gantry::admin::completions(&args)?),
+        Command::Completions(args) => return Ok(gantry::admin::completions(&args, gantry::config::Cli::command())?),
         Command::Serve(_) | Command::Device(_) | Command::Healthcheck(_) => {}
     }
     let log_format = match &cli.command {

@@ -200,17 +200,16 @@ pub enum Shell {
     Fish,
 }
 
-/// Prints the completion script of the whole `gantry` command for `shell`. Made in memory first:
-/// clap_complete panics on a failed write, and a closed pipe is no failure of ours.
-pub fn completions(args: &CompletionsArgs) -> std::io::Result<()> {
-    use clap::CommandFactory;
+/// Prints the completion script of `command` (the whole `gantry` command, which the binary holds)
+/// for `shell`. Made in memory first: clap_complete panics on a failed write, and a closed pipe
+/// is no failure of ours.
+pub fn completions(args: &CompletionsArgs, mut command: clap::Command) -> std::io::Result<()> {
     use std::io::Write;
     let shell = match args.shell {
         Shell::Bash => clap_complete::Shell::Bash,
         Shell::Zsh => clap_complete::Shell::Zsh,
         Shell::Fish => clap_complete::Shell::Fish,
     };
-    let mut command = crate::config::Cli::command();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut command, "gantry", &mut script);
     let mut out = std::io::stdout().lock();
