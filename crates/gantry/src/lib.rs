@@ -80,12 +80,7 @@ impl Application {
         let backend = store.backend();
         tracing::info!(backend, "store ready");
 
-        let http = match config.http_addr.0 {
-            Some(addr) => Some(TcpListener::bind(addr).await.with_context(|| {
-                format!("binding HTTP on {addr} (move it with --http-addr or GANTRY_HTTP_ADDR; `off` turns it off)")
-            })?),
-            None => None,
-        };
+        let (http, https) = bind_listeners(&config).await?;
         let http_addr = http.as_ref().map(TcpListener::local_addr).transpose()?;
         let embedded = config.mqtt_broker_url.is_none();
         let tls_wanted = config.https_addr.0.is_some()
@@ -94,19 +89,12 @@ impl Application {
             true => Some(tls::Tls::prepare(&config, &config.tls_names()).context("preparing TLS")?),
             false => None,
         };
-        let https = match (config.https_addr.0, &tls) {
-            (Some(addr), Some(tls)) => {
-                let listener = TcpListener::bind(addr).await.with_context(|| {
-                    format!(
-                        "binding HTTPS on {addr} (move it with --https-addr or GANTRY_HTTPS_ADDR; `off` turns it off)"
-                    )
-                })?;
-                Some(tls::HttpsListener::new(
-                    listener,
-                    tls.server_config(&[b"http/1.1"])?,
-                    &tasks,
-                )?)
-            }
+        let https = match (https, &tls) {
+            (Some(listener), Some(tls)) => Some(tls::HttpsListener::new(
+                listener,
+                tls.server_config(&[b"http/1.1"])?,
+                &tasks,
+            )?),
             _ => None,
         };
         let https_addr = https.as_ref().map(axum::serve::Listener::local_addr).transpose()?;
@@ -402,6 +390,33 @@ impl Application {
         tracing::info!("gantry stopped");
         Ok(())
     }
+}
+
+/// Binds the HTTP and HTTPS listeners that are on and checks that the embedded broker's
+/// addresses are free, so that an operator learns every address in use from one error.
+async fn bind_listeners(config: &ServeConfig) -> anyhow::Result<(Option<TcpListener>, Option<TcpListener>)> {
+    let mut in_use = Vec::new();
+    let mut bind = async |addr: Option<SocketAddr>, what: &str, flags: &str| {
+        let addr = addr?;
+        match TcpListener::bind(addr).await {
+            Ok(listener) => Some(listener),
+            Err(e) => {
+                in_use.push(format!(
+                    "binding {what} on {addr} (move it with {flags}; `off` turns it off): {e}"
+                ));
+                None
+            }
+        }
+    };
+    let http = bind(config.http_addr.0, "HTTP", "--http-addr or GANTRY_HTTP_ADDR").await;
+    let https = bind(config.https_addr.0, "HTTPS", "--https-addr or GANTRY_HTTPS_ADDR").await;
+    if config.mqtt_broker_url.is_none() {
+        in_use.extend(mqtt::addresses_in_use(config));
+    }
+    if !in_use.is_empty() {
+        anyhow::bail!("{}", in_use.join("; "));
+    }
+    Ok((http, https))
 }
 
 /// Where temporary identities of one kind (APP or WEB) connect: with --route-tls the TLS
