@@ -50,13 +50,18 @@ pub struct LogParams {
 /// RW, actions exist, params typed, required params present; type ack needs correlationId),
 /// recorded as an event log (`processing` when needack, else `completed`) and published to the
 /// device's inbox `<prefix>/out/json/<deviceId>`. 409 when the device is Locked. The answer's
-/// `X-Gantry-Event-Log-Id` header names the event log, to follow the control by.
+/// `X-Gantry-Event-Log-Id` header names the event log, to follow the control by. When the
+/// publish fails after the log is stored: 503 with returnCode 50302 and the log's id in the same
+/// header; the log stays as stored (`processing` with needack, ending in `exception` at the ack
+/// timeout).
 #[utoipa::path(put, path = "/api/v1/devices/{deviceId}/shadows", operation_id = "sendControl", tag = "Device shadows", request_body = ControlInput,
     params(("deviceId" = String, Path)),
     responses((status = 200, body = Done, headers(("X-Gantry-Event-Log-Id" = String,
                  description = "the id of the control's event log (`GET /projects/{projectId}/eventLogs` lists it; pushed as `eventLog` on the stream)"))),
               (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
-              (status = 404, body = ErrorBody), (status = 409, description = "the device is Locked", body = ErrorBody)))]
+              (status = 404, body = ErrorBody), (status = 409, description = "the device is Locked", body = ErrorBody),
+              (status = 503, description = "the message could not be published to the device (50302); its event log was stored", body = ErrorBody,
+                 headers(("X-Gantry-Event-Log-Id" = String, description = "the id of the control's event log, stored before the publish failed")))))]
 #[tracing::instrument(name = "sendControl", skip_all, fields(device = %id))]
 pub async fn send(
     State(s): State<AppState>,

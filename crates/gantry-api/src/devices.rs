@@ -30,7 +30,7 @@ pub async fn create(
     Auth(who): Auth,
     AppJson(input): AppJson<DeviceInput>,
 ) -> ApiResult<Json<Envelope<Device>>> {
-    Ok(ok(s.services.catalog.create_device(&who, input.into()).await?))
+    Ok(ok(s.services.catalog.create_device(&who, input.try_into()?).await?))
 }
 
 /// Updates a device (name, project, status Active/Locked, comments, virtual, metadata); absent fields keep their values.
@@ -46,7 +46,7 @@ pub async fn update(
     Ok(ok(s
         .services
         .catalog
-        .update_device(&who, &DeviceId::from_string(id), input.into())
+        .update_device(&who, &DeviceId::from_string(id), input.try_into()?)
         .await?))
 }
 

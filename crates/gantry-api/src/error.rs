@@ -35,8 +35,10 @@ pub enum ReturnCode {
     LimitReached = 42902,
     UnsupportedMediaType = 41500,
     Internal = 50000,
+    Serialization = 50001,
     Unavailable = 50300,
     StoreUnavailable = 50301,
+    Downlink = 50302,
 }
 
 /// An error on its way to the client.
@@ -79,6 +81,25 @@ impl ApiError {
                         StatusCode::SERVICE_UNAVAILABLE,
                         ReturnCode::StoreUnavailable,
                         "store unavailable; nothing was changed, retry later".to_owned(),
+                    )
+                }
+                Error::Downlink { event_log, source } => {
+                    tracing::warn!(event_log, error = %source, cause = ?source, "message to the device not published");
+                    let message = match event_log {
+                        Some(id) => format!(
+                            "the message could not be published to the device; its event log {id} was stored \
+                             and ends in exception if it awaits an ack that does not come"
+                        ),
+                        None => "the message could not be published to the device; retry later".to_owned(),
+                    };
+                    (StatusCode::SERVICE_UNAVAILABLE, ReturnCode::Downlink, message)
+                }
+                Error::Serialization(source) => {
+                    tracing::error!(error = %source, cause = ?source, "JSON could not be made");
+                    (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        ReturnCode::Serialization,
+                        "internal error: a JSON document could not be made".to_owned(),
                     )
                 }
                 Error::Store(source) => {
@@ -134,6 +155,14 @@ impl IntoResponse for ApiError {
         if matches!(self, ApiError::Banned) {
             response.extensions_mut().insert(crate::request_log::RefusedBanned);
         }
+        // A control whose log was stored names it, as its success does.
+        if let ApiError::Core(Error::Downlink {
+            event_log: Some(id), ..
+        }) = &self
+            && let Ok(value) = axum::http::HeaderValue::from_str(id)
+        {
+            response.headers_mut().insert(crate::control::EVENT_LOG_HEADER, value);
+        }
         response
     }
 }
@@ -146,4 +175,46 @@ pub async fn no_route() -> ApiError {
 
 pub async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each failure that is not the store's has its own status and code; a stored control's
+    /// names its event log in the body and the header.
+    #[test]
+    fn failures_are_named_by_what_failed() {
+        let cases = [
+            (
+                Error::downlink(std::io::Error::other("broker gone")).for_stored_control("log-7"),
+                StatusCode::SERVICE_UNAVAILABLE,
+                50302,
+                Some("log-7"),
+            ),
+            (
+                Error::downlink(std::io::Error::other("broker gone")),
+                StatusCode::SERVICE_UNAVAILABLE,
+                50302,
+                None,
+            ),
+            (
+                Error::serialization(serde_json::from_str::<u8>("x").unwrap_err()),
+                StatusCode::INTERNAL_SERVER_ERROR,
+                50001,
+                None,
+            ),
+        ];
+        for (error, status, code, log) in cases {
+            let api = ApiError::from(error);
+            let (got_status, got_code, message) = api.parts();
+            assert_eq!((got_status, got_code as i32), (status, code), "{message}");
+            let response = api.into_response();
+            let header = response.headers().get(crate::control::EVENT_LOG_HEADER);
+            assert_eq!(header.and_then(|h| h.to_str().ok()), log);
+            if let Some(log) = log {
+                assert!(message.contains(log), "{message}");
+            }
+        }
+    }
 }

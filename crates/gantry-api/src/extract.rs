@@ -63,11 +63,27 @@ impl FromRequestParts<AppState> for Auth {
     }
 }
 
-/// A JSON body; malformed JSON, a wrong shape or a wrong field type is 400 naming the field,
-/// a body over the limit 413.
+/// What a body does with a field its type does not read.
+#[derive(Debug, Clone, Copy)]
+pub enum UnknownFields {
+    /// Refused with 400 naming it (a misspelled field would otherwise be lost unnoticed), but
+    /// for `echoed`: the output-only fields of the record, which a client sends back when it
+    /// PUTs a GET's body; those are ignored.
+    Refused { echoed: &'static [&'static str] },
+    /// Ignored: bodies another program writes (a broker's auth plugin adds fields of its own).
+    Ignored,
+}
+
+/// A request body type.
+pub trait Body: DeserializeOwned {
+    const UNKNOWN_FIELDS: UnknownFields;
+}
+
+/// A JSON body; malformed JSON, a wrong shape or a wrong field type is 400 naming the field, so
+/// is a field the body does not have (`Body::UNKNOWN_FIELDS`); a body over the limit 413.
 pub struct AppJson<T>(pub T);
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for AppJson<T> {
+impl<T: Body, S: Send + Sync> FromRequest<S> for AppJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
@@ -105,7 +121,7 @@ fn is_json_media_type(value: &str) -> bool {
 /// A JSON body that may be left out: an empty body is `T::default()`; otherwise as `AppJson`.
 pub struct OptionalJson<T>(pub T);
 
-impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
+impl<T: Body + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
@@ -120,10 +136,74 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
     }
 }
 
+/// Parses a request body: `parse_document`, then its fields checked against `T`'s.
+pub fn parse_json<T: Body>(bytes: &[u8]) -> Result<T, ApiError> {
+    let value = parse_document(bytes)?;
+    if let UnknownFields::Refused { echoed } = T::UNKNOWN_FIELDS {
+        check_fields(bytes, fields_of::<T>(), echoed)?;
+    }
+    Ok(value)
+}
+
+/// Refuses the top-level fields of `bytes` (a JSON object that parsed) that are neither in
+/// `fields` nor in `echoed`, naming them and the fields there are.
+fn check_fields(bytes: &[u8], fields: &[&str], echoed: &[&str]) -> Result<(), ApiError> {
+    let keys: std::collections::BTreeMap<String, serde::de::IgnoredAny> = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::MalformedBody(format!("the body is not valid JSON: {e}")))?;
+    let unknown: Vec<&str> = keys
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !fields.contains(k) && !echoed.contains(k))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let reason = format!(
+        "{} not a field of this body, which has: {}",
+        if unknown.len() == 1 { "is" } else { "are" },
+        fields.join(", ")
+    );
+    Err(Error::invalid(unknown.join(", "), reason).into())
+}
+
+/// The field names `T`'s derived `Deserialize` reads (renames and aliases included), which it
+/// hands to `deserialize_struct`. A type that is not a plain struct gives none.
+fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(FieldNames(&mut fields));
+    fields
+}
+
+/// A deserializer that reads no value: it keeps the field names a struct asks for.
+struct FieldNames<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> serde::Deserializer<'de> for FieldNames<'_> {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(serde::de::Error::custom("field names taken"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+        unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+    }
+}
+
 /// Parses a JSON document, naming the path of a field whose type or value is wrong.
 /// Every body of the API is a JSON object: serde would also read a struct from an array
 /// (`[null]` as every field left out), so anything else is refused before it is parsed.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub fn parse_document<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(ApiError::MalformedBody("the body must be a JSON object".to_owned()));
     }
@@ -240,6 +320,31 @@ fn percent_decode(bytes: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A misspelled field is refused, naming it; the output-only fields of a GET's body are not.
+    #[test]
+    fn unknown_fields_are_named_and_echoed_ones_ignored() {
+        use crate::wire::{DeviceInput, EventInput};
+        let refused: [(&[u8], &str); 3] = [
+            (br#"{"deviceName": "d", "virtal": true}"#, "virtal"),
+            (br#"{"deviceId": "x", "devicetime": "2024"}"#, "devicetime"),
+            (br#"{"deviceId": "x", "a": 1, "b": 2}"#, "a, b"),
+        ];
+        for (body, named) in refused {
+            let error = match std::str::from_utf8(body).unwrap().contains("deviceName") {
+                true => parse_json::<DeviceInput>(body).err(),
+                false => parse_json::<EventInput>(body).err(),
+            };
+            match error {
+                Some(ApiError::Core(Error::Invalid { field, .. })) => assert_eq!(field, named),
+                other => panic!("{body:?}: {other:?}"),
+            }
+        }
+        let echoed = br#"{"deviceName": "d", "id": "i", "isVirtual": true, "virtual": true, "accessToken": "t",
+            "createdTime": 1, "updatedBy": "u", "hasActions": false}"#;
+        let device = parse_json::<DeviceInput>(echoed).expect("a GET's body is accepted");
+        assert_eq!((device.virtual_, device.is_virtual), (Some(true), Some(true)));
+    }
 
     #[test]
     fn json_media_types() {

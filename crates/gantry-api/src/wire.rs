@@ -18,6 +18,57 @@ use gantry_core::records::{JsonMap, Tenant};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::extract::{Body, UnknownFields};
+
+/// The output-only fields every stored record has (`RecordMeta` and its id).
+macro_rules! record_fields {
+    ($($more:literal),* $(,)?) => {
+        &["id", "tenantId", "createdBy", "createdTime", "updatedBy", "updatedTime", "deleted", $($more),*]
+    };
+}
+
+/// A body refuses unknown fields but the record's output-only ones (`UnknownFields::Refused`).
+macro_rules! body {
+    ($ty:ty, $echoed:expr) => {
+        impl Body for $ty {
+            const UNKNOWN_FIELDS: UnknownFields = UnknownFields::Refused { echoed: $echoed };
+        }
+    };
+}
+
+body!(RotateInput, &[]);
+body!(TenantInput, record_fields!());
+body!(ModelInput, record_fields!());
+body!(
+    ProjectInput,
+    record_fields!("applicationAccessToken", "restfulApiAddr", "mqApiAddr")
+);
+body!(
+    DeviceInput,
+    record_fields!(
+        "accessToken",
+        "deviceModelType",
+        "deviceModelName",
+        "projectName",
+        "hasActions",
+        "deviceModelUrl",
+    )
+);
+// A stored event's listing form (`DeviceEvent`).
+body!(
+    EventInput,
+    record_fields!(
+        "projectId",
+        "modelId",
+        "attributeType",
+        "ingressTimeStamp",
+        "deviceTimestamp"
+    )
+);
+body!(ControlInput, &[]);
+body!(RouteInput, &[]);
+body!(WebhookInput, record_fields!("projectId"));
+
 /// Body of the rotation endpoints: how long the replaced token keeps working.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -131,9 +182,11 @@ pub struct DeviceInput {
     /// Defaults to Active on creation.
     pub status: Option<DeviceStatus>,
     pub comments: Option<String>,
-    /// Defaults to false on creation. `isVirtual`, the name responses use, is accepted too.
-    #[serde(rename = "virtual", alias = "isVirtual")]
+    /// Defaults to false on creation.
+    #[serde(rename = "virtual")]
     pub virtual_: Option<bool>,
+    /// The name responses use for `virtual`, accepted too; when both are sent they must agree.
+    pub is_virtual: Option<bool>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<JsonMap>,
 }
@@ -273,17 +326,28 @@ impl From<ProjectInput> for ProjectFields {
     }
 }
 
-impl From<DeviceInput> for DeviceFields {
-    fn from(d: DeviceInput) -> Self {
-        DeviceFields {
+impl TryFrom<DeviceInput> for DeviceFields {
+    type Error = gantry_core::Error;
+
+    fn try_from(d: DeviceInput) -> Result<Self, Self::Error> {
+        let is_virtual = match (d.virtual_, d.is_virtual) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(gantry_core::Error::invalid(
+                    "isVirtual",
+                    "differs from virtual; send one of them",
+                ));
+            }
+            (a, b) => a.or(b),
+        };
+        Ok(DeviceFields {
             device_name: d.device_name,
             project_id: d.project_id,
             model_id: d.model_id,
             status: d.status,
             comments: d.comments,
-            is_virtual: d.virtual_,
+            is_virtual,
             metadata: d.metadata,
-        }
+        })
     }
 }
 

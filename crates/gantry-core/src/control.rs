@@ -154,7 +154,11 @@ impl ControlService {
         if input.needack {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
         }
-        self.downlink.send(device.id.as_str(), &message).await?;
+        // The log stays as stored: a control awaiting its ack ends in `exception` at its ack
+        // timeout, as one the device never answered; the caller is told which log it is.
+        if let Err(e) = self.downlink.send(device.id.as_str(), &message).await {
+            return Err(e.for_stored_control(&log.id));
+        }
         Ok((message, log.id))
     }
 
@@ -190,7 +194,7 @@ impl ControlService {
     /// records a Response log.
     pub async fn handle_ack(&self, device: &Device, ack: &Message) -> Result<()> {
         let now = now_ms();
-        let ack_json = serde_json::to_value(ack).map_err(Error::store)?;
+        let ack_json = serde_json::to_value(ack).map_err(Error::serialization)?;
         let hooks = self.hooks(&device.project_id).await?;
         let answered = match ack.meta.correlation_id.as_deref() {
             Some(correlation) => {

@@ -30,6 +30,17 @@ pub enum Error {
     Unavailable,
     #[error("store failure")]
     Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A message to a device could not be published (the broker refused it, or the external
+    /// broker cannot be reached). `event_log` names the control's log when one was stored first.
+    #[error("the message could not be published to the device")]
+    Downlink {
+        event_log: Option<String>,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A value could not be made into JSON.
+    #[error("JSON could not be made")]
+    Serialization(#[source] serde_json::Error),
     /// The store cannot be reached or cannot write now (connection lost, server restarting,
     /// disk full): a client may retry, and nothing was changed.
     #[error("store unavailable")]
@@ -59,6 +70,31 @@ impl Error {
         Error::Store(Box::new(source))
     }
 
+    /// A publish to a device that failed.
+    pub fn downlink(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Downlink {
+            event_log: None,
+            source: Box::new(source),
+        }
+    }
+
+    /// `self`, which a publish of the control whose event log `id` is stored ended in, as the
+    /// downlink failure that names the log (whatever kind the downlink gave it).
+    pub fn for_stored_control(self, id: &str) -> Self {
+        let source = match self {
+            Error::Downlink { source, .. } => source,
+            other => Box::new(other),
+        };
+        Error::Downlink {
+            event_log: Some(id.to_owned()),
+            source,
+        }
+    }
+
+    pub fn serialization(source: serde_json::Error) -> Self {
+        Error::Serialization(source)
+    }
+
     /// The same error for a second waiter (the ingest writer answers each submission of a
     /// failed batch): the kind is kept, the source becomes its text.
     pub fn duplicate_for_waiter(&self) -> Self {
@@ -66,6 +102,26 @@ impl Error {
         match self {
             Error::StoreUnavailable(source) => Error::StoreUnavailable(text(source)),
             _ => Error::Store(text(self)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_controls_publish_failure_names_its_log_and_keeps_the_cause() {
+        let broker = std::io::Error::other("broker gone");
+        for failure in [
+            Error::downlink(std::io::Error::other("broker gone")),
+            Error::store(broker),
+        ] {
+            let Error::Downlink { event_log, source } = failure.for_stored_control("log-1") else {
+                panic!("a downlink failure");
+            };
+            assert_eq!(event_log.as_deref(), Some("log-1"));
+            assert!(format!("{source:?}").contains("broker gone"), "{source:?}");
         }
     }
 }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::event::DeviceEvent;
@@ -119,7 +120,14 @@ impl IngestWriter {
 }
 
 impl Ingest {
+    /// `start_in` on a tracker of its own: for tools and tests that own no other task.
     pub fn start(store: Arc<dyn Store>, config: IngestConfig) -> (Ingest, IngestWriter) {
+        Self::start_in(store, config, &TaskTracker::new())
+    }
+
+    /// Starts the writers as tasks of `tasks`; they end once `close` was called and what was
+    /// queued is committed.
+    pub fn start_in(store: Arc<dyn Store>, config: IngestConfig, tasks: &TaskTracker) -> (Ingest, IngestWriter) {
         let writers = store.ingest_writers().max(1);
         let (stop, stopped) = watch::channel(false);
         let stats = Arc::new(IngestStats::default());
@@ -130,7 +138,7 @@ impl Ingest {
         for _ in 0..writers {
             let (tx, rx) = mpsc::channel(config.queue_capacity.div_ceil(writers).max(1));
             lanes.push(tx);
-            handles.push(tokio::spawn(write_batches(
+            handles.push(tasks.spawn(write_batches(
                 store.clone(),
                 rx,
                 stopped.clone(),

@@ -80,7 +80,8 @@ pub struct Services {
 
 impl Services {
     /// Wires the services over `store`; events go through `ingest`, messages to devices
-    /// through `downlink`.
+    /// through `downlink`. The push streams' publisher runs as a task of `tasks` until
+    /// `publisher_stop` is cancelled.
     // The one place every part meets; a struct of them would only rename the arguments.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -93,10 +94,17 @@ impl Services {
         login_guard: guard::LoginGuardConfig,
         webhooks: webhooks::WebhookConfig,
         feed_limits: feed::FeedLimits,
+        tasks: &tokio_util::task::TaskTracker,
+        publisher_stop: tokio_util::sync::CancellationToken,
     ) -> Self {
         let tokens = Arc::new(auth::TokenCache::new(auth::TOKEN_CACHE_TTL));
         let feeds = Arc::new(feed::Feeds::new(feed_limits));
-        ingest.on_committed(publish::stream_publisher(store.clone(), feeds.clone()));
+        ingest.on_committed(publish::stream_publisher(
+            store.clone(),
+            feeds.clone(),
+            tasks,
+            publisher_stop,
+        ));
         let catalog = Arc::new(catalog::CatalogService::new(
             store.clone(),
             addrs,

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::event::DeviceEvent;
 use crate::feed::Feeds;
@@ -16,13 +18,26 @@ use crate::ingest::CommitObserver;
 use crate::store::Store;
 use crate::stream::StreamType;
 
-/// The observer to give `Ingest::on_committed`, and the task that publishes shadow changes
-/// (it ends when the ingest pipeline, holding the observer, is dropped).
-pub fn stream_publisher(store: Arc<dyn Store>, feeds: Arc<Feeds>) -> CommitObserver {
+/// The observer to give `Ingest::on_committed`, and the task of `tasks` that publishes shadow
+/// changes. It ends once `stop` is cancelled and the changes queued before are published (or
+/// when the ingest pipeline, holding the observer, is dropped).
+pub fn stream_publisher(
+    store: Arc<dyn Store>,
+    feeds: Arc<Feeds>,
+    tasks: &TaskTracker,
+    stop: CancellationToken,
+) -> CommitObserver {
     let (shadows, mut changed) = mpsc::unbounded_channel::<Vec<DeviceEvent>>();
     let publisher_feeds = feeds.clone();
-    tokio::spawn(async move {
-        while let Some(events) = changed.recv().await {
+    tasks.spawn(async move {
+        loop {
+            // Biased: what was queued before the stop is published first.
+            let events = tokio::select! {
+                biased;
+                events = changed.recv() => events,
+                _ = stop.cancelled() => None,
+            };
+            let Some(events) = events else { break };
             publish_shadow(&*store, &publisher_feeds, &events).await;
         }
     });

@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, header::AUTHORIZATION};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
+use gantry_api::extract::{Body, UnknownFields};
 use gantry_api::request_log::Caller;
 use gantry_api::{ApiError, AppJson, ErrorBody};
 use gantry_core::Error;
@@ -57,6 +58,15 @@ pub fn routes(policy: Policy) -> Router {
         .route("/mqtt/acl", post(acl))
         .layer(axum::middleware::from_fn(gantry_api::request_log::log_request))
         .with_state(policy)
+}
+
+// The broker's auth plugin writes these bodies, and may add fields of its own.
+impl Body for AuthRequest {
+    const UNKNOWN_FIELDS: UnknownFields = UnknownFields::Ignored;
+}
+
+impl Body for AclRequest {
+    const UNKNOWN_FIELDS: UnknownFields = UnknownFields::Ignored;
 }
 
 #[derive(OpenApi)]

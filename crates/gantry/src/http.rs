@@ -24,6 +24,8 @@ use hyper::server::conn::http1::Builder;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 /// On shutdown, requests in flight get this long to finish.
@@ -38,9 +40,15 @@ pub struct Timeouts {
     pub write: Duration,
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then lets requests in flight finish.
-pub async fn serve<L>(mut listener: L, router: Router, timeouts: Timeouts, shutdown: impl Future<Output = ()>)
-where
+/// Serves `router` on `listener` until `shutdown` completes, then lets requests in flight finish;
+/// each connection is a task of `tasks`, closed if it outlasts the drain.
+pub async fn serve<L>(
+    mut listener: L,
+    router: Router,
+    timeouts: Timeouts,
+    tasks: TaskTracker,
+    shutdown: impl Future<Output = ()>,
+) where
     L: Listener<Addr = SocketAddr>,
 {
     // HTTP/1.1 alone (HTTPS offers it alone by ALPN): its deadline starts at accept, where a
@@ -48,6 +56,7 @@ where
     let mut builder = Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(timeouts.header);
     let graceful = GracefulShutdown::new();
+    let drained = CancellationToken::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (io, peer) = tokio::select! {
@@ -70,15 +79,20 @@ where
         let io = ApiErrors::new(WriteDeadline::new(io, timeouts.write));
         let connection = builder.serve_connection(TokioIo::new(io), service);
         let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::trace!(%peer, error = %e, "HTTP connection ended");
+        let drained = drained.clone();
+        tasks.spawn(async move {
+            tokio::select! {
+                ended = connection => if let Err(e) = ended {
+                    tracing::trace!(%peer, error = %e, "HTTP connection ended");
+                },
+                _ = drained.cancelled() => tracing::trace!(%peer, "HTTP connection closed after the drain time"),
             }
         });
     }
     drop(listener);
     if tokio::time::timeout(DRAIN, graceful.shutdown()).await.is_err() {
         tracing::warn!("HTTP requests still in flight after the drain time; closing them");
+        drained.cancel();
     }
 }
 

@@ -12,6 +12,7 @@ pub mod logging;
 mod metrics;
 mod mqtt;
 pub mod simulate;
+mod tasks;
 pub mod tls;
 mod webhooks;
 
@@ -31,6 +32,7 @@ use gantry_store::SqlStore;
 use tokio::net::TcpListener;
 
 use crate::config::{Endpoint, ServeConfig};
+use crate::tasks::{Stage, Tasks};
 
 /// A built service: listeners bound, store migrated, administrator bootstrapped.
 pub struct Application {
@@ -42,6 +44,10 @@ pub struct Application {
     tls: Option<tls::Tls>,
     broker: MqttFront,
     services: Arc<Services>,
+    /// Closed last, when every task that used it has ended.
+    store: Arc<SqlStore>,
+    /// Every background task, and the stages the shutdown stops them in.
+    tasks: Tasks,
     ingest: Ingest,
     ingest_writer: IngestWriter,
     /// Posts webhook deliveries (`run_until` starts the delivery task).
@@ -62,6 +68,7 @@ pub struct Application {
 impl Application {
     pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
         config.check_listeners()?;
+        let tasks = Tasks::new();
         limits::raise_open_files();
         secure_data_dir(&config.data_dir)?;
         let database_url = config
@@ -73,12 +80,7 @@ impl Application {
         let backend = store.backend();
         tracing::info!(backend, "store ready");
 
-        let http = match config.http_addr.0 {
-            Some(addr) => Some(TcpListener::bind(addr).await.with_context(|| {
-                format!("binding HTTP on {addr} (move it with --http-addr or GANTRY_HTTP_ADDR; `off` turns it off)")
-            })?),
-            None => None,
-        };
+        let (http, https) = bind_listeners(&config).await?;
         let http_addr = http.as_ref().map(TcpListener::local_addr).transpose()?;
         let embedded = config.mqtt_broker_url.is_none();
         let tls_wanted = config.https_addr.0.is_some()
@@ -87,15 +89,12 @@ impl Application {
             true => Some(tls::Tls::prepare(&config, &config.tls_names()).context("preparing TLS")?),
             false => None,
         };
-        let https = match (config.https_addr.0, &tls) {
-            (Some(addr), Some(tls)) => {
-                let listener = TcpListener::bind(addr).await.with_context(|| {
-                    format!(
-                        "binding HTTPS on {addr} (move it with --https-addr or GANTRY_HTTPS_ADDR; `off` turns it off)"
-                    )
-                })?;
-                Some(tls::HttpsListener::new(listener, tls.server_config(&[b"http/1.1"])?)?)
-            }
+        let https = match (https, &tls) {
+            (Some(listener), Some(tls)) => Some(tls::HttpsListener::new(
+                listener,
+                tls.server_config(&[b"http/1.1"])?,
+                &tasks,
+            )?),
             _ => None,
         };
         let https_addr = https.as_ref().map(axum::serve::Listener::local_addr).transpose()?;
@@ -131,7 +130,7 @@ impl Application {
 
         let sql_store = Arc::new(store);
         let store: Arc<dyn gantry_core::store::Store> = sql_store.clone();
-        let (ingest, ingest_writer) = Ingest::start(store.clone(), IngestConfig::default());
+        let (ingest, ingest_writer) = Ingest::start_in(store.clone(), IngestConfig::default(), tasks.tracker());
         let ack_timeout = Duration::from_secs(config.ack_timeout);
         let routes = RouteConfig {
             host: config.mqtt_host(mq.addr),
@@ -168,6 +167,8 @@ impl Application {
                 per_project: config.stream_subscribers_per_project,
                 per_caller: config.stream_subscribers_per_token,
             },
+            tasks.tracker(),
+            tasks.token(Stage::Ingest),
         );
         services.telemetry.set_max_attributes(config.mqtt_max_attributes);
         let services = Arc::new(services);
@@ -193,7 +194,7 @@ impl Application {
         };
 
         let metrics = Arc::new(gantry_api::metrics::Metrics::default());
-        metrics::register(&metrics, &ingest, &services, sql_store);
+        metrics::register(&metrics, &ingest, &services, sql_store.clone());
         let mqtt_stats = broker.stats();
         metrics.add_collector(Box::new(move |out: &mut String| mqtt_stats.render(out)));
         let guard = services.login_guard.clone();
@@ -219,6 +220,8 @@ impl Application {
             tls,
             broker,
             services,
+            store: sql_store,
+            tasks,
             ingest,
             ingest_writer,
             outbound: Arc::new(
@@ -296,80 +299,78 @@ impl Application {
         println!("gantry api docs: {public}/swagger-ui/ (OpenAPI document {public}/api-docs/openapi.json)");
         println!("gantry metrics: {public}/metrics");
         println!("gantry administrator token: {}", self.admin_token_at);
-        let reload = match &self.tls {
-            Some(tls) => {
-                match &tls.generated_ca {
-                    Some(ca) => println!(
-                        "gantry tls: the certificate is signed by a private CA; devices and browsers trust {}",
-                        ca.display()
-                    ),
-                    None => println!("gantry tls: certificate {}", tls.cert_path().display()),
-                }
-                Some(tls.reload_on_sighup()?)
+        if let Some(tls) = &self.tls {
+            match &tls.generated_ca {
+                Some(ca) => println!(
+                    "gantry tls: the certificate is signed by a private CA; devices and browsers trust {}",
+                    ca.display()
+                ),
+                None => println!("gantry tls: certificate {}", tls.cert_path().display()),
             }
-            None => None,
+            tls.reload_on_sighup(&self.tasks)?;
+        }
+        let servers = self.start_tasks();
+        shutdown.await;
+        self.shut_down(servers).await
+    }
+
+    /// Starts the HTTP servers and the background work; the servers' tasks are returned.
+    fn start_tasks(&mut self) -> Vec<tokio::task::JoinHandle<()>> {
+        let timeouts = http::Timeouts {
+            header: self.header_timeout,
+            write: self.write_timeout,
         };
-        // Both HTTP servers stop on the one shutdown signal.
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let feeds = self.services.feeds.clone();
-        tokio::spawn(async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-            // Push streams never end on their own: end them, so the servers can drain.
-            feeds.close();
-        });
-        let delivery_stop = stop_rx.clone();
-        let stopped = move || {
-            let mut rx = stop_rx.clone();
-            async move {
-                let _ = rx.wait_for(|stop| *stop).await;
-            }
-        };
-        let https = self.https.take().map(|listener| {
-            tokio::spawn(http::serve(
+        let listeners = self.tasks.token(Stage::Listeners);
+        let mut servers = Vec::new();
+        if let Some(listener) = self.https.take() {
+            let stopped = listeners.clone().cancelled_owned();
+            let serve = http::serve(
                 listener,
                 self.router.clone(),
-                http::Timeouts {
-                    header: self.header_timeout,
-                    write: self.write_timeout,
-                },
-                stopped(),
-            ))
-        });
-        let plain = self.http.take().map(|listener| {
-            tokio::spawn(http::serve(
+                timeouts,
+                self.tasks.tracker().clone(),
+                stopped,
+            );
+            servers.push(self.tasks.spawn(serve));
+        }
+        if let Some(listener) = self.http.take() {
+            let stopped = listeners.cancelled_owned();
+            let serve = http::serve(
                 listener,
                 self.router.clone(),
-                http::Timeouts {
-                    header: self.header_timeout,
-                    write: self.write_timeout,
-                },
-                stopped(),
-            ))
-        });
-        let sweeper = tokio::spawn(sweep_overdue_acks(self.services.clone()));
-        let feed_sweeper = tokio::spawn(sweep_feeds(self.services.feeds.clone()));
-        let deliveries = tokio::spawn(gantry_core::delivery::run(
+                timeouts,
+                self.tasks.tracker().clone(),
+                stopped,
+            );
+            servers.push(self.tasks.spawn(serve));
+        }
+        let tasks = &self.tasks;
+        tasks.spawn_until(Stage::Chores, sweep_overdue_acks(self.services.clone()));
+        tasks.spawn_until(Stage::Chores, sweep_feeds(self.services.feeds.clone()));
+        tasks.spawn_until(Stage::Chores, flush_last_seen(self.services.clone()));
+        if let Some(days) = self.retention_days {
+            tasks.spawn_until(Stage::Chores, apply_retention(self.services.clone(), days));
+        }
+        tasks.spawn(gantry_core::delivery::run(
             self.services.webhooks.clone(),
             self.outbound.clone(),
-            delivery_stop,
+            tasks.flag(Stage::Deliveries),
         ));
-        let last_seen = tokio::spawn(flush_last_seen(self.services.clone()));
-        let retention = self
-            .retention_days
-            .map(|days| tokio::spawn(apply_retention(self.services.clone(), days)));
-        for server in [plain, https].into_iter().flatten() {
+        servers
+    }
+
+    /// The one shutdown, in the order ARCHITECTURE.md states: stop taking work, drain ingest,
+    /// finish deliveries in flight, close the store.
+    async fn shut_down(mut self, servers: Vec<tokio::task::JoinHandle<()>>) -> anyhow::Result<()> {
+        self.tasks.stop(Stage::Listeners);
+        // Push streams never end on their own: end them, so the servers can drain.
+        self.services.feeds.close();
+        for server in servers {
             server.await.context("an HTTP server")?;
         }
-        // Requests in flight have had their answers; stop taking MQTT connections, then commit
-        // whatever is still queued.
+        // Requests in flight have had their answers; stop taking MQTT connections.
         self.broker.stop();
-        sweeper.abort();
-        feed_sweeper.abort();
-        if let Err(e) = deliveries.await {
-            tracing::warn!(error = %e, "webhook deliveries ended abnormally");
-        }
-        last_seen.abort();
+        self.tasks.stop(Stage::Chores);
         if let Err(e) = self.services.presence.flush().await {
             tracing::warn!(error = %e, "last-seen times not written");
         }
@@ -378,17 +379,44 @@ impl Application {
         {
             tracing::warn!(error = %e, "device sessions not recorded as ended");
         }
-        if let Some(retention) = retention {
-            retention.abort();
-        }
-        if let Some(reload) = reload {
-            reload.abort();
-        }
+        // Commit whatever is still queued, then let the stream publisher finish.
         self.ingest.close();
         self.ingest_writer.join().await;
+        self.tasks.stop(Stage::Ingest);
+        // A POST cut short here is sent again after the restart (at least once).
+        self.tasks.stop(Stage::Deliveries);
+        self.tasks.close().await;
+        self.store.close().await;
         tracing::info!("gantry stopped");
         Ok(())
     }
+}
+
+/// Binds the HTTP and HTTPS listeners that are on and checks that the embedded broker's
+/// addresses are free, so that an operator learns every address in use from one error.
+async fn bind_listeners(config: &ServeConfig) -> anyhow::Result<(Option<TcpListener>, Option<TcpListener>)> {
+    let mut in_use = Vec::new();
+    let mut bind = async |addr: Option<SocketAddr>, what: &str, flags: &str| {
+        let addr = addr?;
+        match TcpListener::bind(addr).await {
+            Ok(listener) => Some(listener),
+            Err(e) => {
+                in_use.push(format!(
+                    "binding {what} on {addr} (move it with {flags}; `off` turns it off): {e}"
+                ));
+                None
+            }
+        }
+    };
+    let http = bind(config.http_addr.0, "HTTP", "--http-addr or GANTRY_HTTP_ADDR").await;
+    let https = bind(config.https_addr.0, "HTTPS", "--https-addr or GANTRY_HTTPS_ADDR").await;
+    if config.mqtt_broker_url.is_none() {
+        in_use.extend(mqtt::addresses_in_use(config));
+    }
+    if !in_use.is_empty() {
+        anyhow::bail!("{}", in_use.join("; "));
+    }
+    Ok((http, https))
 }
 
 /// Where temporary identities of one kind (APP or WEB) connect: with --route-tls the TLS

@@ -163,6 +163,46 @@ impl MqttFront {
     }
 }
 
+/// The embedded broker's addresses that another process holds, each as the broker's binding
+/// would tell it. A probe, before the broker binds: it sets SO_REUSEADDR as the broker does, so a
+/// port held only by the last run's closed connections is not taken for one in use.
+pub(crate) fn addresses_in_use(config: &ServeConfig) -> Vec<String> {
+    let listeners = [
+        (config.mqtt_addr.0, "MQTT", "--mqtt-addr or GANTRY_MQTT_ADDR"),
+        (
+            config.mqtt_ws_addr.0,
+            "MQTT/WebSocket",
+            "--mqtt-ws-addr or GANTRY_MQTT_WS_ADDR",
+        ),
+        (config.mqtts_addr.0, "MQTT/TLS", "--mqtts-addr or GANTRY_MQTTS_ADDR"),
+        (
+            config.mqtt_wss_addr.0,
+            "MQTT/WSS",
+            "--mqtt-wss-addr or GANTRY_MQTT_WSS_ADDR",
+        ),
+    ];
+    listeners
+        .into_iter()
+        .filter_map(|(addr, what, flags)| {
+            let addr = addr.filter(|a| a.port() != 0)?;
+            let error = probe(addr).err()?;
+            Some(format!(
+                "binding {what} on {addr} (move it with {flags}; `off` turns it off): {error}"
+            ))
+        })
+        .collect()
+}
+
+fn probe(addr: SocketAddr) -> std::io::Result<()> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1).map(drop)
+}
+
 /// `scheme://addr` of each listener that is on, joined by "and"; None when all are off.
 fn join_listeners(listeners: &[(&str, Option<SocketAddr>)]) -> Option<String> {
     let parts: Vec<String> = listeners

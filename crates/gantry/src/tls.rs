@@ -24,6 +24,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use crate::config::ServeConfig;
+use crate::tasks::{Stage, Tasks};
 
 /// ring: the provider rmqtt-net's TLS uses too, so the build has one crypto stack.
 pub fn provider() -> Arc<CryptoProvider> {
@@ -105,13 +106,14 @@ impl Tls {
         &self.cert.cert
     }
 
-    /// Reads the certificate and key files again on every SIGHUP; new connections get the new
-    /// certificate, open ones keep theirs. A failed reload keeps the old certificate.
-    pub fn reload_on_sighup(&self) -> anyhow::Result<JoinHandle<()>> {
+    /// Reads the certificate and key files again on every SIGHUP, as a task of `tasks` until
+    /// the listeners stop; new connections get the new certificate, open ones keep theirs. A
+    /// failed reload keeps the old certificate.
+    pub(crate) fn reload_on_sighup(&self, tasks: &Tasks) -> anyhow::Result<()> {
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("installing the SIGHUP handler")?;
         let cert = self.cert.clone();
-        Ok(tokio::spawn(async move {
+        tasks.spawn_until(Stage::Listeners, async move {
             while hup.recv().await.is_some() {
                 match cert.reload() {
                     Ok(()) => tracing::info!(cert = %cert.cert.display(), "TLS certificate reloaded"),
@@ -121,7 +123,8 @@ impl Tls {
                     ),
                 }
             }
-        }))
+        });
+        Ok(())
     }
 }
 
@@ -181,11 +184,14 @@ pub struct HttpsListener {
 }
 
 impl HttpsListener {
-    pub fn new(listener: TcpListener, config: Arc<ServerConfig>) -> std::io::Result<Self> {
+    /// Accepts on `listener` in a task of `tasks` until the listeners stop (or this is dropped).
+    pub(crate) fn new(listener: TcpListener, config: Arc<ServerConfig>, tasks: &Tasks) -> std::io::Result<Self> {
         let local_addr = listener.local_addr()?;
         let (tx, ready) = mpsc::channel(64);
         let tls = TlsAcceptor::from(config);
-        let acceptor = tokio::spawn(async move {
+        let handshakes = tasks.token(Stage::Listeners);
+        let tracker = tasks.tracker().clone();
+        let acceptor = tasks.spawn_until(Stage::Listeners, async move {
             loop {
                 let (tcp, peer) = match listener.accept().await {
                     Ok(accepted) => accepted,
@@ -196,8 +202,14 @@ impl HttpsListener {
                     }
                 };
                 let (tls, tx) = (tls.clone(), tx.clone());
-                tokio::spawn(async move {
-                    match tokio::time::timeout(Duration::from_secs(10), tls.accept(tcp)).await {
+                let stopped = handshakes.clone();
+                tracker.spawn(async move {
+                    let handshake = tokio::time::timeout(Duration::from_secs(10), tls.accept(tcp));
+                    let handshake = tokio::select! {
+                        done = handshake => done,
+                        _ = stopped.cancelled() => return,
+                    };
+                    match handshake {
                         Ok(Ok(stream)) => {
                             let _ = tx.send((stream, peer)).await;
                         }

@@ -1,5 +1,6 @@
 //! The error model: shape, statuses and codes for bad requests.
 
+use reqwest::Method;
 use reqwest::header::CONTENT_TYPE;
 use serde_json::json;
 
@@ -285,4 +286,63 @@ async fn requests_refused_before_routing_get_json_errors() {
     assert!(head.starts_with("http/1.1 400"), "{head}");
     assert_eq!(body["returnCode"], 40002, "{body}");
     app.stop().await;
+}
+
+/// A field the body does not have (a misspelling) is 400 naming it, and nothing is stored; the
+/// body of a GET, PUT back unchanged, is accepted: its output-only fields are ignored.
+#[tokio::test]
+async fn unknown_body_fields_are_named_and_a_gets_body_goes_back() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let (did, pid) = (&world.device["id"], &world.project["id"]);
+    let mid = &world.model["id"];
+    let events = format!("/api/v1/devices/{}/events", did.as_str().unwrap());
+    let devices = format!("/api/v1/projects/{}/devices", pid.as_str().unwrap());
+    let project = format!("/api/v1/projects/{}", pid.as_str().unwrap());
+    // (method, path, body, the field named, a listing the refusal leaves as it was)
+    let refused = [
+        (
+            Method::POST,
+            "/api/v1/deviceEvents".to_owned(),
+            json!({"deviceId": did, "attributeCode": "temp", "attributeData": 20.5,
+                   "devicetime": "2024-03-01T12:00:00.000+0800"}),
+            "devicetime",
+            events.clone(),
+        ),
+        (
+            Method::POST,
+            "/api/v1/devices".to_owned(),
+            json!({"deviceName": "twin", "projectId": pid, "modelId": mid, "virtal": true}),
+            "virtal",
+            devices.clone(),
+        ),
+        (
+            Method::PUT,
+            project.clone(),
+            json!({"name": "renamed", "descripton": "typo"}),
+            "descripton",
+            project.clone(),
+        ),
+    ];
+    for (method, path, body, field, listing) in refused {
+        let before = app.get(&listing, &app.admin).await.result();
+        let reply = app.call(method, &path, Some(&app.admin), Some(body)).await;
+        assert_eq!(reply.body["returnCode"], 40000, "{path}: {}", reply.body);
+        let message = reply.error(400);
+        assert!(message.starts_with(&format!("{field}: ")), "{path}: {message}");
+        assert_eq!(
+            app.get(&listing, &app.admin).await.result(),
+            before,
+            "{path}: nothing stored"
+        );
+    }
+    for path in [
+        format!("/api/v1/devices/{}", did.as_str().unwrap()),
+        project,
+        format!("/api/v1/deviceModels/{}", mid.as_str().unwrap()),
+    ] {
+        let got = app.get(&path, &app.admin).await.result();
+        let put = app.put(&path, &app.admin, got.clone()).await.result();
+        assert_eq!(put["id"], got["id"], "{path}");
+    }
 }

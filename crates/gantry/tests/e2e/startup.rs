@@ -170,3 +170,26 @@ async fn an_address_in_use_is_one_line_without_a_backtrace() {
     assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
+
+/// Two listeners' addresses in use: both told in the one error, each with what moves it.
+#[tokio::test]
+async fn every_address_in_use_is_told_at_once() {
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mqtt = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = serve();
+    command
+        .env("GANTRY_DATA_DIR", dir.path())
+        .env("GANTRY_HTTP_ADDR", http.local_addr().unwrap().to_string())
+        .env("GANTRY_MQTT_ADDR", mqtt.local_addr().unwrap().to_string())
+        .env("GANTRY_MQTT_WS_ADDR", "127.0.0.1:0");
+    let (code, stderr) = fails(command).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    for (addr, flag) in [
+        (http.local_addr().unwrap(), "--http-addr"),
+        (mqtt.local_addr().unwrap(), "--mqtt-addr"),
+    ] {
+        assert!(stderr.contains(&format!("on {addr} (move it with {flag}")), "{stderr}");
+    }
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
