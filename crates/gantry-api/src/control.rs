@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::AppState;
 use crate::envelope::{Done, Envelope, Paged, done, paged};
-use crate::error::{ApiResult, ErrorBody};
+use crate::error::{ApiResult, EVENT_LOG_HEADER, ErrorBody};
 use crate::extract::{AppJson, AppQuery, Auth, page};
 use crate::wire::ControlInput;
 
@@ -77,9 +77,6 @@ pub async fn send(
     // The body is fixed by the specification; the log to follow the control by goes in a header.
     Ok(([(EVENT_LOG_HEADER, log)], done()))
 }
-
-/// The response header of `PUT /shadows` that names the control's event log.
-pub const EVENT_LOG_HEADER: &str = "x-gantry-event-log-id";
 
 /// `EVENT_LOG_HEADER` and its value.
 type LogHeader = [(&'static str, String); 1];

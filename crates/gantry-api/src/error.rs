@@ -41,6 +41,10 @@ pub enum ReturnCode {
     Downlink = 50302,
 }
 
+/// The response header of `PUT /shadows` (its answer, or its 503 when the publish failed) that
+/// names the control's event log.
+pub const EVENT_LOG_HEADER: &str = "x-gantry-event-log-id";
+
 /// An error on its way to the client.
 #[derive(Debug)]
 pub enum ApiError {
@@ -161,7 +165,7 @@ impl IntoResponse for ApiError {
         }) = &self
             && let Ok(value) = axum::http::HeaderValue::from_str(id)
         {
-            response.headers_mut().insert(crate::control::EVENT_LOG_HEADER, value);
+            response.headers_mut().insert(EVENT_LOG_HEADER, value);
         }
         response
     }
@@ -210,7 +214,7 @@ mod tests {
             let (got_status, got_code, message) = api.parts();
             assert_eq!((got_status, got_code as i32), (status, code), "{message}");
             let response = api.into_response();
-            let header = response.headers().get(crate::control::EVENT_LOG_HEADER);
+            let header = response.headers().get(EVENT_LOG_HEADER);
             assert_eq!(header.and_then(|h| h.to_str().ok()), log);
             if let Some(log) = log {
                 assert!(message.contains(log), "{message}");

@@ -74,6 +74,7 @@ async fn resolve_addr(addr: &str) -> anyhow::Result<SocketAddr> {
 fn fleet_size(settings: &Settings) -> FleetSize {
     let wants = |s: &str| settings.wants(s);
     let ingest = if wants(ingest_rest::SCENARIO)
+        || wants(webhooks::SCENARIO)
         || wants(ingest_mqtt::SCENARIO)
         || wants(control::SCENARIO)
         || wants(stream::SCENARIO)

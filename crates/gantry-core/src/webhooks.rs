@@ -233,7 +233,7 @@ impl WebhookService {
                     device_id: event.device_id.clone(),
                     kind: StreamType::Telemetry,
                     time: now,
-                    data: serde_json::to_string(event).map_err(Error::store)?,
+                    data: serde_json::to_string(event).map_err(Error::serialization)?,
                 });
             }
         }

@@ -278,7 +278,7 @@ struct BrokerDownlink {
 #[async_trait]
 impl Downlink for BrokerDownlink {
     async fn send(&self, owner: &str, message: &Message) -> gantry_core::Result<()> {
-        let payload = serde_json::to_vec(message).map_err(gantry_core::Error::store)?;
+        let payload = serde_json::to_vec(message).map_err(gantry_core::Error::serialization)?;
         let publish = Publish::from(CodecPublish {
             dup: false,
             retain: false,
@@ -292,7 +292,7 @@ impl Downlink for BrokerDownlink {
         let from = From::from_system(Id::from(self.scx.node.id(), ClientId::from_static("gantry")));
         SessionState::forwards(&self.scx, from, publish, false, None)
             .await
-            .map_err(|e| gantry_core::Error::store(std::io::Error::other(e.to_string())))?;
+            .map_err(|e| gantry_core::Error::downlink(std::io::Error::other(e.to_string())))?;
         self.stats.messages_out.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

@@ -362,11 +362,11 @@ struct ExternalDownlink {
 #[async_trait]
 impl Downlink for ExternalDownlink {
     async fn send(&self, owner: &str, message: &Message) -> gantry_core::Result<()> {
-        let payload = serde_json::to_vec(message).map_err(gantry_core::Error::store)?;
+        let payload = serde_json::to_vec(message).map_err(gantry_core::Error::serialization)?;
         self.client
             .publish(self.topics.inbox(owner), QoS::AtLeastOnce, false, payload)
             .await
-            .map_err(|e| gantry_core::Error::store(std::io::Error::other(e.to_string())))?;
+            .map_err(|e| gantry_core::Error::downlink(std::io::Error::other(e.to_string())))?;
         self.stats.messages_out.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

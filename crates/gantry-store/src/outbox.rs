@@ -24,9 +24,6 @@ use crate::sql::values_clause;
 /// The outbox's columns but its number, in `write_outbox`'s order.
 pub(crate) const OUTBOX_COLUMNS: &str = "id, project_id, webhooks, device_id, kind, time, data";
 
-/// Outbox rows per INSERT.
-const OUTBOX_ROWS: usize = 100;
-
 /// The stored form of a row's webhooks: each id between commas.
 fn webhooks_text(webhooks: &[WebhookId]) -> String {
     let mut text = String::from(",");
@@ -51,23 +48,37 @@ pub(crate) async fn write_outbox(
     anonymous: bool,
 ) -> Result<()> {
     for chunk in events.chunks(OUTBOX_ROWS) {
-        let text = format!(
-            "INSERT INTO {table} ({OUTBOX_COLUMNS}) VALUES {}",
-            values_clause(chunk.len(), 7, anonymous)
-        );
-        let query = chunk.iter().fold(sqlx::query(&text), |query, e| {
-            query
-                .bind(e.id.as_str())
-                .bind(e.project_id.as_str())
-                .bind(webhooks_text(&e.webhooks))
-                .bind(e.device_id.as_str())
-                .bind(e.kind.as_str())
-                .bind(e.time)
-                .bind(e.data.as_str())
-        });
+        let text = insert_text(table, chunk.len(), anonymous);
+        let query = chunk.iter().fold(sqlx::query(&text), bind_row);
         query.execute(&mut *conn).await.map_err(db_error)?;
     }
     Ok(())
+}
+
+/// Rows one `insert_text` statement takes at the most.
+pub(crate) const OUTBOX_ROWS: usize = 100;
+
+/// The INSERT of `rows` outbox rows into `table` (`bind_row` binds each).
+pub(crate) fn insert_text(table: &str, rows: usize, anonymous: bool) -> String {
+    format!(
+        "INSERT INTO {table} ({OUTBOX_COLUMNS}) VALUES {}",
+        values_clause(rows, 7, anonymous)
+    )
+}
+
+/// `query` with the values of `e`'s row (`OUTBOX_COLUMNS`' order).
+pub(crate) fn bind_row<'q>(
+    query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+    e: &'q WebhookEvent,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    query
+        .bind(e.id.as_str())
+        .bind(e.project_id.as_str())
+        .bind(webhooks_text(&e.webhooks))
+        .bind(e.device_id.as_str())
+        .bind(e.kind.as_str())
+        .bind(e.time)
+        .bind(e.data.as_str())
 }
 
 /// `record` as one event of `kind` for `webhooks` (none: no event), for the main outbox.
@@ -141,17 +152,22 @@ pub(crate) async fn waiting_rows<'e>(
 
 /// Takes the rows numbered `seqs` (not empty) of the outbox `table` for `webhook`, or every row
 /// it waits for when `seqs` is None; returns how many it took, which is fewer than `seqs` when
-/// another delivery took some first. Rows no webhook waits for any more go.
+/// another delivery took some first. Rows no webhook waits for any more go. The rows are locked
+/// in their order first (`lock`, `Dialect::lock_to_delete`), so that deliveries of several
+/// webhooks taking the same rows at once queue one behind the other instead of deadlocking.
 pub(crate) async fn take_rows(
     conn: &mut AnyConnection,
-    table: &str,
+    (table, lock): (&str, &str),
     webhook: &WebhookId,
     seqs: Option<&[i64]>,
 ) -> Result<u64> {
     let within = seqs
         .map(|seqs| format!(" AND {}", seq_in(3, seqs.len())))
         .unwrap_or_default();
-    let take = format!("UPDATE {table} SET webhooks = REPLACE(webhooks, $1, ',') WHERE webhooks LIKE $2{within}");
+    let take = format!(
+        "UPDATE {table} SET webhooks = REPLACE(webhooks, $1, ',') WHERE seq IN \
+         (SELECT seq FROM {table} WHERE webhooks LIKE $2{within} ORDER BY seq{lock})"
+    );
     let taken = seqs
         .unwrap_or_default()
         .iter()

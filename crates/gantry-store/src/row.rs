@@ -36,7 +36,7 @@ pub(crate) fn json_opt<T: DeserializeOwned>(row: &AnyRow, column: &str) -> Resul
 
 /// The stored form of a JSON document.
 pub(crate) fn to_json(value: &impl Serialize) -> Result<String> {
-    serde_json::to_string(value).map_err(Error::store)
+    serde_json::to_string(value).map_err(Error::serialization)
 }
 
 /// The record fields, from columns of the same names.

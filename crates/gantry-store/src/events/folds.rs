@@ -23,7 +23,7 @@ use gantry_core::Result;
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Transaction};
 
-use super::rollups::{HOUR_MS, MINUTE_MS, upsert};
+use super::rollups::{HOUR_MS, MINUTE_MS, unfolded, upsert};
 use crate::row::get;
 
 /// The fold lock's key (a PostgreSQL advisory lock): a constant no other part of Gantry uses.
@@ -113,17 +113,6 @@ async fn advisory<'e>(executor: impl sqlx::Executor<'e, Database = Any>, functio
         .await
         .map_err(crate::error::db_error)?;
     Ok(())
-}
-
-/// The condition, for a statement over device_events, that picks the events not yet in the
-/// rollups (read in the statement's own snapshot, as its rollup rows are).
-const UNFOLDED: &str = "ingress_ts >= (SELECT ingested_through FROM device_event_rollup_folds)";
-
-/// `UNFOLDED`, given a mark read before (`read_mark`), which the mark only ever passes: with it,
-/// PostgreSQL plans for the few newest events and reads them by arrival, where it would plan
-/// for a share of the device's events (the mark's value unknown) and read its whole window.
-pub(crate) fn unfolded(read_before: i64) -> String {
-    format!("ingress_ts >= {read_before} AND {UNFOLDED}")
 }
 
 /// Moves the mark to `FOLD_LAG_MS` before `now` if it is behind; returns whether it moved.

@@ -382,6 +382,17 @@ pub(crate) async fn recompute(
 /// given the statement (to bind its values to), the text `table WHERE condition AND `.
 pub(crate) type ApartRows<'a> = &'a dyn Fn(&mut Sql) -> String;
 
+/// The condition, for a statement over device_events, that picks the events not yet in the
+/// rollups (read in the statement's own snapshot, as its rollup rows are).
+const UNFOLDED: &str = "ingress_ts >= (SELECT ingested_through FROM device_event_rollup_folds)";
+
+/// `UNFOLDED`, given a mark read before (`folds::read_mark`), which the mark only ever passes:
+/// with it, PostgreSQL plans for the few newest events and reads them by arrival, where it would
+/// plan for a share of the device's events (the mark's value unknown) and read its whole window.
+pub(crate) fn unfolded(read_before: i64) -> String {
+    format!("ingress_ts >= {read_before} AND {UNFOLDED}")
+}
+
 /// The statement that answers `query`: per bucket, the rollups of the whole minutes (or hours)
 /// in its window and the raw events of the part minutes at the window's edges, by device time;
 /// by arrival time the raw events alone (the rollups are by device time). `apart` adds an
@@ -414,7 +425,7 @@ pub(crate) fn series_statement(query: &SeriesQuery, apart: Option<ApartRows<'_>>
                 bucket_sql("bucket", width, offset)
             ));
             if let Some(mark) = folded {
-                let unfolded = format!("device_events WHERE {} AND ", super::folds::unfolded(mark));
+                let unfolded = format!("device_events WHERE {} AND ", unfolded(mark));
                 parts.push(raw(&unfolded, first, after - 1));
             }
             if query.start < first {

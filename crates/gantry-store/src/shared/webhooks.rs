@@ -182,7 +182,7 @@ impl WebhookStore for SqlStore {
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
-        take_rows(&mut tx, "webhook_outbox", id, None).await?;
+        take_rows(&mut tx, ("webhook_outbox", self.dialect.lock_to_delete), id, None).await?;
         tx.commit().await.map_err(db_error)?;
         // No new rows come for it now that it is gone (`WebhookService` forgets it).
         self.events.drop_apart(id, None).await
@@ -237,7 +237,13 @@ impl WebhookStore for SqlStore {
         let main: Vec<i64> = taken.iter().filter(|k| k.in_main()).map(|k| k.seq).collect();
         let apart: Vec<OutboxKey> = taken.iter().filter(|k| !k.in_main()).copied().collect();
         if !main.is_empty() {
-            let taken = take_rows(&mut tx, "webhook_outbox", &d.webhook_id, Some(&main)).await?;
+            let taken = take_rows(
+                &mut tx,
+                ("webhook_outbox", self.dialect.lock_to_delete),
+                &d.webhook_id,
+                Some(&main),
+            )
+            .await?;
             if taken != main.len() as u64 {
                 // Dropped: the transaction rolls back, the delivery is not stored.
                 return Err(Error::Conflict("another node took these webhook events".to_owned()));

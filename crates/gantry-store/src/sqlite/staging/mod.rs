@@ -45,7 +45,7 @@ use self::table::{OUTBOX, STAGING};
 use super::database::Database;
 use crate::engine::{EngineFigures, EventEngine};
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
-use crate::outbox::{merge_by_time, take_rows, waiting_rows, write_outbox};
+use crate::outbox::{OUTBOX_ROWS, bind_row, insert_text, merge_by_time, take_rows, waiting_rows, write_outbox};
 use crate::task::every;
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
@@ -152,6 +152,52 @@ impl StagingEvents {
         }
     }
 
+    /// Stages `events` (one statement's worth) and writes the webhook events they cause (one
+    /// statement's worth) in one transaction and one round trip; returns each event's number,
+    /// device and id. A failure rolls the transaction back.
+    async fn stage_with_outbox(
+        &self,
+        events: &[DeviceEvent],
+        outbox: &[WebhookEvent],
+    ) -> Result<Vec<(i64, String, String)>> {
+        let text = format!(
+            "BEGIN; INSERT INTO {STAGING} ({COLUMNS}) VALUES {}; SELECT last_insert_rowid(); {}; COMMIT",
+            values_clause(events.len(), EVENT_FIELDS, true),
+            insert_text(OUTBOX, outbox.len(), true),
+        );
+        let query = events.iter().try_fold(sqlx::query(&text), bind_event)?;
+        let query = outbox.iter().fold(query, bind_row);
+        let mut conn = self.stager.acquire().await.map_err(crate::error::db_error)?;
+        let rows = match query.fetch_all(&mut *conn).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                // The text's transaction may be open still (a statement after BEGIN failed).
+                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+                return Err(crate::error::db_error(e));
+            }
+        };
+        let last: i64 = rows
+            .first()
+            .ok_or(sqlx::Error::RowNotFound)
+            .and_then(|row| sqlx::Row::try_get(row, 0))
+            .map_err(crate::error::db_error)?;
+        let first = last - events.len() as i64 + 1;
+        Ok(events
+            .iter()
+            .zip(first..)
+            .map(|(e, seq)| (seq, e.device_id.as_str().to_owned(), e.id.as_str().to_owned()))
+            .collect())
+    }
+
+    /// Tells the flusher of a commit, in commit order (`committing` is held): it puts the commit
+    /// on disk and then the events into the index, before the caller acknowledges them.
+    fn committed(&self, began: Instant, numbered: Vec<(i64, String, String)>) -> Durable {
+        let flusher = &self.mover.flusher;
+        flusher.stats().committed(began.elapsed());
+        let flushed = flusher.after_commit(numbered);
+        Box::pin(async move { flushed.await.map_err(crate::error::io_unavailable) })
+    }
+
     /// A transaction on the main file's writer. Deferred: `BEGIN IMMEDIATE` would take the write
     /// lock of every attached file, the staging file's too, and hold ingest commits. Each file's
     /// lock is taken by the transaction's first write to it; only this connection writes the main
@@ -199,7 +245,7 @@ impl EventEngine for StagingEvents {
                 continue;
             }
             let mut tx = writer.begin().await.map_err(crate::error::db_error)?;
-            take_rows(&mut tx, table, webhook, seqs.as_deref()).await?;
+            take_rows(&mut tx, (table, ""), webhook, seqs.as_deref()).await?;
             tx.commit().await.map_err(crate::error::db_error)?;
         }
         Ok(())
@@ -245,9 +291,14 @@ impl EventStore for StagingEvents {
         self.staged().wait_for_room(MAX_STAGED).await;
         let _committing = self.staged().committing.lock().await;
         let began = Instant::now();
-        let mut numbered = Vec::with_capacity(events.len());
         // Events that fit one statement commit with it, in one round trip to the stager's thread
-        // with the number query below (four with a transaction around them).
+        // with the number query (four with a transaction around them), and so do they with the
+        // webhook events they cause when those fit one statement too.
+        if events.len() <= ROWS_PER_STATEMENT && !outbox.is_empty() && outbox.len() <= OUTBOX_ROWS {
+            let numbered = self.stage_with_outbox(events, outbox).await?;
+            return Ok(self.committed(began, numbered));
+        }
+        let mut numbered = Vec::with_capacity(events.len());
         let mut writing = if events.len() <= ROWS_PER_STATEMENT && outbox.is_empty() {
             Writing::Alone(self.stager.acquire().await.map_err(crate::error::db_error)?)
         } else {
@@ -286,14 +337,7 @@ impl EventStore for StagingEvents {
             write_outbox(&mut tx, OUTBOX, outbox, true).await?;
             tx.commit().await.map_err(crate::error::db_error)?;
         }
-        // Told in commit order (`committing` is held): the flusher puts the commit on disk and
-        // then the events into the index, before the caller acknowledges them.
-        let flusher = &self.mover.flusher;
-        flusher.stats().committed(began.elapsed());
-        let flushed = flusher.after_commit(numbered);
-        Ok(Box::pin(
-            async move { flushed.await.map_err(crate::error::io_unavailable) },
-        ))
+        Ok(self.committed(began, numbered))
     }
 
     async fn get_event(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
