@@ -20,6 +20,7 @@ use crate::records::{Device, DeviceModel};
 use crate::store::Store;
 use crate::stream::StreamType;
 use crate::time::now_ms;
+use crate::webhook::Audience;
 use crate::webhooks::WebhookService;
 use crate::{Error, Result};
 
@@ -68,13 +69,13 @@ impl ControlService {
     }
 
     /// The webhooks of `project` that want event logs.
-    async fn hooks(&self, project: &crate::ids::ProjectId) -> Result<Vec<crate::ids::WebhookId>> {
+    async fn hooks(&self, project: &crate::ids::ProjectId) -> Result<Audience> {
         self.webhooks.subscribers(project, StreamType::EventLog).await
     }
 
     /// Sends a stored (or updated) event log to its project's push stream, and wakes the
     /// deliveries when webhooks got it.
-    fn pushed(&self, log: &EventLog, hooks: &[crate::ids::WebhookId]) {
+    fn pushed(&self, log: &EventLog, hooks: Audience) {
         if !hooks.is_empty() {
             self.webhooks.wake();
         }
@@ -149,8 +150,8 @@ impl ControlService {
         );
         let deadline = input.needack.then(|| now + self.ack_timeout.as_millis() as i64);
         let hooks = self.hooks(&log.project_id).await?;
-        self.store.insert_event_log(&log, deadline, &hooks).await?;
-        self.pushed(&log, &hooks);
+        self.store.insert_event_log(&log, deadline, hooks).await?;
+        self.pushed(&log, hooks);
         if input.needack {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
         }
@@ -182,8 +183,8 @@ impl ControlService {
         log.reply_to = reply_to;
         let deadline = needack.then(|| now + self.ack_timeout.as_millis() as i64);
         let hooks = self.hooks(&log.project_id).await?;
-        self.store.insert_event_log(&log, deadline, &hooks).await?;
-        self.pushed(&log, &hooks);
+        self.store.insert_event_log(&log, deadline, hooks).await?;
+        self.pushed(&log, hooks);
         if needack {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
         }
@@ -199,20 +200,13 @@ impl ControlService {
         let answered = match ack.meta.correlation_id.as_deref() {
             Some(correlation) => {
                 self.store
-                    .record_ack(
-                        &device.record.tenant_id,
-                        &device.id,
-                        correlation,
-                        &ack_json,
-                        now,
-                        &hooks,
-                    )
+                    .record_ack(&device.record.tenant_id, &device.id, correlation, &ack_json, now, hooks)
                     .await?
             }
             None => None,
         };
         if let Some(log) = &answered {
-            self.pushed(log, &hooks);
+            self.pushed(log, hooks);
         }
         // The first response completes a control still processing; a later one, or one after
         // the `exception`, leaves its status as it was.
@@ -237,8 +231,8 @@ impl ControlService {
             "DEVICE",
             now,
         );
-        self.store.insert_event_log(&response, None, &hooks).await?;
-        self.pushed(&response, &hooks);
+        self.store.insert_event_log(&response, None, hooks).await?;
+        self.pushed(&response, hooks);
         Ok(())
     }
 

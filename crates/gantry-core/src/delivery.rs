@@ -147,9 +147,7 @@ async fn work(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut ho
 /// Takes the oldest waiting events into a new pending delivery; false when none wait.
 async fn open_delivery(webhooks: &WebhookService, webhook: &Webhook) -> crate::Result<bool> {
     let store = webhooks.store();
-    let waiting = store
-        .waiting_events(&webhook.id, &webhook.project_id, webhooks.config().batch)
-        .await?;
+    let waiting = store.waiting_events(webhook, webhooks.config().batch).await?;
     if waiting.is_empty() {
         return Ok(false);
     }

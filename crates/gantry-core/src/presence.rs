@@ -81,7 +81,7 @@ impl PresenceService {
             Err(e) => return Err(e),
         };
         let hooks = self.webhooks.subscribers(&project, StreamType::Connection).await?;
-        self.store.session_started(tenant, &start, &hooks).await?;
+        self.store.session_started(tenant, &start, hooks).await?;
         if !hooks.is_empty() {
             self.webhooks.wake();
         }
@@ -137,9 +137,9 @@ impl PresenceService {
         };
         let hooks = match &known {
             Some((_, project)) => self.webhooks.subscribers(project, StreamType::Connection).await?,
-            None => Vec::new(),
+            None => Default::default(),
         };
-        if !self.store.session_ended(&end, &hooks).await? {
+        if !self.store.session_ended(&end, hooks).await? {
             return Ok(());
         }
         if !hooks.is_empty() {
@@ -228,7 +228,7 @@ impl PresenceService {
                 .webhooks
                 .subscribers(&session.project, StreamType::Connection)
                 .await?;
-            self.store.session_ended(&end, &hooks).await?;
+            self.store.session_ended(&end, hooks).await?;
         }
         Ok(())
     }

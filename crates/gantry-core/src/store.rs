@@ -17,7 +17,7 @@ use crate::query::{DeviceQuery, EventLogQuery, EventQuery, ProjectQuery};
 use crate::records::{Device, DeviceModel, Project, Tenant};
 use crate::route::StoredRoute;
 use crate::series::{Bucket, SeriesQuery};
-use crate::webhook::{Delivery, OutboxKey, Webhook, WebhookEvent};
+use crate::webhook::{Audience, Delivery, OutboxKey, Webhook, WebhookEvent};
 
 /// A commit on its way to disk (`EventStore::commit_events`): resolves once it is durable.
 pub type Durable = std::pin::Pin<Box<dyn Future<Output = Result<()>> + Send + 'static>>;
@@ -143,7 +143,7 @@ pub trait EventStore: Send + Sync {
 pub trait EventLogStore: Send + Sync {
     /// Stores a log; `ack_deadline` (epoch ms) is set for a control that waits for its ack.
     /// `webhooks` get the log as an `eventLog` event, written in the same transaction.
-    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: &[WebhookId]) -> Result<()>;
+    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: Audience) -> Result<()>;
     /// Appends `response` to the device's control log whose `eventId` is `correlation_id` and
     /// completes it if it was still processing. Returns the updated log, or None if there is none.
     /// `webhooks` get the updated log, written in the same transaction.
@@ -154,13 +154,12 @@ pub trait EventLogStore: Send + Sync {
         correlation_id: &str,
         response: &serde_json::Value,
         at: i64,
-        webhooks: &[WebhookId],
+        webhooks: Audience,
     ) -> Result<Option<EventLog>>;
     /// Controls still processing at `now` past their deadline become `exception`; returns them
     /// as they are now. Each one enters the webhook outbox of its project's `webhooks` in the
     /// same transaction.
-    async fn expire_event_logs(&self, now: i64, webhooks: &HashMap<ProjectId, Vec<WebhookId>>)
-    -> Result<Vec<EventLog>>;
+    async fn expire_event_logs(&self, now: i64, webhooks: &HashMap<ProjectId, Audience>) -> Result<Vec<EventLog>>;
     async fn list_event_logs(
         &self,
         tenant: &TenantId,
@@ -205,10 +204,10 @@ pub trait ConnectionStore: Send + Sync {
     /// Records the device connected by this session, unless a session that began later is
     /// recorded already. Its last session's `disconnectedTime` stays. When it records it,
     /// `webhooks` get the record as a `connection` event, written in the same transaction.
-    async fn session_started(&self, tenant: &TenantId, start: &SessionStart, webhooks: &[WebhookId]) -> Result<()>;
+    async fn session_started(&self, tenant: &TenantId, start: &SessionStart, webhooks: Audience) -> Result<()>;
     /// Records the device disconnected, unless its recorded session began after
     /// `end.started_by`; whether it did. When it did, `webhooks` get the record as for a start.
-    async fn session_ended(&self, end: &SessionEnd, webhooks: &[WebhookId]) -> Result<bool>;
+    async fn session_ended(&self, end: &SessionEnd, webhooks: Audience) -> Result<bool>;
     /// Moves each device's last-seen time forward (never back).
     async fn record_last_seen(&self, seen: &[(DeviceId, i64)]) -> Result<()>;
     /// The device's record; None for a device never connected. The device id selects: the
@@ -235,14 +234,9 @@ pub trait WebhookStore: Send + Sync {
     async fn delete_webhook(&self, tenant: &TenantId, id: &WebhookId) -> Result<()>;
     /// Every enabled webhook of every tenant (with its secret).
     async fn enabled_webhooks(&self) -> Result<Vec<Webhook>>;
-    /// Up to `limit` of the events waiting for the webhook (of `project`), oldest first: a
+    /// Up to `limit` of the events waiting for the webhook (of its project), oldest first: a
     /// device's events of one type in the order they were committed.
-    async fn waiting_events(
-        &self,
-        webhook: &WebhookId,
-        project: &ProjectId,
-        limit: usize,
-    ) -> Result<Vec<(OutboxKey, WebhookEvent)>>;
+    async fn waiting_events(&self, webhook: &Webhook, limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>>;
     /// Stores a new delivery, then takes the events it carries (`taken`) out of the outbox for
     /// its webhook (an event goes once no webhook waits for it): a crash between the two sends
     /// them again rather than never. `Conflict`, storing nothing, when some of them were taken

@@ -146,6 +146,9 @@ pub struct Webhook {
     pub updated_by: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_time: Option<i64>,
+    /// Its place among its project's webhooks: its bit in an outbox row's `Audience`.
+    #[serde(skip)]
+    pub slot: u8,
 }
 
 impl Webhook {
@@ -202,15 +205,41 @@ pub fn parse_secret(secret: &str) -> Result<String> {
     Ok(secret.to_owned())
 }
 
+/// Webhooks of one project, as the outbox keeps them: a bit per webhook's `slot`. A project
+/// holds at most `Audience::MAX_WEBHOOKS` webhooks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Audience(pub u64);
+
+impl Audience {
+    /// Slots 0 to 62: the bits of a signed 64-bit column that stay positive.
+    pub const MAX_WEBHOOKS: u64 = 63;
+
+    pub fn with(self, slot: u8) -> Self {
+        Audience(self.0 | Self::bit(slot))
+    }
+
+    pub fn bit(slot: u8) -> u64 {
+        1u64 << slot
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn contains(self, slot: u8) -> bool {
+        self.0 & Self::bit(slot) != 0
+    }
+}
+
 /// One event waiting for webhooks (a row of the outbox), in the stream's shape: `data` is the
 /// JSON the stream would send. It is written once, whatever the number of webhooks that want
-/// it: `webhooks` are those that have not taken it into a delivery yet.
+/// it: `pending` are those that have not taken it into a delivery yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookEvent {
     /// Unique, so that a receiver can tell a redelivered event (`id` in the delivery).
     pub id: String,
     pub project_id: ProjectId,
-    pub webhooks: Vec<WebhookId>,
+    pub pending: Audience,
     pub device_id: DeviceId,
     pub kind: StreamType,
     /// When it happened (committed), epoch milliseconds.
@@ -475,7 +504,7 @@ mod tests {
         let event = |id: &str, data: &str| WebhookEvent {
             id: id.into(),
             project_id: ProjectId::from_string("p"),
-            webhooks: vec![webhook.clone()],
+            pending: Audience::default().with(0),
             device_id: DeviceId::from_string("d"),
             kind: StreamType::Telemetry,
             time: 5,

@@ -24,7 +24,7 @@ use crate::stream::StreamType;
 use crate::time::now_ms;
 use crate::token::generate_token;
 use crate::webhook::{
-    CreatedWebhook, Delivery, MAX_DESCRIPTION, RetryPolicy, Webhook, WebhookEvent, WebhookFields, WebhookUrl,
+    Audience, CreatedWebhook, Delivery, MAX_DESCRIPTION, RetryPolicy, Webhook, WebhookEvent, WebhookFields, WebhookUrl,
     parse_secret, parse_types,
 };
 use crate::{Error, Result};
@@ -70,8 +70,8 @@ pub struct WebhookStats {
     pub failed: AtomicU64,
 }
 
-/// The enabled webhooks by project: each one's id and types.
-type Snapshot = HashMap<ProjectId, Vec<(WebhookId, Vec<StreamType>)>>;
+/// The enabled webhooks by project: each one's slot and types.
+type Snapshot = HashMap<ProjectId, Vec<(u8, Vec<StreamType>)>>;
 
 /// The snapshot and when it was loaded (None after a webhook write here), and how many webhook
 /// writes here have dropped it.
@@ -81,13 +81,12 @@ struct Cached {
     generation: u64,
 }
 
-/// The ids of those of a project's `hooks` that want events of `kind`.
-fn wanting(hooks: &[(WebhookId, Vec<StreamType>)], kind: StreamType) -> Vec<WebhookId> {
+/// Those of a project's `hooks` that want events of `kind`.
+fn wanting(hooks: &[(u8, Vec<StreamType>)], kind: StreamType) -> Audience {
     hooks
         .iter()
         .filter(|(_, types)| types.contains(&kind))
-        .map(|(id, _)| id.clone())
-        .collect()
+        .fold(Audience::default(), |audience, (slot, _)| audience.with(*slot))
 }
 
 pub struct WebhookService {
@@ -150,7 +149,7 @@ impl WebhookService {
             snapshot
                 .entry(webhook.project_id)
                 .or_default()
-                .push((webhook.id, webhook.types));
+                .push((webhook.slot, webhook.types));
         }
         let snapshot = Arc::new(snapshot);
         let mut cached = self.snapshot.lock().expect("webhook snapshot lock");
@@ -177,7 +176,7 @@ impl WebhookService {
     }
 
     /// The enabled webhooks of the project that want events of `kind`.
-    pub async fn subscribers(&self, project: &ProjectId, kind: StreamType) -> Result<Vec<WebhookId>> {
+    pub async fn subscribers(&self, project: &ProjectId, kind: StreamType) -> Result<Audience> {
         let snapshot = self.snapshot().await?;
         Ok(snapshot
             .get(project)
@@ -186,12 +185,12 @@ impl WebhookService {
     }
 
     /// The enabled webhooks that want events of `kind`, by project (projects with none left out).
-    pub async fn subscribers_by_project(&self, kind: StreamType) -> Result<HashMap<ProjectId, Vec<WebhookId>>> {
+    pub async fn subscribers_by_project(&self, kind: StreamType) -> Result<HashMap<ProjectId, Audience>> {
         let snapshot = self.snapshot().await?;
         Ok(snapshot
             .iter()
             .map(|(project, hooks)| (project.clone(), wanting(hooks, kind)))
-            .filter(|(_, ids)| !ids.is_empty())
+            .filter(|(_, audience)| !audience.is_empty())
             .collect())
     }
 
@@ -229,7 +228,7 @@ impl WebhookService {
                 outbox.push(WebhookEvent {
                     id: WebhookEvent::new_id(),
                     project_id: first.project_id.clone(),
-                    webhooks: telemetry.clone(),
+                    pending: telemetry,
                     device_id: event.device_id.clone(),
                     kind: StreamType::Telemetry,
                     time: now,
@@ -260,7 +259,7 @@ impl WebhookService {
             outbox.push(WebhookEvent {
                 id: WebhookEvent::new_id(),
                 project_id: first.project_id.clone(),
-                webhooks: shadow,
+                pending: shadow,
                 device_id: first.device_id.clone(),
                 kind: StreamType::Shadow,
                 time: now,
@@ -293,8 +292,11 @@ impl WebhookService {
             created_time: now_ms(),
             updated_by: None,
             updated_time: None,
+            // The store gives it its place.
+            slot: 0,
         };
-        self.store.insert_webhook(&webhook, self.config.per_project).await?;
+        let max = self.config.per_project.min(Audience::MAX_WEBHOOKS);
+        self.store.insert_webhook(&webhook, max).await?;
         self.invalidate();
         Ok(CreatedWebhook { webhook, secret })
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use gantry_core::Result;
-use gantry_core::ids::{ProjectId, WebhookId};
+use gantry_core::ids::ProjectId;
 use gantry_core::store::EventStore;
 use gantry_core::webhook::{OutboxKey, WebhookEvent};
 use sqlx::AnyPool;
@@ -110,16 +110,16 @@ pub(crate) trait EventEngine: EventStore + Debug {
     /// (`OutboxKey`). An engine that writes the main outbox alone has none.
     async fn waiting_apart(
         &self,
-        _webhook: &WebhookId,
+        _slot: u8,
         _project: &ProjectId,
         _limit: usize,
     ) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
         Ok(Vec::new())
     }
 
-    /// Takes the webhook's events `keys` (from `waiting_apart`) out of the outboxes kept apart
-    /// for it; all of them when `keys` is None (the webhook is deleted).
-    async fn drop_apart(&self, _webhook: &WebhookId, _keys: Option<&[OutboxKey]>) -> Result<()> {
+    /// Takes the events `keys` (from `waiting_apart`) out of the outboxes kept apart for the
+    /// webhook in `slot`; all of them when `keys` is None (the webhook is deleted).
+    async fn drop_apart(&self, _slot: u8, _keys: Option<&[OutboxKey]>) -> Result<()> {
         Ok(())
     }
 

@@ -3,16 +3,16 @@
 //! an engine's ingest commit into its own table, `EventEngine::waiting_apart`), how they are read
 //! back (`waiting_rows`), and how they leave (`take_rows`).
 //!
-//! An event is one row whatever the number of webhooks that want it, so that a webhook costs a
-//! commit nothing more than a few bytes of its row: `webhooks` lists those that have not taken it
-//! yet, as `,<id>,<id>,`. A delivery takes an event by removing its webhook from the list; the
-//! row goes when the list is empty. A webhook reads its project's rows alone (`project_id`).
+//! An event is one row whatever the number of webhooks that want it, so that webhooks cost a
+//! commit nothing: `pending` holds a bit for each webhook of the project that has not taken it
+//! yet (its `slot`, `Audience`). A delivery takes an event by clearing its webhook's bit; the
+//! row goes when none is left. A webhook reads its project's rows alone (`project_id`).
 
 use gantry_core::Result;
-use gantry_core::ids::{DeviceId, ProjectId, WebhookId};
+use gantry_core::ids::{DeviceId, ProjectId};
 use gantry_core::stream::StreamType;
 use gantry_core::time::now_ms;
-use gantry_core::webhook::{OutboxKey, WebhookEvent};
+use gantry_core::webhook::{Audience, OutboxKey, WebhookEvent};
 use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::{Any, AnyConnection};
@@ -22,21 +22,16 @@ use crate::row::{get, spelled};
 use crate::sql::values_clause;
 
 /// The outbox's columns but its number, in `write_outbox`'s order.
-pub(crate) const OUTBOX_COLUMNS: &str = "id, project_id, webhooks, device_id, kind, time, data";
+pub(crate) const OUTBOX_COLUMNS: &str = "id, project_id, pending, device_id, kind, time, data";
 
-/// The stored form of a row's webhooks: each id between commas.
-fn webhooks_text(webhooks: &[WebhookId]) -> String {
-    let mut text = String::from(",");
-    for webhook in webhooks {
-        text.push_str(webhook.as_str());
-        text.push(',');
-    }
-    text
+/// The stored form of an audience: a signed 64-bit integer whose bits are its slots.
+fn stored(audience: Audience) -> i64 {
+    audience.0 as i64
 }
 
-/// What a LIKE matches in the rows `webhook` still waits for.
-fn waiting_for(webhook: &WebhookId) -> String {
-    format!("%,{webhook},%")
+/// The mask that clears `slot`'s bit.
+fn clearing(slot: u8) -> i64 {
+    !Audience::bit(slot) as i64
 }
 
 /// Writes `events` into the outbox `table` on `conn` (inside the cause's transaction).
@@ -74,7 +69,7 @@ pub(crate) fn bind_row<'q>(
     query
         .bind(e.id.as_str())
         .bind(e.project_id.as_str())
-        .bind(webhooks_text(&e.webhooks))
+        .bind(stored(e.pending))
         .bind(e.device_id.as_str())
         .bind(e.kind.as_str())
         .bind(e.time)
@@ -83,7 +78,7 @@ pub(crate) fn bind_row<'q>(
 
 /// `record` as one event of `kind` for `webhooks` (none: no event), for the main outbox.
 pub(crate) fn outbox_events(
-    webhooks: &[WebhookId],
+    webhooks: Audience,
     kind: StreamType,
     project: &ProjectId,
     device: &DeviceId,
@@ -95,7 +90,7 @@ pub(crate) fn outbox_events(
     Ok(vec![WebhookEvent {
         id: WebhookEvent::new_id(),
         project_id: project.clone(),
-        webhooks: webhooks.to_vec(),
+        pending: webhooks,
         device_id: device.clone(),
         kind,
         time: now_ms(),
@@ -105,7 +100,7 @@ pub(crate) fn outbox_events(
 
 /// Reads outbox rows (`seq` and `OUTBOX_COLUMNS`) of the outbox numbered `outbox` (`OutboxKey`).
 pub(crate) fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<(OutboxKey, WebhookEvent)> {
-    let webhooks: String = get(row, "webhooks")?;
+    let pending: i64 = get(row, "pending")?;
     Ok((
         OutboxKey {
             outbox,
@@ -114,11 +109,7 @@ pub(crate) fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<(OutboxKey, We
         WebhookEvent {
             id: get(row, "id")?,
             project_id: ProjectId::from_string(get::<String>(row, "project_id")?),
-            webhooks: webhooks
-                .split(',')
-                .filter(|w| !w.is_empty())
-                .map(WebhookId::from_string)
-                .collect(),
+            pending: Audience(pending as u64),
             device_id: DeviceId::from_string(get::<String>(row, "device_id")?),
             kind: spelled(row, "kind", |k| StreamType::parse_field(k, "kind").ok())?,
             time: get(row, "time")?,
@@ -127,22 +118,21 @@ pub(crate) fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<(OutboxKey, We
     ))
 }
 
-/// Up to `limit` of the rows of `table` (the outbox numbered `outbox`) that `webhook` of
-/// `project` still waits for, oldest first. Rows written before outboxes recorded their
-/// project have an empty one, and are read by every webhook of the file.
+/// Up to `limit` of the rows of `table` (the outbox numbered `outbox`) that the webhook in
+/// `slot` of `project` has not taken yet, oldest first.
 pub(crate) async fn waiting_rows<'e>(
     executor: impl sqlx::Executor<'e, Database = Any>,
     (table, outbox): (&str, u8),
-    webhook: &WebhookId,
+    slot: u8,
     project: &ProjectId,
     limit: usize,
 ) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
     let rows = sqlx::query(&format!(
         "SELECT seq, {OUTBOX_COLUMNS} FROM {table} \
-         WHERE project_id IN ($1, '') AND webhooks LIKE $2 ORDER BY seq LIMIT $3"
+         WHERE project_id = $1 AND (pending & $2) <> 0 ORDER BY seq LIMIT $3"
     ))
     .bind(project.as_str())
-    .bind(waiting_for(webhook))
+    .bind(stored(Audience::default().with(slot)))
     .bind(limit as i64)
     .fetch_all(executor)
     .await
@@ -150,31 +140,31 @@ pub(crate) async fn waiting_rows<'e>(
     rows.iter().map(|row| outbox_from_row(row, outbox)).collect()
 }
 
-/// Takes the rows numbered `seqs` (not empty) of the outbox `table` for `webhook`, or every row
-/// it waits for when `seqs` is None; returns how many it took, which is fewer than `seqs` when
-/// another delivery took some first. Rows no webhook waits for any more go. The rows are locked
-/// in their order first (`lock`, `Dialect::lock_to_delete`), so that deliveries of several
-/// webhooks taking the same rows at once queue one behind the other instead of deadlocking.
+/// Takes the rows numbered `seqs` (not empty) of the outbox `table` for the webhook in `slot`, or
+/// every row it has not taken when `seqs` is None; returns how many it took, which is fewer than
+/// `seqs` when another delivery took some first. Rows no webhook waits for any more go. The rows
+/// are locked in their order first (`lock`, `Dialect::lock_to_delete`), so that deliveries of
+/// several webhooks taking the same rows at once queue one behind the other, never deadlock.
 pub(crate) async fn take_rows(
     conn: &mut AnyConnection,
     (table, lock): (&str, &str),
-    webhook: &WebhookId,
+    slot: u8,
     seqs: Option<&[i64]>,
 ) -> Result<u64> {
     let within = seqs
         .map(|seqs| format!(" AND {}", seq_in(3, seqs.len())))
         .unwrap_or_default();
     let take = format!(
-        "UPDATE {table} SET webhooks = REPLACE(webhooks, $1, ',') WHERE seq IN \
-         (SELECT seq FROM {table} WHERE webhooks LIKE $2{within} ORDER BY seq{lock})"
+        "UPDATE {table} SET pending = pending & $1 WHERE seq IN \
+         (SELECT seq FROM {table} WHERE (pending & $2) <> 0{within} ORDER BY seq{lock})"
     );
     let taken = seqs
         .unwrap_or_default()
         .iter()
         .fold(
             sqlx::query(&take)
-                .bind(format!(",{webhook},"))
-                .bind(waiting_for(webhook)),
+                .bind(clearing(slot))
+                .bind(stored(Audience::default().with(slot))),
             |q, seq| q.bind(*seq),
         )
         .execute(&mut *conn)
@@ -184,7 +174,7 @@ pub(crate) async fn take_rows(
     let within = seqs
         .map(|seqs| format!(" AND {}", seq_in(1, seqs.len())))
         .unwrap_or_default();
-    let done = format!("DELETE FROM {table} WHERE webhooks = ','{within}");
+    let done = format!("DELETE FROM {table} WHERE pending = 0{within}");
     seqs.unwrap_or_default()
         .iter()
         .fold(sqlx::query(&done), |q, seq| q.bind(*seq))
@@ -231,7 +221,7 @@ mod tests {
             WebhookEvent {
                 id: format!("{outbox}-{seq}"),
                 project_id: ProjectId::from_string("p"),
-                webhooks: vec![WebhookId::from_string("w")],
+                pending: Audience(1),
                 device_id: DeviceId::from_string("d"),
                 kind: StreamType::Telemetry,
                 time,

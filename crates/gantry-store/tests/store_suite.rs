@@ -2527,7 +2527,7 @@ async fn device_sessions_start_end_and_survive_a_restart(store: SqlStore) {
     };
 
     store
-        .session_started(&tenant, &session(&a, 1_000, "tcp"), &[])
+        .session_started(&tenant, &session(&a, 1_000, "tcp"), Default::default())
         .await
         .unwrap();
     let on = store.connection(&a.id).await.unwrap().unwrap();
@@ -2566,17 +2566,17 @@ async fn device_sessions_start_end_and_survive_a_restart(store: SqlStore) {
     // A newer session takes over; the older one's end, arriving late, changes nothing, nor
     // does the older one's start.
     store
-        .session_started(&tenant, &session(&a, 2_000, "ws"), &[])
+        .session_started(&tenant, &session(&a, 2_000, "ws"), Default::default())
         .await
         .unwrap();
     assert!(
         !store
-            .session_ended(&end(&a, 1_000, 2_001, Some(1_900)), &[])
+            .session_ended(&end(&a, 1_000, 2_001, Some(1_900)), Default::default())
             .await
             .unwrap()
     );
     store
-        .session_started(&tenant, &session(&a, 1_000, "tcp"), &[])
+        .session_started(&tenant, &session(&a, 1_000, "tcp"), Default::default())
         .await
         .unwrap();
     let taken_over = store.connection(&a.id).await.unwrap().unwrap();
@@ -2588,7 +2588,7 @@ async fn device_sessions_start_end_and_survive_a_restart(store: SqlStore) {
 
     assert!(
         store
-            .session_ended(&end(&a, 2_000, 3_000, Some(2_900)), &[])
+            .session_ended(&end(&a, 2_000, 3_000, Some(2_900)), Default::default())
             .await
             .unwrap()
     );
@@ -2602,7 +2602,7 @@ async fn device_sessions_start_end_and_survive_a_restart(store: SqlStore) {
 
     // A session the process did not see end (a crash): ended at its last-seen time at start.
     store
-        .session_started(&tenant, &session(&b, 4_000, "tls"), &[])
+        .session_started(&tenant, &session(&b, 4_000, "tls"), Default::default())
         .await
         .unwrap();
     // A flush of a large fleet, the known device last: devices without a row are skipped.
@@ -2621,7 +2621,7 @@ async fn device_sessions_start_end_and_survive_a_restart(store: SqlStore) {
     assert_eq!(store.end_all_sessions().await.unwrap(), 0);
     // The next session keeps the last one's end until its own.
     store
-        .session_started(&tenant, &session(&b, 5_000, "tls"), &[])
+        .session_started(&tenant, &session(&b, 5_000, "tls"), Default::default())
         .await
         .unwrap();
     let back = store.connection(&b.id).await.unwrap().unwrap();
@@ -2644,6 +2644,7 @@ fn webhook_record(project: &Project, types: Vec<gantry_core::stream::StreamType>
         created_time: 1_000,
         updated_by: None,
         updated_time: None,
+        slot: 0,
     }
 }
 
@@ -2732,7 +2733,7 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
     use gantry_core::enums::{Classification, DeliveryStatus, EventLogStatus};
     use gantry_core::ids::DeliveryId;
     use gantry_core::stream::StreamType;
-    use gantry_core::webhook::{Delivery, WebhookEvent};
+    use gantry_core::webhook::{Audience, Delivery, WebhookEvent};
     let tenant = new_tenant(&store, "hooks").await;
     let project = new_project(&store, &tenant, "p").await;
     let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
@@ -2741,6 +2742,10 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
     let quiet = webhook_record(&project, vec![StreamType::Telemetry]);
     store.insert_webhook(&hook, 20).await.unwrap();
     store.insert_webhook(&quiet, 20).await.unwrap();
+    // As the store keeps them: each with its slot.
+    let hook = store.get_webhook(&tenant, &hook.id).await.unwrap().unwrap();
+    let quiet = store.get_webhook(&tenant, &quiet.id).await.unwrap().unwrap();
+    assert_ne!(hook.slot, quiet.slot);
 
     let events: Vec<DeviceEvent> = (0..3)
         .map(|i| event_at(&device, EventId::generate(), "temp", json!(i), i))
@@ -2751,7 +2756,7 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
             id: WebhookEvent::new_id(),
             project_id: project.id.clone(),
             // One row for both webhooks that want telemetry.
-            webhooks: vec![hook.id.clone(), quiet.id.clone()],
+            pending: Audience::default().with(hook.slot).with(quiet.slot),
             device_id: device.id.clone(),
             kind: StreamType::Telemetry,
             time: 10,
@@ -2779,20 +2784,31 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
         reply_to: None,
     };
     store
-        .insert_event_log(&log, Some(i64::MAX), std::slice::from_ref(&hook.id))
+        .insert_event_log(&log, Some(i64::MAX), Audience::default().with(hook.slot))
         .await
         .unwrap();
     store
-        .session_started(&tenant, &session(&device, 1_000, "tcp"), std::slice::from_ref(&hook.id))
+        .session_started(
+            &tenant,
+            &session(&device, 1_000, "tcp"),
+            Audience::default().with(hook.slot),
+        )
         .await
         .unwrap();
     // Written without webhooks: nothing waits.
     store
-        .record_ack(&tenant, &device.id, "c-1", &json!({"ok": true}), 30, &[])
+        .record_ack(
+            &tenant,
+            &device.id,
+            "c-1",
+            &json!({"ok": true}),
+            30,
+            Audience::default(),
+        )
         .await
         .unwrap();
 
-    let waiting = store.waiting_events(&hook.id, &project.id, 100).await.unwrap();
+    let waiting = store.waiting_events(&hook, 100).await.unwrap();
     let telemetry: Vec<&str> = waiting
         .iter()
         .filter(|(_, e)| e.kind == StreamType::Telemetry)
@@ -2817,19 +2833,15 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
     let telemetry_of = |waiting: &[(gantry_core::webhook::OutboxKey, WebhookEvent)]| -> Vec<String> {
         waiting.iter().map(|(_, e)| e.id.clone()).collect()
     };
-    let quiet_waits = store.waiting_events(&quiet.id, &project.id, 100).await.unwrap();
+    let quiet_waits = store.waiting_events(&quiet, 100).await.unwrap();
     assert_eq!(telemetry_of(&quiet_waits), telemetry, "the same rows wait for both");
     // Another project's webhook reads none of them.
     let elsewhere = new_project(&store, &tenant, "elsewhere").await;
     let stranger_hook = webhook_record(&elsewhere, StreamType::ALL.to_vec());
     store.insert_webhook(&stranger_hook, 20).await.unwrap();
-    assert!(
-        store
-            .waiting_events(&stranger_hook.id, &elsewhere.id, 100)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    let stranger_hook = store.get_webhook(&tenant, &stranger_hook.id).await.unwrap().unwrap();
+    assert_eq!(stranger_hook.slot, hook.slot, "slots are per project");
+    assert!(store.waiting_events(&stranger_hook, 100).await.unwrap().is_empty());
 
     // A delivery of the first two: the rest still wait, in order.
     let delivery = |id: DeliveryId, created: i64, count: u32| Delivery {
@@ -2851,7 +2863,7 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
     let first = delivery(DeliveryId::generate(), 100, 2);
     let keys: Vec<_> = waiting.iter().take(2).map(|(k, _)| *k).collect();
     store.insert_delivery(&first, &keys).await.unwrap();
-    let rest = store.waiting_events(&hook.id, &project.id, 100).await.unwrap();
+    let rest = store.waiting_events(&hook, 100).await.unwrap();
     assert_eq!(
         rest.iter().map(|(_, e)| e.id.clone()).collect::<Vec<_>>(),
         waiting[2..].iter().map(|(_, e)| e.id.clone()).collect::<Vec<_>>()
@@ -2879,15 +2891,9 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
         store.insert_delivery(&again, &keys).await,
         Err(Error::Conflict(_))
     ));
-    assert!(
-        store
-            .waiting_events(&hook.id, &project.id, 100)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(store.waiting_events(&hook, 100).await.unwrap().is_empty());
     // Taken by one webhook, an event still waits for the other, until it takes it too.
-    let still = store.waiting_events(&quiet.id, &project.id, 100).await.unwrap();
+    let still = store.waiting_events(&quiet, 100).await.unwrap();
     assert_eq!(telemetry_of(&still), telemetry_of(&quiet_waits));
     let quiet_delivery = Delivery {
         webhook_id: quiet.id.clone(),
@@ -2895,13 +2901,7 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
     };
     let keys: Vec<_> = still.iter().map(|(k, _)| *k).collect();
     store.insert_delivery(&quiet_delivery, &keys).await.unwrap();
-    assert!(
-        store
-            .waiting_events(&quiet.id, &project.id, 100)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(store.waiting_events(&quiet, 100).await.unwrap().is_empty());
     let listed = store.list_deliveries(&tenant, &hook.id, all()).await.unwrap();
     assert_eq!((listed.total, listed.items), (2, vec![second.clone(), done]));
     let stranger = new_tenant(&store, "stranger").await;
@@ -2913,17 +2913,11 @@ async fn webhook_events_wait_in_order_until_a_delivery_holds_them(store: SqlStor
     // Deleting the webhook drops its deliveries and whatever still waits for it.
     let late = [event_at(&device, EventId::generate(), "temp", json!(9), 9)];
     store.commit_events(&late, &outbox[..1]).await.unwrap().await.unwrap();
-    assert_eq!(store.waiting_events(&hook.id, &project.id, 100).await.unwrap().len(), 1);
+    assert_eq!(store.waiting_events(&hook, 100).await.unwrap().len(), 1);
     store.delete_webhook(&tenant, &hook.id).await.unwrap();
-    assert!(
-        store
-            .waiting_events(&hook.id, &project.id, 100)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(store.waiting_events(&hook, 100).await.unwrap().is_empty());
     assert_eq!(
-        store.waiting_events(&quiet.id, &project.id, 100).await.unwrap().len(),
+        store.waiting_events(&quiet, 100).await.unwrap().len(),
         1,
         "what waits for the other webhook stays"
     );

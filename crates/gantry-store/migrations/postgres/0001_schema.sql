@@ -265,7 +265,8 @@ CREATE INDEX event_logs_event ON event_logs (device_id, event_id);
 CREATE INDEX event_logs_pending ON event_logs (status, ack_deadline);
 
 -- Webhooks: a project's receivers; `types` is a comma list of stream types, `secret` the HMAC key
--- of the signatures (kept as it is: a delivery needs it).
+-- of the signatures (kept as it is: a delivery needs it), `slot` its bit in the outbox's
+-- `pending` (0 to 62, unique among the project's webhooks).
 -- With several nodes on one database, the node that holds a webhook's lease (`lease_owner`
 -- until `lease_until`) works its deliveries alone, renewing it while it does.
 CREATE TABLE webhooks (
@@ -281,22 +282,22 @@ CREATE TABLE webhooks (
     created_time BIGINT NOT NULL,
     updated_by   TEXT,
     updated_time BIGINT,
+    slot         BIGINT NOT NULL,
     lease_owner  TEXT,
     lease_until  BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX webhooks_by_project ON webhooks (project_id, created_time, id);
 
--- Events waiting for webhooks: the outbox of every cause: ingest commits, event logs and
--- connection changes, each in its
--- cause's transaction. An event is one row whatever the number of webhooks that
--- want it: `webhooks` lists those that have not taken it into a delivery yet, each id between
--- commas (`,a,b,`), and a webhook reads the rows of its own project. A delivery takes an event by
--- removing its webhook from the list; the row goes when the list is empty.
+-- Events waiting for webhooks: the outbox of every cause (ingest commits, event logs and
+-- connection changes), each written in its cause's transaction. An event is one row whatever the
+-- number of webhooks that want it: `pending` has a bit for each webhook of its project that has
+-- not taken it into a delivery yet (the webhook's `slot`), and a webhook reads the rows of its own
+-- project. A delivery takes an event by clearing its bit; the row goes when none is left.
 CREATE TABLE webhook_outbox (
     seq        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     id         TEXT NOT NULL,
     project_id TEXT NOT NULL,
-    webhooks   TEXT NOT NULL,
+    pending    BIGINT NOT NULL,
     device_id  TEXT NOT NULL,
     kind       TEXT NOT NULL,
     time       BIGINT NOT NULL,

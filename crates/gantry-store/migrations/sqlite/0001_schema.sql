@@ -240,7 +240,8 @@ CREATE TABLE walk_syncs (
 );
 
 -- Webhooks: a project's receivers; `types` is a comma list of stream types, `secret` the HMAC key
--- of the signatures (kept as it is: a delivery needs it).
+-- of the signatures (kept as it is: a delivery needs it), `slot` its bit in the outbox's
+-- `pending` (0 to 62, unique among the project's webhooks).
 CREATE TABLE webhooks (
     id           TEXT PRIMARY KEY,
     tenant_id    TEXT NOT NULL,
@@ -253,22 +254,22 @@ CREATE TABLE webhooks (
     created_by   TEXT NOT NULL,
     created_time BIGINT NOT NULL,
     updated_by   TEXT,
-    updated_time BIGINT
+    updated_time BIGINT,
+    slot         BIGINT NOT NULL
 );
 CREATE INDEX webhooks_by_project ON webhooks (project_id, created_time, id);
 
 -- Events waiting for webhooks: the outbox of connection changes, written in their transaction
--- (ingest commits and event
--- logs write the outboxes of their own files). An event is one row whatever the number of webhooks
--- that
--- want it: `webhooks` lists those that have not taken it into a delivery yet, each id between
--- commas (`,a,b,`), and a webhook reads the rows of its own project. A delivery takes an event by
--- removing its webhook from the list; the row goes when the list is empty.
+-- (ingest commits and event logs write the outboxes of their own files). An event is one row
+-- whatever the number of webhooks that want it: `pending` has a bit for each webhook of its
+-- project that has not taken it into a delivery yet (the webhook's `slot`), and a webhook reads
+-- the rows of its own project. A delivery takes an event by clearing its bit; the row goes when
+-- none is left.
 CREATE TABLE webhook_outbox (
     seq        INTEGER PRIMARY KEY,
     id         TEXT NOT NULL,
     project_id TEXT NOT NULL,
-    webhooks   TEXT NOT NULL,
+    pending    BIGINT NOT NULL,
     device_id  TEXT NOT NULL,
     kind       TEXT NOT NULL,
     time       BIGINT NOT NULL,

@@ -7,9 +7,10 @@
 use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::connection::{Connection, SessionEnd, SessionStart};
-use gantry_core::ids::{DeviceId, ProjectId, TenantId, WebhookId};
+use gantry_core::ids::{DeviceId, ProjectId, TenantId};
 use gantry_core::store::ConnectionStore;
 use gantry_core::stream::StreamType;
+use gantry_core::webhook::Audience;
 use sqlx::any::AnyRow;
 
 use crate::SqlStore;
@@ -40,7 +41,7 @@ fn connection_from_row(row: &AnyRow) -> Result<Connection> {
 
 #[async_trait]
 impl ConnectionStore for SqlStore {
-    async fn session_started(&self, tenant: &TenantId, start: &SessionStart, webhooks: &[WebhookId]) -> Result<()> {
+    async fn session_started(&self, tenant: &TenantId, start: &SessionStart, webhooks: Audience) -> Result<()> {
         let mut tx = self.writer.begin().await.map_err(db_error)?;
         // An older session's start that arrives late leaves a newer one as it is.
         let done = sqlx::query(
@@ -71,7 +72,7 @@ impl ConnectionStore for SqlStore {
         tx.commit().await.map_err(db_error)
     }
 
-    async fn session_ended(&self, end: &SessionEnd, webhooks: &[WebhookId]) -> Result<bool> {
+    async fn session_ended(&self, end: &SessionEnd, webhooks: Audience) -> Result<bool> {
         let mut tx = self.writer.begin().await.map_err(db_error)?;
         let done = sqlx::query(
             "UPDATE device_connections SET connected = 0, disconnected_time = $1, \
@@ -140,7 +141,7 @@ impl ConnectionStore for SqlStore {
 
 /// The device's record as the transaction left it, as a `connection` event for each of
 /// `webhooks`, written in the transaction.
-async fn changed(conn: &mut sqlx::AnyConnection, device: &DeviceId, webhooks: &[WebhookId]) -> Result<()> {
+async fn changed(conn: &mut sqlx::AnyConnection, device: &DeviceId, webhooks: Audience) -> Result<()> {
     if webhooks.is_empty() {
         return Ok(());
     }

@@ -7,11 +7,12 @@ use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::enums::{Classification, EventLogStatus, SortOrder};
 use gantry_core::event_log::EventLog;
-use gantry_core::ids::{DeviceId, ProjectId, TenantId, WebhookId};
+use gantry_core::ids::{DeviceId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::{EventLogQuery, EventLogSort};
 use gantry_core::store::EventLogStore;
 use gantry_core::stream::StreamType;
+use gantry_core::webhook::Audience;
 use sqlx::any::AnyRow;
 
 use crate::SqlStore;
@@ -60,7 +61,7 @@ fn log_from_row(row: &AnyRow) -> Result<EventLog> {
 
 #[async_trait]
 impl EventLogStore for SqlStore {
-    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: &[WebhookId]) -> Result<()> {
+    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: Audience) -> Result<()> {
         let started = Instant::now();
         let mut conn = self.log_writer.acquire().await.map_err(crate::error::db_error)?;
         let waited = started.elapsed();
@@ -110,7 +111,7 @@ impl EventLogStore for SqlStore {
         correlation_id: &str,
         response: &serde_json::Value,
         at: i64,
-        webhooks: &[WebhookId],
+        webhooks: Audience,
     ) -> Result<Option<EventLog>> {
         let started = Instant::now();
         let mut tx = self.begin_log_write().await?;
@@ -154,11 +155,7 @@ impl EventLogStore for SqlStore {
         Ok(Some(log))
     }
 
-    async fn expire_event_logs(
-        &self,
-        now: i64,
-        webhooks: &HashMap<ProjectId, Vec<WebhookId>>,
-    ) -> Result<Vec<EventLog>> {
+    async fn expire_event_logs(&self, now: i64, webhooks: &HashMap<ProjectId, Audience>) -> Result<Vec<EventLog>> {
         // Most sweeps find nothing: they look on a reader first, so that they do not take the
         // writer from a control.
         let table = self.dialect.event_logs;
@@ -189,7 +186,7 @@ impl EventLogStore for SqlStore {
         for log in &expired {
             if let Some(hooks) = webhooks.get(&log.project_id) {
                 outbox.extend(outbox_events(
-                    hooks,
+                    *hooks,
                     StreamType::EventLog,
                     &log.project_id,
                     &log.device_id,

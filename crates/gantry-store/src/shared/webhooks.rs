@@ -7,7 +7,7 @@ use gantry_core::ids::{DeliveryId, ProjectId, TenantId, WebhookId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::store::WebhookStore;
 use gantry_core::stream::StreamType;
-use gantry_core::webhook::{Delivery, OutboxKey, Webhook, WebhookEvent};
+use gantry_core::webhook::{Audience, Delivery, OutboxKey, Webhook, WebhookEvent};
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
 
@@ -18,7 +18,7 @@ use crate::row::{flag, get, spelled};
 use crate::sql::{Sql, fetch_page};
 
 const COLUMNS: &str = "id, tenant_id, project_id, url, types, description, enabled, secret, created_by, created_time, \
-                       updated_by, updated_time";
+                       updated_by, updated_time, slot";
 
 const DELIVERY_COLUMNS: &str = "id, tenant_id, webhook_id, status, event_count, attempts, last_http_status, last_error, \
                                 created_time, first_attempt_time, last_attempt_time, next_attempt_time, finished_time, body";
@@ -42,6 +42,7 @@ fn webhook_from_row(row: &AnyRow) -> Result<Webhook> {
         created_time: get(row, "created_time")?,
         updated_by: get(row, "updated_by")?,
         updated_time: get(row, "updated_time")?,
+        slot: u8::try_from(get::<i64>(row, "slot")?).map_err(Error::store)?,
     })
 }
 
@@ -92,8 +93,21 @@ impl WebhookStore for SqlStore {
                 max: max_per_project,
             });
         }
+        // Its bit in the outbox's rows: the lowest slot no webhook of the project holds.
+        let taken: Vec<i64> = sqlx::query_scalar("SELECT slot FROM webhooks WHERE project_id = $1")
+            .bind(w.project_id.as_str())
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let slot = (0..Audience::MAX_WEBHOOKS as i64)
+            .find(|slot| !taken.contains(slot))
+            .ok_or(Error::LimitReached {
+                what: "webhooks per project",
+                limit: "webhooks-per-project",
+                max: Audience::MAX_WEBHOOKS,
+            })?;
         sqlx::query(&format!(
-            "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+            "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
         ))
         .bind(w.id.as_str())
         .bind(w.tenant_id.as_str())
@@ -107,6 +121,7 @@ impl WebhookStore for SqlStore {
         .bind(w.created_time)
         .bind(w.updated_by.as_deref())
         .bind(w.updated_time)
+        .bind(slot)
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
@@ -168,24 +183,23 @@ impl WebhookStore for SqlStore {
 
     async fn delete_webhook(&self, tenant: &TenantId, id: &WebhookId) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        let done = sqlx::query("DELETE FROM webhooks WHERE tenant_id = $1 AND id = $2")
-            .bind(tenant.as_str())
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
-        if done.rows_affected() == 0 {
-            return Err(Error::not_found("webhook", id));
-        }
+        let slot: Option<i64> =
+            sqlx::query_scalar("DELETE FROM webhooks WHERE tenant_id = $1 AND id = $2 RETURNING slot")
+                .bind(tenant.as_str())
+                .bind(id.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_error)?;
+        let slot = u8::try_from(slot.ok_or_else(|| Error::not_found("webhook", id))?).map_err(Error::store)?;
         sqlx::query("DELETE FROM webhook_deliveries WHERE webhook_id = $1")
             .bind(id.as_str())
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
-        take_rows(&mut tx, ("webhook_outbox", self.dialect.lock_to_delete), id, None).await?;
+        take_rows(&mut tx, ("webhook_outbox", self.dialect.lock_to_delete), slot, None).await?;
         tx.commit().await.map_err(db_error)?;
         // No new rows come for it now that it is gone (`WebhookService` forgets it).
-        self.events.drop_apart(id, None).await
+        self.events.drop_apart(slot, None).await
     }
 
     async fn enabled_webhooks(&self) -> Result<Vec<Webhook>> {
@@ -198,14 +212,10 @@ impl WebhookStore for SqlStore {
         rows.iter().map(webhook_from_row).collect()
     }
 
-    async fn waiting_events(
-        &self,
-        webhook: &WebhookId,
-        project: &ProjectId,
-        limit: usize,
-    ) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
-        let main = waiting_rows(&self.pool, ("webhook_outbox", OutboxKey::MAIN), webhook, project, limit).await?;
-        let apart = self.events.waiting_apart(webhook, project, limit).await?;
+    async fn waiting_events(&self, webhook: &Webhook, limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
+        let (slot, project) = (webhook.slot, &webhook.project_id);
+        let main = waiting_rows(&self.pool, ("webhook_outbox", OutboxKey::MAIN), slot, project, limit).await?;
+        let apart = self.events.waiting_apart(slot, project, limit).await?;
         Ok(merge_by_time(main, apart, limit))
     }
 
@@ -213,6 +223,13 @@ impl WebhookStore for SqlStore {
     /// (PostgreSQL) took one of them already, the delivery is not stored (`Conflict`).
     async fn insert_delivery(&self, d: &Delivery, taken: &[OutboxKey]) -> Result<()> {
         let mut tx = self.begin_write().await?;
+        let slot: Option<i64> = sqlx::query_scalar("SELECT slot FROM webhooks WHERE id = $1")
+            .bind(d.webhook_id.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let slot =
+            u8::try_from(slot.ok_or_else(|| Error::not_found("webhook", &d.webhook_id))?).map_err(Error::store)?;
         sqlx::query(&format!(
             "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
@@ -240,7 +257,7 @@ impl WebhookStore for SqlStore {
             let taken = take_rows(
                 &mut tx,
                 ("webhook_outbox", self.dialect.lock_to_delete),
-                &d.webhook_id,
+                slot,
                 Some(&main),
             )
             .await?;
@@ -251,7 +268,7 @@ impl WebhookStore for SqlStore {
         }
         tx.commit().await.map_err(db_error)?;
         if !apart.is_empty() {
-            self.events.drop_apart(&d.webhook_id, Some(&apart)).await?;
+            self.events.drop_apart(slot, Some(&apart)).await?;
         }
         Ok(())
     }

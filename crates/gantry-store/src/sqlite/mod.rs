@@ -175,12 +175,12 @@ mod tests {
         let log = control("c-1");
         const WITHIN: Duration = Duration::from_secs(5);
         let waited = "written without waiting for the main file's writer";
-        tokio::time::timeout(WITHIN, store.insert_event_log(&log, Some(i64::MAX), &[]))
+        tokio::time::timeout(WITHIN, store.insert_event_log(&log, Some(i64::MAX), Default::default()))
             .await
             .expect(waited)
             .unwrap();
         let response = serde_json::json!({"ok": true});
-        let ack = store.record_ack(&log.tenant_id, &log.device_id, "c-1", &response, 2, &[]);
+        let ack = store.record_ack(&log.tenant_id, &log.device_id, "c-1", &response, 2, Default::default());
         let acked = tokio::time::timeout(WITHIN, ack)
             .await
             .expect(waited)

@@ -27,13 +27,13 @@ CREATE TABLE device_events_recent (
 -- Telemetry and shadow events waiting for webhooks, written by the ingest commit that stages their
 -- events (so in the same file and transaction: a commit across two attached WAL files is not
 -- atomic). `seq` rises in commit order (one writer). An event is one row whatever the number of
--- webhooks that want it: `webhooks` lists those that have not taken it into a delivery yet
--- (`,a,b,`), and a webhook reads the rows of its own project; the row goes when the list is empty.
+-- webhooks that want it: `pending` has a bit for each webhook of its project that has not taken
+-- it yet (the webhook's `slot`); the row goes when none is left.
 CREATE TABLE webhook_outbox (
     seq        INTEGER PRIMARY KEY,
     id         TEXT NOT NULL,
     project_id TEXT NOT NULL,
-    webhooks   TEXT NOT NULL,
+    pending    BIGINT NOT NULL,
     device_id  TEXT NOT NULL,
     kind       TEXT NOT NULL,
     time       BIGINT NOT NULL,

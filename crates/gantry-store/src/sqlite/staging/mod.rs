@@ -28,7 +28,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::event::{DeviceEvent, ShadowAttribute};
-use gantry_core::ids::{DeviceId, EventId, ProjectId, TenantId, WebhookId};
+use gantry_core::ids::{DeviceId, EventId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
@@ -225,18 +225,18 @@ impl EventEngine for StagingEvents {
     /// event-log file (`LOGS_OUTBOX`), merged by time.
     async fn waiting_apart(
         &self,
-        webhook: &WebhookId,
+        slot: u8,
         project: &ProjectId,
         limit: usize,
     ) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
         let pool = &self.database.pool;
-        let staged = waiting_rows(pool, (OUTBOX, STAGED_OUTBOX), webhook, project, limit).await?;
-        let logs = waiting_rows(pool, (super::logs::LOG_OUTBOX, LOGS_OUTBOX), webhook, project, limit).await?;
+        let staged = waiting_rows(pool, (OUTBOX, STAGED_OUTBOX), slot, project, limit).await?;
+        let logs = waiting_rows(pool, (super::logs::LOG_OUTBOX, LOGS_OUTBOX), slot, project, limit).await?;
         Ok(merge_by_time(staged, logs, limit))
     }
 
     /// Each outbox's on its file's one writer: the stager, the event logs' writer.
-    async fn drop_apart(&self, webhook: &WebhookId, keys: Option<&[OutboxKey]>) -> Result<()> {
+    async fn drop_apart(&self, slot: u8, keys: Option<&[OutboxKey]>) -> Result<()> {
         for outbox in [STAGED_OUTBOX, LOGS_OUTBOX] {
             let (table, writer) = self.outbox(outbox);
             let seqs: Option<Vec<i64>> =
@@ -245,7 +245,7 @@ impl EventEngine for StagingEvents {
                 continue;
             }
             let mut tx = writer.begin().await.map_err(crate::error::db_error)?;
-            take_rows(&mut tx, (table, ""), webhook, seqs.as_deref()).await?;
+            take_rows(&mut tx, (table, ""), slot, seqs.as_deref()).await?;
             tx.commit().await.map_err(crate::error::db_error)?;
         }
         Ok(())
