@@ -176,17 +176,7 @@ impl StagingEvents {
                 return Err(crate::error::db_error(e));
             }
         };
-        let last: i64 = rows
-            .first()
-            .ok_or(sqlx::Error::RowNotFound)
-            .and_then(|row| sqlx::Row::try_get(row, 0))
-            .map_err(crate::error::db_error)?;
-        let first = last - events.len() as i64 + 1;
-        Ok(events
-            .iter()
-            .zip(first..)
-            .map(|(e, seq)| (seq, e.device_id.as_str().to_owned(), e.id.as_str().to_owned()))
-            .collect())
+        numbered(events, &rows)
     }
 
     /// Tells the flusher of a commit, in commit order (`committing` is held): it puts the commit
@@ -207,6 +197,23 @@ impl StagingEvents {
     async fn begin_write(&self) -> Result<Transaction<'static, Any>> {
         self.database.writer.begin().await.map_err(crate::error::db_error)
     }
+}
+
+/// Each of `events` with its number, device and id: an INSERT's rows take consecutive numbers in
+/// VALUES order (AUTOINCREMENT, one writer), ending at the `last_insert_rowid()` that `rows` hold
+/// (the INSERT returns no row, the SELECT after it one).
+fn numbered(events: &[DeviceEvent], rows: &[sqlx::any::AnyRow]) -> Result<Vec<(i64, String, String)>> {
+    let last: i64 = rows
+        .first()
+        .ok_or(sqlx::Error::RowNotFound)
+        .and_then(|row| sqlx::Row::try_get(row, 0))
+        .map_err(crate::error::db_error)?;
+    let first = last - events.len() as i64 + 1;
+    Ok(events
+        .iter()
+        .zip(first..)
+        .map(|(e, seq)| (seq, e.device_id.as_str().to_owned(), e.id.as_str().to_owned()))
+        .collect())
 }
 
 #[async_trait]
@@ -298,7 +305,7 @@ impl EventStore for StagingEvents {
             let numbered = self.stage_with_outbox(events, outbox).await?;
             return Ok(self.committed(began, numbered));
         }
-        let mut numbered = Vec::with_capacity(events.len());
+        let mut all = Vec::with_capacity(events.len());
         let mut writing = if events.len() <= ROWS_PER_STATEMENT && outbox.is_empty() {
             Writing::Alone(self.stager.acquire().await.map_err(crate::error::db_error)?)
         } else {
@@ -320,24 +327,13 @@ impl EventStore for StagingEvents {
             // The INSERT returns no row, the SELECT after it one (`fetch_one` ends with the
             // first statement on sqlx 0.8: RowNotFound).
             let rows = query.fetch_all(&mut *conn).await.map_err(crate::error::db_error)?;
-            let last: i64 = rows
-                .first()
-                .ok_or(sqlx::Error::RowNotFound)
-                .and_then(|row| sqlx::Row::try_get(row, 0))
-                .map_err(crate::error::db_error)?;
-            let first = last - chunk.len() as i64 + 1;
-            numbered.extend(
-                chunk
-                    .iter()
-                    .zip(first..)
-                    .map(|(e, seq)| (seq, e.device_id.as_str().to_owned(), e.id.as_str().to_owned())),
-            );
+            all.extend(numbered(chunk, &rows)?);
         }
         if let Writing::Transaction(mut tx) = writing {
             write_outbox(&mut tx, OUTBOX, outbox, true).await?;
             tx.commit().await.map_err(crate::error::db_error)?;
         }
-        Ok(self.committed(began, numbered))
+        Ok(self.committed(began, all))
     }
 
     async fn get_event(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
