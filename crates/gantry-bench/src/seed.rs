@@ -37,8 +37,7 @@ pub const FIRST_DEVICE_TS: i64 = 1_704_067_200_000;
 /// Seeded events are this far apart in device time.
 pub const SPACING_MS: i64 = 1000;
 /// Events per `append_events` call: one transaction, which the store splits into short
-/// statements. Large batches mean few commits, which is what bounds the seeding rate (the batch
-/// sizes tried are in docs/PERFORMANCE.md, "What a run does").
+/// statements. Large batches mean few commits, which is what bounds the seeding rate.
 pub const BATCH: usize = 5000;
 
 #[derive(Debug, Clone)]

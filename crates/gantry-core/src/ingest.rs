@@ -39,8 +39,7 @@ pub struct IngestConfig {
     /// Batches committed and not yet on disk at once (`EventStore::commit_events`): batches
     /// commit while the ones before are flushed. On a store whose commit is its flush
     /// (PostgreSQL) it changes nothing. More in flight lets commits go on through a slow flush,
-    /// at the price of more events held in memory unacknowledged; the depths tried are in
-    /// docs/PERFORMANCE.md, "Sustainable MQTT rates".
+    /// at the price of more events held in memory unacknowledged.
     pub commits_in_flight: usize,
 }
 

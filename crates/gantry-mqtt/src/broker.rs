@@ -91,7 +91,7 @@ impl EmbeddedBroker {
     pub async fn bind(config: &BrokerConfig) -> anyhow::Result<Self> {
         let scx = ServerContext::new().build().await;
         let listener = |name: &str, addr: SocketAddr| {
-            // Without TCP_NODELAY a control round trip waits out Nagle's delay (docs/PERFORMANCE.md).
+            // Without TCP_NODELAY a control round trip waits out Nagle's delay.
             // SO_REUSEADDR (as tokio's own bind sets it): a restart right after a crash must bind
             // again while the last run's connections sit in TIME_WAIT on the port.
             Builder::new()

@@ -35,7 +35,7 @@ pub(crate) struct Connected {
 /// engine whose background work writes through the same connection (SQLite's mover). The pool
 /// queues its waiters in order, so an API write that waits goes before the engine's next
 /// transaction; what it can still meet is the one in flight, which the engine keeps short while
-/// API writes come (docs/PERFORMANCE.md, "Controls after an ingest burst"). An engine with no
+/// API writes come. An engine with no
 /// such work ignores it.
 #[derive(Debug, Default)]
 pub(crate) struct ApiWrites {

@@ -28,8 +28,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres
 const ROWS_PER_STATEMENT: usize = 500;
 
 /// Ingest writers: enough that one writer's statements are built and sent while another's
-/// execute; more make smaller batches and more commits. Measured: docs/PERFORMANCE.md, "What
-/// limits the figures" (24a3f37).
+/// execute; more make smaller batches and more commits.
 const INGEST_WRITERS: usize = 2;
 
 /// Text compared by code point (not by the database's locale), so name orders match SQLite's.
@@ -57,11 +56,9 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::E
         kept: Kept {
             pool: pool.clone(),
             // Not kept: the ingest transaction would add five keys per device and attribute of a
-            // batch instead of two (docs/PERFORMANCE.md, "What limits the
-            // figures", 4af3c78): a date range is counted by the index.
+            // batch instead of two: a date range is counted by the index.
             hours: false,
-            // Ingest writes rollups only for late events (docs/PERFORMANCE.md, "The rollups
-            // folded by arrival time").
+            // Ingest writes rollups only for late events.
             folds: true,
         },
         _alive: alive.clone(),

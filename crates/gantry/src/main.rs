@@ -7,8 +7,7 @@ use clap::CommandFactory;
 use gantry::config::Command;
 
 /// jemalloc instead of glibc's malloc: ingest makes many small, short-lived allocations across
-/// threads, where glibc's consolidating of chunks cost much of the server's CPU
-/// (docs/PERFORMANCE.md).
+/// threads, where glibc's consolidating of chunks cost much of the server's CPU.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

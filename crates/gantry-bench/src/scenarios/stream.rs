@@ -2,7 +2,7 @@
 //! nobody following their project, then with `subscribers` Server-Sent-Events clients on it.
 //! Each subscriber follows one device (`deviceId`), as a site dashboard per machine does, the
 //! devices dealt round-robin, so every event is delivered to `subscribers / devices` clients,
-//! not to every subscriber (why: docs/PERFORMANCE.md, "The push stream under load").
+//! not to every subscriber.
 //!
 //! Delivery latency runs from the event's `ingressTimeStamp` (the server's clock at arrival,
 //! before the commit) to the subscriber reading it (this machine's clock, the same one); ingest

@@ -42,8 +42,7 @@ const FOLD_RUNNING: i64 = 0x6761_6e74_7279_0002;
 const FOLD_LAG_MS: i64 = 30_000;
 
 /// How often a node moves the mark: each fold writes a row per device, attribute and width it
-/// saw, so folds far apart write fewer; a series reads the events since the mark raw. Measured:
-/// docs/PERFORMANCE.md, "The rollups folded by arrival time".
+/// saw, so folds far apart write fewer; a series reads the events since the mark raw.
 pub(crate) const FOLD_PERIOD: Duration = Duration::from_secs(1);
 
 /// How often a writer that found its events below the fence looks whether the fold has ended.

@@ -35,8 +35,7 @@ pub(crate) const EVENT_FIELDS: usize = 15;
 
 /// From this offset on, a listing reads its page's ids first and then their rows: the events it
 /// skips are index entries then, not rows (each listing index holds the id). Nearer the front
-/// the second lookup costs more than it saves. Measured: docs/PERFORMANCE.md, "What limits the
-/// figures", deep pages (6f6ddcc).
+/// the second lookup costs more than it saves.
 const DEEP_OFFSET: i64 = 10_000;
 
 pub(crate) fn event_from_row(row: &AnyRow) -> Result<DeviceEvent> {

@@ -176,8 +176,7 @@ fn order_text_parts(column: &str, prefix: &str) -> String {
 }
 
 /// `upsert_from` for SQLite's moves: the narrowest rows by plain aggregates over `ORDER_TEXT`
-/// instead of two rankings of every event, the larger part of what the rollups cost ingest
-/// (docs/PERFORMANCE.md, "What the rollups cost SQLite's moves").
+/// instead of two rankings of every event, the larger part of what the rollups cost ingest.
 fn upsert_sqlite(source: &str, widths: &[i64]) -> String {
     upsert_from(source, widths, |source, width| {
         format!(

@@ -20,7 +20,7 @@ use crate::row::{flag, get};
 use crate::sql::values_clause;
 
 /// Devices per statement of a last-seen flush: a statement per device made each flush of a large
-/// fleet as many round trips on a writer connection (docs/PERFORMANCE.md, "Periodic stalls").
+/// fleet as many round trips on a writer connection.
 const LAST_SEEN_PER_STATEMENT: usize = 500;
 
 const COLUMNS: &str = "device_id, connected, connected_time, disconnected_time, last_seen_time, client_address, \

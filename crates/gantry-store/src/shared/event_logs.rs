@@ -25,8 +25,8 @@ const COLUMNS: &str = "id, tenant_id, project_id, status, classification, device
                        reply_to";
 
 /// A control's event-log write, for following a slow control (debug level): its time in all
-/// and the part it waited for the event logs' writer (docs/PERFORMANCE.md, "Controls after an
-/// ingest burst"); the rest is its statements and its synced commit.
+/// and the part it waited for the event logs' writer; the rest is its statements and its synced
+/// commit.
 fn written(log: &EventLog, what: &str, started: Instant, waited: Duration) {
     tracing::debug!(
         event_log = %log.id,

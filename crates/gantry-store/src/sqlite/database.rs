@@ -16,8 +16,7 @@ const PRAGMAS: &str = "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGM
 
 /// The writers' own: a larger page cache than SQLite's default (every miss is a read before the
 /// write), and a checkpoint of their own only past more WAL pages than the default, since the
-/// checkpointer task does most copying. What they trade: docs/PERFORMANCE.md, "The store's tuned
-/// constants".
+/// checkpointer task does most copying.
 pub(crate) const WRITER_PRAGMAS: &str = "PRAGMA cache_size=-65536; PRAGMA wal_autocheckpoint=4000;";
 
 /// A pool of `size` connections to the database, each running `PRAGMAS` and then `statements`

@@ -3,7 +3,7 @@
 //! readers and to one writer connection of its own. A control writes its log at the PUT and at
 //! the device's ack; in the main file those writes would queue behind the mover's transactions
 //! on the main file's one writer, right when a burst of telemetry is being moved. Here they wait
-//! for nothing but each other (docs/PERFORMANCE.md, "Controls after an ingest burst").
+//! for nothing but each other.
 //!
 //! Invariants: only the log writer writes this file, each event log with its outbox rows in one
 //! transaction on it (a commit across two attached WAL files is not atomic); its commits are

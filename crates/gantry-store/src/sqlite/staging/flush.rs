@@ -14,9 +14,6 @@
 //! copy into the database file) and deletes it, and a later connection creates a new one. A
 //! missing WAL file has nothing left to flush. (SQLite flushes the directory itself when it
 //! creates a WAL file.)
-//!
-//! What the flushes apart buy on a slow disk: docs/PERFORMANCE.md, "Sustainable MQTT rates"
-//! (d29d892's rows).
 
 use std::io;
 use std::path::{Path, PathBuf};

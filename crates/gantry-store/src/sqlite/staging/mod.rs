@@ -9,8 +9,7 @@
 //! the acknowledgement of its last), so writing device_events directly would dirty a page of each
 //! of its per-device indexes, and the device's shadow and count rows, for nearly every event.
 //! Staged, they are appended to one table in arrival order, and a move writes each device's
-//! accumulated events together, a page of each index once. What that bought, measured:
-//! docs/PERFORMANCE.md, "The store's tuned constants".
+//! accumulated events together, a page of each index once.
 
 mod file;
 mod flush;
@@ -50,7 +49,7 @@ use crate::task::every;
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
 /// bind as fast as narrow ones, and fewer statements cost fewer steps; 128 × 15 values stays
-/// under SQLite's 32,766. Measured: docs/PERFORMANCE.md, "The store's tuned constants".
+/// under SQLite's 32,766.
 const ROWS_PER_STATEMENT: usize = 128;
 
 /// The engine. Its stager is the one connection that writes the staging file (but for the API's

@@ -49,13 +49,12 @@ use crate::sql::Sql;
 /// How often the mover walks the staged events. Each walk writes a page of each of a device's
 /// indexes once for all the device's staged events, so the longer the walk waits, the fewer pages
 /// per event; readers meanwhile find staged events by their numbers (one key lookup each), and
-/// more of them wait. Measured: docs/PERFORMANCE.md, "The store's tuned constants".
+/// more of them wait.
 pub(crate) const MERGE_EVERY: Duration = Duration::from_secs(3);
 
 /// The background walk spreads its moves over this long, when they take less (each waits until
 /// its share of this time is due; a walk behind that pace does not wait): a burst of moves holds
-/// a core while the ingest path shares the other with everything else. Measured:
-/// docs/PERFORMANCE.md, "The store's tuned constants".
+/// a core while the ingest path shares the other with everything else.
 pub(crate) const PACE: Duration = MERGE_EVERY;
 
 /// Staged events moved per transaction, about (whole devices): the walk moves each device's
@@ -64,21 +63,19 @@ pub(crate) const PACE: Duration = MERGE_EVERY;
 /// over the walk's whole stretch of time, so each move writes most of that stretch's leaves again,
 /// and fewer, larger moves write fewer pages. The price is the wait of a main-file write that
 /// meets a move, while no API writes come (`ROWS_PER_SHORT_MOVE`); ingest does not wait for moves
-/// (they write the main file). Measured: docs/PERFORMANCE.md, "The store's tuned constants".
+/// (they write the main file).
 const ROWS_PER_MOVE: usize = 4_000;
 
 /// Staged events moved per transaction at most while API writes come (one within
 /// `API_WRITES_RECENT`): a catalog write that meets a move waits for it, and a write synced after
 /// unsynced moves puts their pages on disk with its own. Fewer rows per move cost pages (see
-/// `ROWS_PER_MOVE`) only while such writes come. Measured: docs/PERFORMANCE.md,
-/// "Controls after an ingest burst".
+/// `ROWS_PER_MOVE`) only while such writes come.
 pub(super) const ROWS_PER_SHORT_MOVE: usize = 500;
 
 /// How long a short move should hold the writer: it takes as many rows as the moves before it
 /// took in this long (`Mover::row_cost`), within `MIN_ROWS_PER_SHORT_MOVE` and
 /// `ROWS_PER_SHORT_MOVE`, and splits a device's events where they are more. A catalog write
-/// that meets one waits for the rest of it. Measured: docs/PERFORMANCE.md, "Controls after an
-/// ingest burst".
+/// that meets one waits for the rest of it.
 const SHORT_MOVE: Duration = Duration::from_millis(20);
 
 /// The fewest rows a short move takes: below it each move's own statements cost more than its
@@ -93,8 +90,7 @@ const API_WRITES_RECENT: Duration = MERGE_EVERY;
 /// long (a series of writes comes a few milliseconds apart), so that they start between the
 /// writes rather than in front of one. A walk waits so at most `YIELD_PER_WALK` in all (of
 /// `MERGE_EVERY`), and not while ingest waits for room (`staged::MAX_STAGED`): API writes delay
-/// the moves, never stop them. Measured: docs/PERFORMANCE.md, "Controls after an ingest
-/// burst".
+/// the moves, never stop them.
 const YIELD_QUIET: Duration = Duration::from_millis(5);
 
 /// The most a walk waits for API writes in all (see `YIELD_QUIET`).
@@ -375,7 +371,7 @@ impl Yielding {
 }
 
 /// The staged rows deleted per transaction, at most: ingest commits on the same connection wait
-/// for each. Measured: docs/PERFORMANCE.md, "The store's tuned constants".
+/// for each.
 const ROWS_PER_DELETE: usize = 1_000;
 
 /// Deletes the moved rows numbered after `after` and up to `through` on the stager, the staging
