@@ -21,11 +21,32 @@ pub(crate) fn register(metrics: &Metrics, ingest: &Ingest, services: &Services, 
     metrics.add_collector(ingest_metrics(ingest));
     metrics.add_collector(Box::new(move |out: &mut String| webhook_metrics(&webhooks, out)));
     metrics.add_collector(Box::new(move |out: &mut String| control_metrics(&control, out)));
+    let feeds = services.feeds.clone();
+    metrics.add_collector(Box::new(move |out: &mut String| feed_metrics(&feeds, out)));
     metrics.add_collector(Box::new(|out: &mut String| {
         process_metrics(out);
         build_info(out);
     }));
     metrics.add_async_collector(store_metrics(store));
+}
+
+/// What the push streams' feeds hold: so an operator sees a quiet project's buffer given back.
+fn feed_metrics(feeds: &gantry_core::feed::Feeds, out: &mut String) {
+    let (bytes, count) = feeds.held();
+    header(
+        out,
+        "gantry_stream_feeds",
+        "gauge",
+        "Projects whose push stream has a feed (followed, or within its replay window).",
+    );
+    let _ = writeln!(out, "gantry_stream_feeds {count}");
+    header(
+        out,
+        "gantry_stream_replay_bytes",
+        "gauge",
+        "Bytes the feeds' replay buffers hold (bounded by --stream-replay-memory-mb).",
+    );
+    let _ = writeln!(out, "gantry_stream_replay_bytes {bytes}");
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {

@@ -530,3 +530,22 @@ fn chrono_now_ms() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+/// `/metrics` says what the feeds hold: a followed project has a feed, and its buffer holds the
+/// events sent on it.
+#[tokio::test]
+async fn metrics_show_what_the_feeds_hold() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let project = &world.project;
+    let token = project["applicationAccessToken"].as_str().unwrap();
+    assert_eq!(app.metric("gantry_stream_feeds").await, 0);
+    let mut stream = Sse::open(&app, &stream_path(project, "?types=telemetry"), token, None)
+        .await
+        .unwrap();
+    let event = crate::events::event(&world.device, "temp", json!(2.5), "Float", chrono_now_ms());
+    app.post("/api/v1/deviceEvents", token, event).await.result();
+    stream.expect("telemetry").await;
+    assert_eq!(app.metric("gantry_stream_feeds").await, 1);
+    assert!(app.metric("gantry_stream_replay_bytes").await > 0);
+}
