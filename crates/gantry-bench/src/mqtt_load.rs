@@ -121,7 +121,7 @@ impl Outcome {
 
 /// Shared by the connection tasks: one lock per event, uncontended almost always, instead of a
 /// histogram per connection (a thousand 3-digit histograms would take hundreds of MiB).
-struct Collector {
+struct AckTimings {
     start: Instant,
     measure_from: Instant,
     latency: Histogram<u64>,
@@ -132,7 +132,7 @@ struct Collector {
     last_ack: Option<Instant>,
 }
 
-impl Collector {
+impl AckTimings {
     fn window(&mut self, at: Instant) -> &mut (u64, u64, Histogram<u64>) {
         let i = at.saturating_duration_since(self.start).as_secs() as usize;
         while self.windows.len() <= i {
@@ -183,7 +183,7 @@ pub async fn drive(conns: Vec<Connected>, payload: PayloadFn, pace: Pace) -> any
         drain_until: end + pace.drain,
         period: Duration::from_secs_f64(n as f64 / pace.rate),
     });
-    let collector = Arc::new(Mutex::new(Collector {
+    let collector = Arc::new(Mutex::new(AckTimings {
         start,
         measure_from,
         latency: histogram(3),
@@ -265,7 +265,7 @@ async fn publisher(
     conn: Connected,
     payload: PayloadFn,
     ends: Arc<Ends>,
-    collector: Arc<Mutex<Collector>>,
+    collector: Arc<Mutex<AckTimings>>,
 ) -> Ended {
     let Connected {
         mut reader,

@@ -16,7 +16,7 @@ use gantry_core::webhook::WebhookEvent;
 use sqlx::AnyPool;
 
 use crate::engine::{Connected, Dialect, EngineFigures, EventEngine};
-use crate::events::counts::Tally;
+use crate::events::counts::CountChanges;
 use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
 use crate::events::{folds, rollups};
 
@@ -121,9 +121,9 @@ impl PostgresEvents {
         }
         rollups::add_batch(&mut tx, events, folded, ROWS_PER_STATEMENT).await?;
         update_shadows(&mut tx, events, ROWS_PER_STATEMENT).await?;
-        let mut tally = Tally::new(self.kept.hours);
+        let mut changes = CountChanges::new(self.kept.hours);
         for e in events {
-            tally.add(
+            changes.add(
                 e.device_id.as_str(),
                 &e.attribute_code,
                 e.device_timestamp,
@@ -131,7 +131,7 @@ impl PostgresEvents {
                 1,
             );
         }
-        tally.apply(&mut tx, ROWS_PER_STATEMENT).await?;
+        changes.apply(&mut tx, ROWS_PER_STATEMENT).await?;
         crate::outbox::write_outbox(&mut tx, "webhook_outbox", outbox, false).await?;
         tx.commit().await.map_err(crate::error::db_error)
     }

@@ -121,14 +121,14 @@ pub(crate) fn add_range_count(total: &mut Sql, query: &EventQuery, rows: &str, f
 
 /// Changes to the kept counts of one transaction, by key (device, attribute ('' = every one),
 /// clock ('' = all time), hour): see the table in the schema. Per hour only with `hours`.
-pub(crate) struct Tally<'a> {
+pub(crate) struct CountChanges<'a> {
     counts: HashMap<(&'a str, &'a str, &'static str, i64), i64>,
     hours: bool,
 }
 
-impl<'a> Tally<'a> {
+impl<'a> CountChanges<'a> {
     pub(crate) fn new(hours: bool) -> Self {
-        Tally {
+        CountChanges {
             counts: HashMap::new(),
             hours,
         }
@@ -206,11 +206,11 @@ pub(crate) async fn uncount(tx: &mut Transaction<'static, Any>, deleted: &[AnyRo
             ))
         })
         .collect::<Result<Vec<_>>>()?;
-    let mut tally = Tally::new(hours);
+    let mut changes = CountChanges::new(hours);
     for (device, code, device_ts, ingress_ts) in &deleted {
-        tally.add(device, code, *device_ts, *ingress_ts, -1);
+        changes.add(device, code, *device_ts, *ingress_ts, -1);
     }
-    tally.apply(tx, KEYS_PER_STATEMENT).await
+    changes.apply(tx, KEYS_PER_STATEMENT).await
 }
 
 #[cfg(test)]

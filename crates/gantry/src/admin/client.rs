@@ -14,7 +14,7 @@ pub const MAX_PAGE_SIZE: u64 = 1000;
 /// A refusal by the server, with the `message` and `returnCode` it sent.
 #[derive(Debug, thiserror::Error)]
 #[error("{message} (HTTP {status}, returnCode {return_code})")]
-pub struct ApiError {
+pub struct ServerRefusal {
     pub status: StatusCode,
     pub return_code: i64,
     pub message: String,
@@ -23,7 +23,7 @@ pub struct ApiError {
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     #[error(transparent)]
-    Api(#[from] ApiError),
+    Api(#[from] ServerRefusal),
     #[error("cannot reach {url}")]
     Transport {
         url: String,
@@ -124,7 +124,7 @@ impl Client {
                         .get("message")
                         .and_then(Value::as_str)
                         .unwrap_or("(no message)");
-                    return Err(ApiError {
+                    return Err(ServerRefusal {
                         status,
                         return_code,
                         message: message.to_owned(),
