@@ -35,6 +35,13 @@ const LIVE_BUFFER: usize = 8192;
 /// The same for a subscriber of one device (one such channel per device followed).
 const DEVICE_BUFFER: usize = 1024;
 
+impl Feed {
+    /// Whether a stream follows it now (a project's or a device's).
+    fn followed_now(&self) -> bool {
+        self.subscribers > 0 || self.live.receiver_count() > 0 || !self.devices.is_empty()
+    }
+}
+
 /// What the feeds may hold.
 #[derive(Debug, Clone, Copy)]
 pub struct FeedLimits {
@@ -202,7 +209,7 @@ impl Feeds {
             .iter_mut()
             .filter_map(|(project, feed)| {
                 feed.devices.retain(|_, channel| channel.receiver_count() > 0);
-                let followed = feed.subscribers > 0 || feed.live.receiver_count() > 0 || !feed.devices.is_empty();
+                let followed = feed.followed_now();
                 if followed {
                     feed.followed = now;
                 }
@@ -228,7 +235,7 @@ impl Feeds {
             return;
         };
         let now = Instant::now();
-        if feed.subscribers > 0 || feed.live.receiver_count() > 0 || !feed.devices.is_empty() {
+        if feed.followed_now() {
             feed.followed = now;
         } else if now.duration_since(feed.followed) > REPLAY_WINDOW {
             state.remove(project);

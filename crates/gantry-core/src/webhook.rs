@@ -225,10 +225,6 @@ impl Audience {
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
-
-    pub fn contains(self, slot: u8) -> bool {
-        self.0 & Self::bit(slot) != 0
-    }
 }
 
 /// One event waiting for webhooks (a row of the outbox), in the stream's shape: `data` is the

@@ -42,8 +42,13 @@ fn webhook_from_row(row: &AnyRow) -> Result<Webhook> {
         created_time: get(row, "created_time")?,
         updated_by: get(row, "updated_by")?,
         updated_time: get(row, "updated_time")?,
-        slot: u8::try_from(get::<i64>(row, "slot")?).map_err(Error::store)?,
+        slot: slot_of(get(row, "slot")?)?,
     })
+}
+
+/// A webhook's slot as stored; one out of range is a store failure (the store gives 0 to 62).
+fn slot_of(stored: i64) -> Result<u8> {
+    u8::try_from(stored).map_err(Error::store)
 }
 
 fn types_text(webhook: &Webhook) -> String {
@@ -81,31 +86,22 @@ impl WebhookStore for SqlStore {
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
-        let held: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhooks WHERE project_id = $1")
-            .bind(w.project_id.as_str())
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db_error)?;
-        if held as u64 >= max_per_project {
-            return Err(Error::LimitReached {
-                what: "webhooks per project",
-                limit: "webhooks-per-project",
-                max: max_per_project,
-            });
-        }
-        // Its bit in the outbox's rows: the lowest slot no webhook of the project holds.
+        // The project's webhooks, by the slots they hold: how many there are, and which slot is
+        // free for this one's bit in the outbox's rows (the lowest).
         let taken: Vec<i64> = sqlx::query_scalar("SELECT slot FROM webhooks WHERE project_id = $1")
             .bind(w.project_id.as_str())
             .fetch_all(&mut *tx)
             .await
             .map_err(db_error)?;
-        let slot = (0..Audience::MAX_WEBHOOKS as i64)
-            .find(|slot| !taken.contains(slot))
-            .ok_or(Error::LimitReached {
+        let max = max_per_project.min(Audience::MAX_WEBHOOKS);
+        let slot = (0..Audience::MAX_WEBHOOKS as i64).find(|slot| !taken.contains(slot));
+        let (Some(slot), true) = (slot, (taken.len() as u64) < max) else {
+            return Err(Error::LimitReached {
                 what: "webhooks per project",
                 limit: "webhooks-per-project",
-                max: Audience::MAX_WEBHOOKS,
-            })?;
+                max,
+            });
+        };
         sqlx::query(&format!(
             "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
         ))
@@ -190,7 +186,7 @@ impl WebhookStore for SqlStore {
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(db_error)?;
-        let slot = u8::try_from(slot.ok_or_else(|| Error::not_found("webhook", id))?).map_err(Error::store)?;
+        let slot = slot_of(slot.ok_or_else(|| Error::not_found("webhook", id))?)?;
         sqlx::query("DELETE FROM webhook_deliveries WHERE webhook_id = $1")
             .bind(id.as_str())
             .execute(&mut *tx)
@@ -228,8 +224,7 @@ impl WebhookStore for SqlStore {
             .fetch_optional(&mut *tx)
             .await
             .map_err(db_error)?;
-        let slot =
-            u8::try_from(slot.ok_or_else(|| Error::not_found("webhook", &d.webhook_id))?).map_err(Error::store)?;
+        let slot = slot_of(slot.ok_or_else(|| Error::not_found("webhook", &d.webhook_id))?)?;
         sqlx::query(&format!(
             "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"

@@ -434,7 +434,7 @@ async fn a_stream_client_that_stops_reading_is_closed() {
         )
         .await
         .unwrap();
-    // Events of 4 KiB until far more than any socket buffers hold is queued for the reader.
+    // Large events until far more is queued for the reader than the socket buffers hold.
     let label = "x".repeat(4096);
     let now = chrono_now_ms();
     for i in 0..2000 {
