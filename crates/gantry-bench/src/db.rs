@@ -45,7 +45,7 @@ impl Database {
             Backend::Sqlite => Ok(Database {
                 backend: backend.clone(),
                 server_url: None,
-                store_url: gantry_store::sqlite_url(data_dir),
+                store_url: gantry::store::sqlite_url(data_dir),
                 created: None,
             }),
             Backend::Postgres { server_url } => {

@@ -14,7 +14,6 @@ use gantry_core::enums::{Channel, DataType};
 use gantry_core::event::DeviceEvent;
 use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::store::EventStore;
-use gantry_store::SqlStore;
 use hyper::{Method, StatusCode};
 use serde::Serialize;
 use serde_json::json;
@@ -229,7 +228,7 @@ pub async fn seed_store(
     writers: usize,
 ) -> anyhow::Result<Seeded> {
     let started = Instant::now();
-    let store = SqlStore::connect(store_url)
+    let store = gantry::store::connect(store_url)
         .await
         .context("opening the store to seed it")?;
     let maker = Arc::new(EventMaker {
@@ -322,7 +321,7 @@ pub async fn seed_store(
 /// beside the read scenario's events.
 pub async fn seed_series(store_url: &str, fleet: &Fleet, device: &DeviceRef, count: u64) -> anyhow::Result<f64> {
     let started = Instant::now();
-    let store = SqlStore::connect(store_url)
+    let store = gantry::store::connect(store_url)
         .await
         .context("opening the store to seed it")?;
     let maker = EventMaker {

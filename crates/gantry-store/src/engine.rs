@@ -1,4 +1,4 @@
-//! The seam between the shared SQL and an engine: what `SqlStore::connect` gets from the engine
+//! The seam between the shared SQL and an engine: what `SqlStore::from_engine` gets from the engine
 //! it picked (`Connected`), and the trait the store reaches the engine's event path through
 //! (`EventEngine`). Everything that differs between engines is behind these two, chosen once at
 //! connect: shared code holds no engine branch.
@@ -16,19 +16,19 @@ use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
 
 /// An engine, connected, its schema up to date and its background tasks started.
-pub(crate) struct Connected {
+pub struct Connected {
     /// Reads (and, where the engine wants it so, the catalog's writes).
-    pub(crate) pool: AnyPool,
+    pub pool: AnyPool,
     /// The catalog's writes (`SqlStore::begin_write`).
-    pub(crate) writer: AnyPool,
+    pub writer: AnyPool,
     /// The event logs' writes (`SqlStore::begin_log_write`): where the engine's own work holds
     /// `writer` for long (SQLite's moves), a connection apart, so that a control never waits for
     /// it; else `writer`.
-    pub(crate) log_writer: AnyPool,
-    pub(crate) dialect: &'static Dialect,
-    pub(crate) events: Arc<dyn EventEngine>,
+    pub log_writer: AnyPool,
+    pub dialect: &'static Dialect,
+    pub events: Arc<dyn EventEngine>,
     /// When the catalog's writes last asked for `writer`.
-    pub(crate) api_writes: Arc<ApiWrites>,
+    pub api_writes: Arc<ApiWrites>,
 }
 
 /// When the API's catalog writes last asked for `Connected::writer`, for an
@@ -38,62 +38,61 @@ pub(crate) struct Connected {
 /// API writes come. An engine with no
 /// such work ignores it.
 #[derive(Debug, Default)]
-pub(crate) struct ApiWrites {
+pub struct ApiWrites {
     last: Mutex<Option<Instant>>,
 }
 
 impl ApiWrites {
     /// An API write asks for the writer now; it calls this again once it has the writer, so that
     /// `since` counts from the later of the two.
-    pub(crate) fn asking(&self) {
+    pub fn asking(&self) {
         *self.last.lock().expect("not poisoned") = Some(Instant::now());
     }
 
     /// As `asking`, at `at` (ahead of now): a test's writes that keep coming across a stall of
-    /// its own thread, as a loaded machine makes them.
-    #[cfg(test)]
-    pub(crate) fn asking_at(&self, at: Instant) {
+    /// its own thread, as a loaded machine makes them (the engines' tests).
+    #[doc(hidden)]
+    pub fn asking_at(&self, at: Instant) {
         *self.last.lock().expect("not poisoned") = Some(at);
     }
 
     /// How long ago an API write last asked for the writer, if one ever did.
-    pub(crate) fn since(&self) -> Option<Duration> {
+    pub fn since(&self) -> Option<Duration> {
         self.last.lock().expect("not poisoned").map(|last| last.elapsed())
     }
 
     /// Whether an API write asked for the writer within `window`.
-    pub(crate) fn asked_within(&self, window: Duration) -> bool {
+    pub fn asked_within(&self, window: Duration) -> bool {
         self.since().is_some_and(|since| since < window)
     }
 }
 
 /// What the shared SQL spells differently per engine, as data.
 #[derive(Debug)]
-pub(crate) struct Dialect {
-    /// `sqlite` or `postgres`; migrations whose description starts with another engine's name
-    /// are skipped (`migrator`).
-    pub(crate) name: &'static str,
+pub struct Dialect {
+    /// `sqlite` or `postgres`, as `SqlStore::backend` reports it.
+    pub name: &'static str,
     /// After a text column in ORDER BY: names sort by code point on every engine.
-    pub(crate) collate: &'static str,
+    pub collate: &'static str,
     /// After the SELECT that checks a model or project is live, in a transaction that writes a
     /// device using it, and in one that deletes it (`shared::soft_delete`).
-    pub(crate) lock_in_use: &'static str,
-    pub(crate) lock_to_delete: &'static str,
+    pub lock_in_use: &'static str,
+    pub lock_to_delete: &'static str,
     /// One process at a time opens the database (SQLite's lock file): whatever works on it works
     /// alone, so leases among nodes (`WebhookStore::lease_webhook`) always hold.
-    pub(crate) one_process: bool,
+    pub one_process: bool,
     /// The event logs' table, and the outbox their writes put webhook events into (in the same
     /// transaction, so on the same connection: `Connected::log_writer`). SQLite keeps both in a
     /// file of their own; its outbox is read through `EventEngine::waiting_apart`.
-    pub(crate) event_logs: &'static str,
-    pub(crate) log_outbox: &'static str,
+    pub event_logs: &'static str,
+    pub log_outbox: &'static str,
 }
 
 /// An engine's event path: the events, the shadows and the kept counts (`EventStore`), and its
 /// life cycle. Each engine owns its connections and files; the store calls it once per batch or
 /// request, never per event.
 #[async_trait]
-pub(crate) trait EventEngine: EventStore + Debug {
+pub trait EventEngine: EventStore + Debug {
     /// Puts every event the engine holds apart from its listing tables, and every rollup it
     /// folds later, in place now; returns how many events. For bulk loads and tests: reads see
     /// the events either way.
@@ -130,19 +129,19 @@ pub(crate) trait EventEngine: EventStore + Debug {
 
 /// An engine's part of `StoreFigures`.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct EngineFigures {
-    pub(crate) pools: Vec<crate::figures::PoolFigures>,
-    pub(crate) staged_events: Option<usize>,
-    pub(crate) wal_bytes: Vec<(&'static str, u64)>,
+pub struct EngineFigures {
+    pub pools: Vec<crate::figures::PoolFigures>,
+    pub staged_events: Option<usize>,
+    pub wal_bytes: Vec<(&'static str, u64)>,
 }
 
 /// Connections for reads and the API's writes, on every engine.
-pub(crate) const POOL_SIZE: u32 = 8;
+pub const POOL_SIZE: u32 = 8;
 
 /// A pool of `size` connections. A request waits at most `ACQUIRE_TIMEOUT` for a connection:
 /// while the database is unreachable it then answers 503 (store unavailable) instead of holding
 /// the client for sqlx's default 30 s.
-pub(crate) fn pool_options(size: u32) -> AnyPoolOptions {
+pub fn pool_options(size: u32) -> AnyPoolOptions {
     const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
     AnyPoolOptions::new()
         .max_connections(size)

@@ -5,7 +5,7 @@ use gantry_core::Error;
 /// A failed statement as the domain's error: a store that cannot be reached or cannot write now
 /// (connection lost, the server restarting or refusing connections, a full disk, an I/O error)
 /// is `StoreUnavailable`, which clients may retry; anything else is a store failure.
-pub(crate) fn db_error(error: sqlx::Error) -> Error {
+pub fn db_error(error: sqlx::Error) -> Error {
     if is_unavailable(&error) {
         Error::StoreUnavailable(Box::new(error))
     } else {
@@ -14,7 +14,7 @@ pub(crate) fn db_error(error: sqlx::Error) -> Error {
 }
 
 /// A failed flush of SQLite's WAL to disk: the commit is not durable, and the disk may be full.
-pub(crate) fn io_unavailable(error: std::io::Error) -> Error {
+pub fn io_unavailable(error: std::io::Error) -> Error {
     Error::StoreUnavailable(Box::new(error))
 }
 
@@ -39,7 +39,7 @@ fn is_unavailable(error: &sqlx::Error) -> bool {
 
 /// The failure of a write that creates or renames a record: a unique violation means a record of
 /// that kind and name already exists; anything else is a store failure.
-pub(crate) fn write_error<'a>(kind: &'static str, name: &'a str) -> impl FnOnce(sqlx::Error) -> Error + 'a {
+pub fn write_error<'a>(kind: &'static str, name: &'a str) -> impl FnOnce(sqlx::Error) -> Error + 'a {
     move |error| match &error {
         sqlx::Error::Database(db) if db.is_unique_violation() => {
             Error::Duplicate(format!("a {kind} named `{name}` already exists"))

@@ -30,7 +30,7 @@ pub struct PoolFigures {
 }
 
 /// One pool's figures, under `name`.
-pub(crate) fn pool(name: &'static str, pool: &AnyPool) -> PoolFigures {
+pub fn pool(name: &'static str, pool: &AnyPool) -> PoolFigures {
     PoolFigures {
         name,
         open: pool.size(),
@@ -40,6 +40,6 @@ pub(crate) fn pool(name: &'static str, pool: &AnyPool) -> PoolFigures {
 }
 
 /// A file's size in bytes; a missing file is 0.
-pub(crate) fn file_size(path: &std::path::Path) -> u64 {
+pub fn file_size(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }

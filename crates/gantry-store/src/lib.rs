@@ -1,23 +1,20 @@
-//! Gantry's store over SQL through sqlx's `Any` driver. The catalog's SQL (`shared`) runs as it
-//! is on SQLite (embedded, the default) and PostgreSQL (scale-out); each engine's event path is
-//! its own (`sqlite`, `postgres`), reached through `engine::EventEngine` and chosen once, by the
-//! URL's scheme, in `SqlStore::connect`.
+//! Gantry's store over SQL through sqlx's `Any` driver: what is the same SQL on every engine
+//! (`shared`: the catalog, event logs, webhooks, presence, routes), the tables every event ends
+//! in (`events`), and the seam an engine crate plugs its event path into (`engine`).
 //!
-//! Every schema is a migration, each engine's its own, starting from a baseline that describes
-//! today's schema: `migrations/sqlite` for SQLite's main file (with `staging/` and `logs/` for its
-//! staging and event-log files) and `migrations/postgres`.
+//! The engines are crates of their own (`gantry-store-sqlite`, `gantry-store-postgres`), each
+//! with its migrations; each builds a `SqlStore` through `SqlStore::from_engine`, and the binary
+//! picks one by the database URL's scheme.
 
-mod engine;
-mod error;
-mod events;
-mod figures;
-mod outbox;
-mod postgres;
-mod row;
+pub mod engine;
+pub mod error;
+pub mod events;
+pub mod figures;
+pub mod outbox;
+pub mod row;
 mod shared;
-mod sql;
-mod sqlite;
-mod task;
+pub mod sql;
+pub mod task;
 
 use std::sync::Arc;
 
@@ -33,27 +30,6 @@ use sqlx::{Any, AnyPool, Transaction};
 
 use crate::engine::{ApiWrites, Connected, Dialect, EventEngine};
 pub use crate::figures::{PoolFigures, StoreFigures};
-pub use crate::sqlite::sqlite_url;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-impl Backend {
-    fn of_url(url: &str) -> Result<Self, sqlx::Error> {
-        if url.starts_with("sqlite:") {
-            Ok(Backend::Sqlite)
-        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            Ok(Backend::Postgres)
-        } else {
-            Err(sqlx::Error::Configuration(
-                "the database URL must start with sqlite: or postgres:".into(),
-            ))
-        }
-    }
-}
 
 /// The store: every trait of `gantry_core::store`, the catalog's over `pool` and `writer`, the
 /// events' through the engine.
@@ -73,10 +49,9 @@ pub struct SqlStore {
 }
 
 impl SqlStore {
-    /// Connects to a `sqlite:` or `postgres:` URL and brings the schema up to date. A SQLite
-    /// database file (and its directory) is created when missing.
-    pub async fn connect(database_url: &str) -> Result<SqlStore, sqlx::Error> {
-        sqlx::any::install_default_drivers();
+    /// The store over an engine that its crate connected (`gantry_store_sqlite::connect`,
+    /// `gantry_store_postgres::connect`).
+    pub fn from_engine(connected: Connected) -> SqlStore {
         let Connected {
             pool,
             writer,
@@ -84,18 +59,15 @@ impl SqlStore {
             dialect,
             events,
             api_writes,
-        } = match Backend::of_url(database_url)? {
-            Backend::Sqlite => sqlite::connect(database_url).await?,
-            Backend::Postgres => postgres::connect(database_url).await?,
-        };
-        Ok(SqlStore {
+        } = connected;
+        SqlStore {
             pool,
             writer,
             log_writer,
             dialect,
             events,
             api_writes,
-        })
+        }
     }
 
     /// `sqlite` or `postgres`.
@@ -210,18 +182,5 @@ impl EventStore for SqlStore {
 
     async fn series(&self, query: &SeriesQuery) -> gantry_core::Result<Vec<Bucket>> {
         self.events.series(query).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backends_come_from_the_scheme() {
-        assert_eq!(Backend::of_url("sqlite://x.db").unwrap(), Backend::Sqlite);
-        assert_eq!(Backend::of_url("postgres://h/db").unwrap(), Backend::Postgres);
-        assert_eq!(Backend::of_url("postgresql://h/db").unwrap(), Backend::Postgres);
-        assert!(Backend::of_url("mysql://h/db").is_err());
     }
 }

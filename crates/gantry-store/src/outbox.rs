@@ -22,7 +22,7 @@ use crate::row::{get, spelled};
 use crate::sql::values_clause;
 
 /// The outbox's columns but its number, in `write_outbox`'s order.
-pub(crate) const OUTBOX_COLUMNS: &str = "id, project_id, pending, device_id, kind, time, data";
+pub const OUTBOX_COLUMNS: &str = "id, project_id, pending, device_id, kind, time, data";
 
 /// The stored form of an audience: a signed 64-bit integer whose bits are its slots.
 fn stored(audience: Audience) -> i64 {
@@ -36,7 +36,7 @@ fn clearing(slot: u8) -> i64 {
 
 /// Writes `events` into the outbox `table` on `conn` (inside the cause's transaction).
 /// `anonymous`: `?` placeholders (`values_clause`), which only SQLite takes.
-pub(crate) async fn write_outbox(
+pub async fn write_outbox(
     conn: &mut AnyConnection,
     table: &str,
     events: &[WebhookEvent],
@@ -51,10 +51,10 @@ pub(crate) async fn write_outbox(
 }
 
 /// Rows one `insert_text` statement takes at the most.
-pub(crate) const OUTBOX_ROWS: usize = 100;
+pub const OUTBOX_ROWS: usize = 100;
 
 /// The INSERT of `rows` outbox rows into `table` (`bind_row` binds each).
-pub(crate) fn insert_text(table: &str, rows: usize, anonymous: bool) -> String {
+pub fn insert_text(table: &str, rows: usize, anonymous: bool) -> String {
     format!(
         "INSERT INTO {table} ({OUTBOX_COLUMNS}) VALUES {}",
         values_clause(rows, 7, anonymous)
@@ -62,7 +62,7 @@ pub(crate) fn insert_text(table: &str, rows: usize, anonymous: bool) -> String {
 }
 
 /// `query` with the values of `e`'s row (`OUTBOX_COLUMNS`' order).
-pub(crate) fn bind_row<'q>(
+pub fn bind_row<'q>(
     query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
     e: &'q WebhookEvent,
 ) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
@@ -77,7 +77,7 @@ pub(crate) fn bind_row<'q>(
 }
 
 /// `record` as one event of `kind` for `webhooks` (none: no event), for the main outbox.
-pub(crate) fn outbox_events(
+pub fn outbox_events(
     webhooks: Audience,
     kind: StreamType,
     project: &ProjectId,
@@ -99,7 +99,7 @@ pub(crate) fn outbox_events(
 }
 
 /// Reads outbox rows (`seq` and `OUTBOX_COLUMNS`) of the outbox numbered `outbox` (`OutboxKey`).
-pub(crate) fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<(OutboxKey, WebhookEvent)> {
+pub fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<(OutboxKey, WebhookEvent)> {
     let pending: i64 = get(row, "pending")?;
     Ok((
         OutboxKey {
@@ -120,7 +120,7 @@ pub(crate) fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<(OutboxKey, We
 
 /// Up to `limit` of the rows of `table` (the outbox numbered `outbox`) that the webhook in
 /// `slot` of `project` has not taken yet, oldest first.
-pub(crate) async fn waiting_rows<'e>(
+pub async fn waiting_rows<'e>(
     executor: impl sqlx::Executor<'e, Database = Any>,
     (table, outbox): (&str, u8),
     slot: u8,
@@ -145,7 +145,7 @@ pub(crate) async fn waiting_rows<'e>(
 /// `seqs` when another delivery took some first. Rows no webhook waits for any more go. The rows
 /// are locked in their order first (`lock`, `Dialect::lock_to_delete`), so that deliveries of
 /// several webhooks taking the same rows at once queue one behind the other, never deadlock.
-pub(crate) async fn take_rows(
+pub async fn take_rows(
     conn: &mut AnyConnection,
     (table, lock): (&str, &str),
     slot: u8,
@@ -192,7 +192,7 @@ fn seq_in(first: usize, count: usize) -> String {
 
 /// Merges the rows of two outboxes, each already in its own order, by time (a stable merge:
 /// neither list's order changes; on a tie `first` goes first), and keeps the first `limit`.
-pub(crate) fn merge_by_time(
+pub fn merge_by_time(
     first: Vec<(OutboxKey, WebhookEvent)>,
     second: Vec<(OutboxKey, WebhookEvent)>,
     limit: usize,

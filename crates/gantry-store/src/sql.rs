@@ -10,7 +10,7 @@ use sqlx::any::{Any, AnyArguments, AnyRow};
 use sqlx::query::Query;
 
 #[derive(Clone)]
-pub(crate) enum Value {
+pub enum Value {
     Int(i64),
     Text(String),
 }
@@ -35,26 +35,26 @@ impl From<String> for Value {
 
 /// SQL text and the values of its placeholders, in order.
 #[derive(Clone)]
-pub(crate) struct Sql {
+pub struct Sql {
     text: String,
     values: Vec<Value>,
 }
 
 impl Sql {
-    pub(crate) fn new(text: &str) -> Self {
+    pub fn new(text: &str) -> Self {
         Sql {
             text: text.to_owned(),
             values: Vec::new(),
         }
     }
 
-    pub(crate) fn push(&mut self, text: &str) -> &mut Self {
+    pub fn push(&mut self, text: &str) -> &mut Self {
         self.text.push_str(text);
         self
     }
 
     /// Appends the next placeholder and remembers its value.
-    pub(crate) fn bind(&mut self, value: impl Into<Value>) -> &mut Self {
+    pub fn bind(&mut self, value: impl Into<Value>) -> &mut Self {
         self.values.push(value.into());
         write!(self.text, "${}", self.values.len()).expect("writing to a String cannot fail");
         self
@@ -62,13 +62,13 @@ impl Sql {
 
     /// Remembers a value without writing it into the text; returns its placeholder, for text
     /// written later (`wrapped`'s middle, say).
-    pub(crate) fn placeholder(&mut self, value: impl Into<Value>) -> String {
+    pub fn placeholder(&mut self, value: impl Into<Value>) -> String {
         self.values.push(value.into());
         format!("${}", self.values.len())
     }
 
     /// The same statement with `head` in front; `head` holds no placeholders.
-    pub(crate) fn prefixed(&self, head: &str) -> Self {
+    pub fn prefixed(&self, head: &str) -> Self {
         Sql {
             text: format!("{head}{}", self.text),
             values: self.values.clone(),
@@ -77,7 +77,7 @@ impl Sql {
 
     /// `head`, this statement, `middle`, this statement again, `tail`: the second copy reuses the
     /// first's placeholders ($k names one value however often it appears, on both engines).
-    pub(crate) fn wrapped(&self, head: &str, middle: &str, tail: &str) -> Self {
+    pub fn wrapped(&self, head: &str, middle: &str, tail: &str) -> Self {
         Sql {
             text: format!("{head}{text}{middle}{text}{tail}", text = self.text),
             values: self.values.clone(),
@@ -86,14 +86,14 @@ impl Sql {
 
     /// The same values under text that `rewrite` makes of this statement's (which may repeat it:
     /// its placeholders name the same values however often they appear).
-    pub(crate) fn rewritten(&self, rewrite: impl FnOnce(&str) -> String) -> Self {
+    pub fn rewritten(&self, rewrite: impl FnOnce(&str) -> String) -> Self {
         Sql {
             text: rewrite(&self.text),
             values: self.values.clone(),
         }
     }
 
-    pub(crate) fn query(&self) -> Query<'_, Any, AnyArguments<'_>> {
+    pub fn query(&self) -> Query<'_, Any, AnyArguments<'_>> {
         self.values
             .iter()
             .fold(sqlx::query(&self.text), |query, value| match value {
@@ -106,7 +106,7 @@ impl Sql {
 /// `($1, $2, …), ($16, …)` for `rows` rows of `width` values; with `anonymous`, `(?, ?, …), …`
 /// (SQLite looks a numbered placeholder up by walking a list of all of them, once per bound
 /// value, which dominates a wide statement).
-pub(crate) fn values_clause(rows: usize, width: usize, anonymous: bool) -> String {
+pub fn values_clause(rows: usize, width: usize, anonymous: bool) -> String {
     let mut text = String::with_capacity(rows * width * 5);
     for r in 0..rows {
         text.push_str(if r == 0 { "(" } else { ", (" });
@@ -125,7 +125,7 @@ pub(crate) fn values_clause(rows: usize, width: usize, anonymous: bool) -> Strin
 
 /// One page of a listing. `from_where` is the listing's `FROM ... WHERE ...`; the total counts
 /// the same rows, and `order_by` must end in a unique column so that pages never overlap.
-pub(crate) async fn fetch_page<T>(
+pub async fn fetch_page<T>(
     pool: &AnyPool,
     columns: &str,
     from_where: &Sql,
@@ -159,7 +159,7 @@ pub(crate) async fn fetch_page<T>(
 
 /// A LIKE pattern matching `text` anywhere, with LIKE's wildcards in `text` taken literally
 /// (the statement says `ESCAPE '\'`).
-pub(crate) fn contains_pattern(text: &str) -> String {
+pub fn contains_pattern(text: &str) -> String {
     let mut pattern = String::with_capacity(text.len() + 2);
     pattern.push('%');
     for c in text.chars() {

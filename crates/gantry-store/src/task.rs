@@ -9,7 +9,7 @@ use sqlx::AnyPool;
 /// Runs `step` on `pool` every `period` until `alive` is dropped (with the last clone of the
 /// store) or the pool closed. A failure is logged as `failed` and the step runs again at the
 /// next tick.
-pub(crate) async fn every<F, Fut, T, E>(period: Duration, pool: AnyPool, alive: Weak<()>, failed: &'static str, step: F)
+pub async fn every<F, Fut, T, E>(period: Duration, pool: AnyPool, alive: Weak<()>, failed: &'static str, step: F)
 where
     F: Fn(AnyPool) -> Fut,
     Fut: Future<Output = Result<T, E>>,

@@ -12,6 +12,7 @@ pub mod logging;
 mod metrics;
 mod mqtt;
 pub mod simulate;
+pub mod store;
 mod tasks;
 pub mod tls;
 mod webhooks;
@@ -74,8 +75,8 @@ impl Application {
         let database_url = config
             .database_url
             .clone()
-            .unwrap_or_else(|| gantry_store::sqlite_url(&config.data_dir));
-        let store = SqlStore::connect(&database_url).await.context("opening the store")?;
+            .unwrap_or_else(|| store::sqlite_url(&config.data_dir));
+        let store = store::connect(&database_url).await.context("opening the store")?;
         tighten_files(&config.data_dir)?;
         let backend = store.backend();
         tracing::info!(backend, "store ready");

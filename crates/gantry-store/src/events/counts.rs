@@ -13,7 +13,7 @@ use sqlx::{Any, Transaction};
 use crate::row::get;
 use crate::sql::{Sql, values_clause};
 
-pub(crate) const COUNT_UPSERT: &str = "ON CONFLICT (device_id, attribute_code, clock, epoch_hour) \
+pub const COUNT_UPSERT: &str = "ON CONFLICT (device_id, attribute_code, clock, epoch_hour) \
                                        DO UPDATE SET events = device_event_counts.events + excluded.events";
 
 /// Keys per statement when a delete takes events off the counts (5 values each).
@@ -28,7 +28,7 @@ fn hour_of(ts: i64) -> i64 {
 }
 
 /// `hour_of` in SQL, for a column: both engines divide integers rounding toward zero.
-pub(crate) fn hour_sql(column: &str) -> String {
+pub fn hour_sql(column: &str) -> String {
     format!("({column} / {HOUR_MS} - CASE WHEN {column} % {HOUR_MS} < 0 THEN 1 ELSE 0 END)")
 }
 
@@ -52,7 +52,7 @@ fn whole_hours(start: i64, end: i64) -> Option<((i64, i64), (i64, i64))> {
 
 /// The clock a listing's date range applies to, as the kept counts name it, and its column (the
 /// listing's order too).
-pub(crate) fn clock_of(field: TimeField) -> (&'static str, &'static str) {
+pub fn clock_of(field: TimeField) -> (&'static str, &'static str) {
     match field {
         TimeField::Device => ("device", "device_ts"),
         TimeField::Ingress => ("ingress", "ingress_ts"),
@@ -61,7 +61,7 @@ pub(crate) fn clock_of(field: TimeField) -> (&'static str, &'static str) {
 
 /// A listing's total without a time range: the count kept for its device (and attribute), as
 /// `SELECT <expression>` without its alias, so that an engine can add to it in one statement.
-pub(crate) fn kept_total(query: &EventQuery) -> Sql {
+pub fn kept_total(query: &EventQuery) -> Sql {
     let mut total = Sql::new("SELECT COALESCE((SELECT events FROM device_event_counts WHERE device_id = ");
     total
         .bind(query.device.as_str())
@@ -76,7 +76,7 @@ pub(crate) fn kept_total(query: &EventQuery) -> Sql {
 /// and last part hour (up to two hours' worth of the device's events, however long the range),
 /// as `SELECT <expression>` without its alias. None when the range holds no whole hour or the
 /// hours are not kept for the key: then the range is counted by the index.
-pub(crate) fn hours_total(query: &EventQuery, hours: bool) -> Option<Sql> {
+pub fn hours_total(query: &EventQuery, hours: bool) -> Option<Sql> {
     let start = query.start.unwrap_or(i64::MIN);
     let end = query.end.unwrap_or(i64::MAX);
     let kept = hours && (query.attribute_code.is_none() || query.time_field == TimeField::Device);
@@ -108,7 +108,7 @@ pub(crate) fn hours_total(query: &EventQuery, hours: bool) -> Option<Sql> {
 
 /// Adds to `total` the events of `query`'s device (and attribute) in `rows` (`table WHERE
 /// [condition AND ]`) whose listing time is in `from..=to`.
-pub(crate) fn add_range_count(total: &mut Sql, query: &EventQuery, rows: &str, from: i64, to: i64) {
+pub fn add_range_count(total: &mut Sql, query: &EventQuery, rows: &str, from: i64, to: i64) {
     let (_, column) = clock_of(query.time_field);
     total.push(&format!(" + (SELECT COUNT(*) FROM {rows}device_id = "));
     total.bind(query.device.as_str());
@@ -121,13 +121,13 @@ pub(crate) fn add_range_count(total: &mut Sql, query: &EventQuery, rows: &str, f
 
 /// Changes to the kept counts of one transaction, by key (device, attribute ('' = every one),
 /// clock ('' = all time), hour): see the table in the schema. Per hour only with `hours`.
-pub(crate) struct CountChanges<'a> {
+pub struct CountChanges<'a> {
     counts: HashMap<(&'a str, &'a str, &'static str, i64), i64>,
     hours: bool,
 }
 
 impl<'a> CountChanges<'a> {
-    pub(crate) fn new(hours: bool) -> Self {
+    pub fn new(hours: bool) -> Self {
         CountChanges {
             counts: HashMap::new(),
             hours,
@@ -135,7 +135,7 @@ impl<'a> CountChanges<'a> {
     }
 
     /// Adds `n` events (-1: one deleted) of `device` and `code` at these times.
-    pub(crate) fn add(&mut self, device: &'a str, code: &'a str, device_ts: i64, ingress_ts: i64, n: i64) {
+    pub fn add(&mut self, device: &'a str, code: &'a str, device_ts: i64, ingress_ts: i64, n: i64) {
         let all_time = [(device, "", "", 0), (device, code, "", 0)];
         let hours = self.hours.then(|| {
             let device_hour = hour_of(device_ts);
@@ -152,7 +152,7 @@ impl<'a> CountChanges<'a> {
 
     /// Writes the changes, `rows` keys per statement, in key order (the one lock order of every
     /// writer). Keys that a delete left without events are removed.
-    pub(crate) async fn apply(self, tx: &mut Transaction<'static, Any>, rows: usize) -> Result<()> {
+    pub async fn apply(self, tx: &mut Transaction<'static, Any>, rows: usize) -> Result<()> {
         let mut counts: Vec<_> = self.counts.into_iter().filter(|(_, n)| *n != 0).collect();
         counts.sort_unstable();
         for chunk in counts.chunks(rows) {
@@ -194,7 +194,7 @@ impl<'a> CountChanges<'a> {
 
 /// Takes deleted events (rows of device_id, attribute_code, device_ts, ingress_ts) off the kept
 /// counts.
-pub(crate) async fn uncount(tx: &mut Transaction<'static, Any>, deleted: &[AnyRow], hours: bool) -> Result<()> {
+pub async fn uncount(tx: &mut Transaction<'static, Any>, deleted: &[AnyRow], hours: bool) -> Result<()> {
     let deleted = deleted
         .iter()
         .map(|row| {

@@ -6,9 +6,8 @@
 //! Invariants: a shadow only ever moves forward in device time (`SHADOW_UPSERT`), and device_events,
 //! the kept counts and the rollups change in the same transaction (`counts`, `rollups`).
 
-pub(crate) mod counts;
-pub(crate) mod folds;
-pub(crate) mod rollups;
+pub mod counts;
+pub mod rollups;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,20 +24,20 @@ use sqlx::{Any, AnyPool, Transaction};
 
 use crate::row::{get, json, json_opt, spelled, to_json};
 use crate::sql::Sql;
-pub(crate) use crate::sql::values_clause;
-pub(crate) use counts::clock_of;
+pub use crate::sql::values_clause;
+pub use counts::clock_of;
 use counts::{hours_total, kept_total, uncount};
 
-pub(crate) const COLUMNS: &str = "id, tenant_id, project_id, model_id, device_id, attribute_code, attribute_type, attribute_data, \
+pub const COLUMNS: &str = "id, tenant_id, project_id, model_id, device_id, attribute_code, attribute_type, attribute_data, \
                        channel, ingress_ts, device_ts, correlation_id, context, created_by, created_time";
-pub(crate) const EVENT_FIELDS: usize = 15;
+pub const EVENT_FIELDS: usize = 15;
 
 /// From this offset on, a listing reads its page's ids first and then their rows: the events it
 /// skips are index entries then, not rows (each listing index holds the id). Nearer the front
 /// the second lookup costs more than it saves.
 const DEEP_OFFSET: i64 = 10_000;
 
-pub(crate) fn event_from_row(row: &AnyRow) -> Result<DeviceEvent> {
+pub fn event_from_row(row: &AnyRow) -> Result<DeviceEvent> {
     Ok(DeviceEvent {
         id: EventId::from_string(get::<String>(row, "id")?),
         tenant_id: TenantId::from_string(get::<String>(row, "tenant_id")?),
@@ -60,7 +59,7 @@ pub(crate) fn event_from_row(row: &AnyRow) -> Result<DeviceEvent> {
 }
 
 /// `query` with the values of `e`'s row (COLUMNS' order).
-pub(crate) fn bind_event<'q>(
+pub fn bind_event<'q>(
     query: Query<'q, Any, AnyArguments<'q>>,
     e: &'q DeviceEvent,
 ) -> Result<Query<'q, Any, AnyArguments<'q>>> {
@@ -104,16 +103,12 @@ fn shadow_candidates(events: &[DeviceEvent]) -> Vec<&DeviceEvent> {
 
 /// A shadow row is only replaced by a value at least as new by device time, so late events never
 /// roll it back.
-pub(crate) const SHADOW_UPSERT: &str = "ON CONFLICT (device_id, attribute_code) DO UPDATE SET value = excluded.value, \
+pub const SHADOW_UPSERT: &str = "ON CONFLICT (device_id, attribute_code) DO UPDATE SET value = excluded.value, \
                              device_ts = excluded.device_ts, ingress_ts = excluded.ingress_ts \
                              WHERE excluded.device_ts >= device_shadows.device_ts";
 
 /// Brings the shadows up to `events`: each device's and attribute's newest, `rows` per statement.
-pub(crate) async fn update_shadows(
-    tx: &mut Transaction<'static, Any>,
-    events: &[DeviceEvent],
-    rows: usize,
-) -> Result<()> {
+pub async fn update_shadows(tx: &mut Transaction<'static, Any>, events: &[DeviceEvent], rows: usize) -> Result<()> {
     for chunk in shadow_candidates(events).chunks(rows) {
         let text = format!(
             "INSERT INTO device_shadows (device_id, attribute_code, tenant_id, value, device_ts, ingress_ts) \
@@ -137,7 +132,7 @@ pub(crate) async fn update_shadows(
 
 /// A listing's filter: `device_id = $1 [AND attribute_code = $2]` and its time range. The device
 /// id alone selects: it is unique across tenants, and the caller checked the tenant.
-pub(crate) fn listing_filter(query: &EventQuery) -> Sql {
+pub fn listing_filter(query: &EventQuery) -> Sql {
     let (_, time) = clock_of(query.time_field);
     let mut filter = Sql::new("device_id = ");
     filter.bind(query.device.as_str());
@@ -154,7 +149,7 @@ pub(crate) fn listing_filter(query: &EventQuery) -> Sql {
 }
 
 /// `tenant_id = $1 AND id = $2`.
-pub(crate) fn by_id(tenant: &TenantId, id: &EventId) -> Sql {
+pub fn by_id(tenant: &TenantId, id: &EventId) -> Sql {
     let mut selected = Sql::new("tenant_id = ");
     selected.bind(tenant.as_str()).push(" AND id = ").bind(id.as_str());
     selected
@@ -162,11 +157,11 @@ pub(crate) fn by_id(tenant: &TenantId, id: &EventId) -> Sql {
 
 /// A shadow read's head, to which `WHERE`'s condition is appended; `staged` tells an engine's
 /// not yet settled rows (1) from the shadow's (0) in `shadow_from_rows`.
-pub(crate) const SHADOW_HEAD: &str =
+pub const SHADOW_HEAD: &str =
     "SELECT attribute_code, value, device_ts, ingress_ts, 0 AS staged FROM device_shadows WHERE ";
 
 /// `device_id = $1 AND tenant_id = $2`.
-pub(crate) fn shadow_filter(tenant: &TenantId, device: &DeviceId) -> Sql {
+pub fn shadow_filter(tenant: &TenantId, device: &DeviceId) -> Sql {
     let mut selected = Sql::new("device_id = ");
     selected
         .bind(device.as_str())
@@ -177,7 +172,7 @@ pub(crate) fn shadow_filter(tenant: &TenantId, device: &DeviceId) -> Sql {
 
 /// A shadow from the rows of a shadow read: per attribute the newest by device time; a staged
 /// row arrived after every settled one and wins a tie, as it will once settled.
-pub(crate) fn shadow_from_rows(rows: &[AnyRow]) -> Result<Vec<(ShadowAttribute, i64)>> {
+pub fn shadow_from_rows(rows: &[AnyRow]) -> Result<Vec<(ShadowAttribute, i64)>> {
     let mut shadow: BTreeMap<String, (ShadowAttribute, i64)> = BTreeMap::new();
     for row in rows {
         let attribute = ShadowAttribute {
@@ -200,7 +195,7 @@ pub(crate) fn shadow_from_rows(rows: &[AnyRow]) -> Result<Vec<(ShadowAttribute, 
 }
 
 /// The `total` column of the one row `count` returns (a count: never below 0).
-pub(crate) async fn fetch_total(pool: &AnyPool, count: &Sql) -> Result<u64> {
+pub async fn fetch_total(pool: &AnyPool, count: &Sql) -> Result<u64> {
     let total: i64 = count
         .query()
         .fetch_one(pool)
@@ -211,7 +206,7 @@ pub(crate) async fn fetch_total(pool: &AnyPool, count: &Sql) -> Result<u64> {
 }
 
 /// The one event `select` (a SELECT of `COLUMNS`) finds, if any.
-pub(crate) async fn fetch_event(pool: &AnyPool, select: &Sql) -> Result<Option<DeviceEvent>> {
+pub async fn fetch_event(pool: &AnyPool, select: &Sql) -> Result<Option<DeviceEvent>> {
     let row = select
         .query()
         .fetch_optional(pool)
@@ -220,33 +215,42 @@ pub(crate) async fn fetch_event(pool: &AnyPool, select: &Sql) -> Result<Option<D
     row.as_ref().map(event_from_row).transpose()
 }
 
-/// The statements over the kept tables alone, as an engine configures them.
+/// What an engine decides about its kept tables: the one place its choices reach the shared
+/// statements over them (`Kept`).
+#[async_trait::async_trait]
+pub trait KeptRules: std::fmt::Debug + Send + Sync {
+    /// Whether the kept counts hold counts per hour, for date-range totals.
+    fn counts_hours(&self) -> bool;
+
+    /// Where the engine folds rollups in the background, the fold mark deleted events' rollups
+    /// are recomputed against, taken in `tx` so that no fold crosses the delete; None where every
+    /// write keeps the rollups whole.
+    async fn fold_mark_for_delete(&self, tx: &mut Transaction<'static, Any>) -> Result<Option<i64>>;
+
+    /// Where the engine folds rollups in the background, the fold mark a series reads against:
+    /// the events that arrived after it are read raw.
+    async fn fold_mark(&self, pool: &AnyPool) -> Result<Option<i64>>;
+}
+
+/// The statements over the kept tables alone, as an engine's `KeptRules` shape them.
 #[derive(Debug, Clone)]
-pub(crate) struct Kept {
+pub struct Kept {
     /// Reads.
-    pub(crate) pool: AnyPool,
-    /// Whether the kept counts hold counts per hour for date-range totals.
-    pub(crate) hours: bool,
-    /// Whether the rollups are folded from device_events in the background (`folds`) rather
-    /// than kept whole by every transaction that writes events.
-    pub(crate) folds: bool,
+    pub pool: AnyPool,
+    pub rules: std::sync::Arc<dyn KeptRules>,
 }
 
 impl Kept {
     /// The event `id` of `tenant`, if device_events holds it.
-    pub(crate) async fn get(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
+    pub async fn get(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
         let select = by_id(tenant, id).prefixed(&format!("SELECT {COLUMNS} FROM device_events WHERE "));
         fetch_event(&self.pool, &select).await
     }
 
     /// Deletes the events of device_events that `selected` picks, in `tx`, takes them off the
     /// kept counts and recomputes their rollups; returns how many.
-    pub(crate) async fn delete(&self, tx: &mut Transaction<'static, Any>, selected: &Sql) -> Result<u64> {
-        let folded = if self.folds {
-            Some(folds::mark_for_delete(tx).await?)
-        } else {
-            None
-        };
+    pub async fn delete(&self, tx: &mut Transaction<'static, Any>, selected: &Sql) -> Result<u64> {
+        let folded = self.rules.fold_mark_for_delete(tx).await?;
         let rows = selected
             .prefixed("DELETE FROM device_events WHERE ")
             .push(" RETURNING device_id, attribute_code, device_ts, ingress_ts")
@@ -254,7 +258,7 @@ impl Kept {
             .fetch_all(&mut **tx)
             .await
             .map_err(crate::error::db_error)?;
-        uncount(tx, &rows, self.hours).await?;
+        uncount(tx, &rows, self.rules.counts_hours()).await?;
         let deleted = rows
             .iter()
             .map(|row| {
@@ -270,12 +274,7 @@ impl Kept {
     }
 
     /// Deletes up to `limit` events of device_events stored before `cutoff`, in `tx`.
-    pub(crate) async fn delete_before(
-        &self,
-        tx: &mut Transaction<'static, Any>,
-        cutoff: i64,
-        limit: i64,
-    ) -> Result<u64> {
+    pub async fn delete_before(&self, tx: &mut Transaction<'static, Any>, cutoff: i64, limit: i64) -> Result<u64> {
         // Event ids are UUIDv7, so the primary key orders them by arrival: no time index needed.
         let mut selected = Sql::new("id IN (SELECT id FROM device_events WHERE id < ");
         selected
@@ -287,13 +286,13 @@ impl Kept {
     }
 
     /// A listing of device_events alone: newest `time` first, ties by id, with its total.
-    pub(crate) async fn list(&self, query: &EventQuery, page: PageRequest) -> Result<Page<DeviceEvent>> {
+    pub async fn list(&self, query: &EventQuery, page: PageRequest) -> Result<Page<DeviceEvent>> {
         let (_, time) = clock_of(query.time_field);
         let filter = listing_filter(query);
         let total = if query.start.is_none() && query.end.is_none() {
             fetch_total(&self.pool, kept_total(query).push(" AS total")).await?
         } else {
-            match hours_total(query, self.hours) {
+            match hours_total(query, self.rules.counts_hours()) {
                 Some(mut total) => fetch_total(&self.pool, total.push(" AS total")).await?,
                 None => {
                     let count = filter.prefixed("SELECT COUNT(*) AS total FROM device_events WHERE ");
@@ -334,18 +333,14 @@ impl Kept {
     }
 
     /// A series from device_events and its rollups alone.
-    pub(crate) async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {
-        let folded = if self.folds {
-            Some(folds::read_mark(&self.pool).await?)
-        } else {
-            None
-        };
+    pub async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {
+        let folded = self.rules.fold_mark(&self.pool).await?;
         let statement = rollups::series_statement(query, None, folded);
         rollups::fetch_series(&self.pool, &statement, query.first_last).await
     }
 
     /// The device's shadow from device_shadows alone.
-    pub(crate) async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
+    pub async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
         let rows = shadow_filter(tenant, device)
             .prefixed(SHADOW_HEAD)
             .query()

@@ -26,8 +26,8 @@ use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 use crate::row::{get, to_json};
 use crate::sql::Sql;
 
-pub(crate) const MINUTE_MS: i64 = 60_000;
-pub(crate) const HOUR_MS: i64 = 3_600_000;
+pub const MINUTE_MS: i64 = 60_000;
+pub const HOUR_MS: i64 = 3_600_000;
 
 /// A partial row's columns, after its key and `grp`.
 const PARTIAL: &str =
@@ -146,7 +146,7 @@ fn upsert_from(source: &str, widths: &[i64], narrowest: fn(&str, i64) -> String)
 
 /// `upsert_from` in SQL both engines run: first and last by ranking the events (window
 /// functions).
-pub(crate) fn upsert(source: &str, widths: &[i64]) -> String {
+pub fn upsert(source: &str, widths: &[i64]) -> String {
     upsert_from(source, widths, |source, width| {
         let raw = format!(
             "SELECT device_id, attribute_code, {width} AS width, {} AS grp, {} FROM {source}",
@@ -195,7 +195,7 @@ fn upsert_sqlite(source: &str, widths: &[i64]) -> String {
 
 /// Adds the events `source` selects (`table WHERE condition`) to the minute and hour rollups, in
 /// the SQLite move that puts them into device_events.
-pub(crate) async fn add(conn: &mut AnyConnection, source: &Sql) -> Result<()> {
+pub async fn add(conn: &mut AnyConnection, source: &Sql) -> Result<()> {
     source
         .rewritten(|source| upsert_sqlite(source, &[MINUTE_MS, HOUR_MS]))
         .query()
@@ -259,7 +259,7 @@ impl<'a> Partial<'a> {
 /// ingest): summed up per key in memory and merged into the kept rows with plain VALUES in key
 /// order, `rows` keys per statement. The same rows as `upsert` over those events, without the
 /// database grouping and ranking each batch.
-pub(crate) async fn add_batch(
+pub async fn add_batch(
     tx: &mut Transaction<'static, Any>,
     events: &[DeviceEvent],
     folded: i64,
@@ -336,11 +336,7 @@ fn partial_values(rows: usize) -> String {
 /// Recomputes from device_events the minute and hour rollups that held the deleted events
 /// (device, attribute, device time), in the transaction that deleted them: from the events that
 /// arrived before the fold mark `folded` where there is one (`folds`).
-pub(crate) async fn recompute(
-    conn: &mut AnyConnection,
-    deleted: &[(String, String, i64)],
-    folded: Option<i64>,
-) -> Result<()> {
+pub async fn recompute(conn: &mut AnyConnection, deleted: &[(String, String, i64)], folded: Option<i64>) -> Result<()> {
     for width in [MINUTE_MS, HOUR_MS] {
         let keys: BTreeSet<(&str, &str, i64)> = deleted
             .iter()
@@ -379,7 +375,7 @@ pub(crate) async fn recompute(
 
 /// The rows an engine keeps apart from device_events (not in the rollups), for a series to add:
 /// given the statement (to bind its values to), the text `table WHERE condition AND `.
-pub(crate) type ApartRows<'a> = &'a dyn Fn(&mut Sql) -> String;
+pub type ApartRows<'a> = &'a dyn Fn(&mut Sql) -> String;
 
 /// The condition, for a statement over device_events, that picks the events not yet in the
 /// rollups (read in the statement's own snapshot, as its rollup rows are).
@@ -388,7 +384,7 @@ const UNFOLDED: &str = "ingress_ts >= (SELECT ingested_through FROM device_event
 /// `UNFOLDED`, given a mark read before (`folds::read_mark`), which the mark only ever passes:
 /// with it, PostgreSQL plans for the few newest events and reads them by arrival, where it would
 /// plan for a share of the device's events (the mark's value unknown) and read its whole window.
-pub(crate) fn unfolded(read_before: i64) -> String {
+pub fn unfolded(read_before: i64) -> String {
     format!("ingress_ts >= {read_before} AND {UNFOLDED}")
 }
 
@@ -398,7 +394,7 @@ pub(crate) fn unfolded(read_before: i64) -> String {
 /// engine's events not yet in device_events, over the whole window; `folded` (a fold mark read
 /// before, `folds`) the events of device_events not yet folded into the rollups, over the whole
 /// units.
-pub(crate) fn series_statement(query: &SeriesQuery, apart: Option<ApartRows<'_>>, folded: Option<i64>) -> Sql {
+pub fn series_statement(query: &SeriesQuery, apart: Option<ApartRows<'_>>, folded: Option<i64>) -> Sql {
     let (width, offset) = (query.interval.ms(), query.offset_ms);
     let mut sql = Sql::new("");
     let device = sql.placeholder(query.device.as_str());
@@ -464,7 +460,7 @@ fn kept_span(query: &SeriesQuery) -> Option<(i64, (i64, i64))> {
 }
 
 /// Runs a series statement and reads its buckets.
-pub(crate) async fn fetch_series(pool: &AnyPool, statement: &Sql, first_last: bool) -> Result<Vec<Bucket>> {
+pub async fn fetch_series(pool: &AnyPool, statement: &Sql, first_last: bool) -> Result<Vec<Bucket>> {
     let rows = statement
         .query()
         .fetch_all(pool)

@@ -750,7 +750,7 @@ pub(crate) async fn range_totals_match_the_events_in_range(store: SqlStore) {
 #[tokio::test]
 pub(crate) async fn sqlite_checkpoints_in_the_background() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
+    let store = gantry_store_sqlite::connect(&sqlite_url(dir.path())).await.unwrap();
     let file = dir.path().join("gantry.db");
     let size = || std::fs::metadata(&file).unwrap().len();
     let tenant = new_tenant(&store, "checkpoints").await;
@@ -779,7 +779,7 @@ pub(crate) async fn sqlite_checkpoints_in_the_background() {
 /// earlier version. Returns its URL, the tenant and the device.
 pub(crate) async fn closed_store_with_a_device(dir: &std::path::Path) -> (String, TenantId, Device) {
     let url = sqlite_url(dir);
-    let store = SqlStore::connect(&url).await.unwrap();
+    let store = gantry_store_sqlite::connect(&url).await.unwrap();
     let tenant = new_tenant(&store, "upgrade").await;
     let project = new_project(&store, &tenant, "p").await;
     let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
@@ -794,7 +794,7 @@ pub(crate) async fn closed_store_with_a_device(dir: &std::path::Path) -> (String
 pub(crate) async fn sqlite_ingest_commits_while_the_main_file_is_locked() {
     let dir = tempfile::tempdir().unwrap();
     let (url, tenant, device) = closed_store_with_a_device(dir.path()).await;
-    let store = SqlStore::connect(&url).await.unwrap();
+    let store = gantry_store_sqlite::connect(&url).await.unwrap();
     let mut holder = sqlx::SqliteConnection::connect(&url).await.unwrap();
     holder.execute("BEGIN IMMEDIATE").await.unwrap();
     let event = event_at(&device, EventId::generate(), "temp", json!(21.5), 1_000);

@@ -21,7 +21,8 @@ use gantry_core::store::{
     ConnectionStore, DeviceStore, EventLogStore, EventStore, ModelStore, ProjectStore, RouteStore, Store, TenantStore,
     WebhookStore,
 };
-use gantry_store::{SqlStore, sqlite_url};
+use gantry_store::SqlStore;
+use gantry_store_sqlite::sqlite_url;
 use serde_json::json;
 use sqlx::{Connection, Executor, Row};
 
@@ -122,7 +123,7 @@ where
 {
     let dir = tempfile::tempdir().unwrap();
     // A directory that does not exist yet: connecting creates it and the database file.
-    let store = SqlStore::connect(&sqlite_url(&dir.path().join("data")))
+    let store = gantry_store_sqlite::connect(&sqlite_url(&dir.path().join("data")))
         .await
         .expect("open the SQLite store");
     assert_eq!(store.backend(), "sqlite");
@@ -157,7 +158,7 @@ where
             .await
             .unwrap();
     }
-    let store = SqlStore::connect(&with_database(&server, &database))
+    let store = gantry_store_postgres::connect(&with_database(&server, &database))
         .await
         .expect("open the PostgreSQL store");
     assert_eq!(store.backend(), "postgres");

@@ -105,7 +105,7 @@ pub async fn spawn_with(config: ServeConfig, dir: tempfile::TempDir, admin: Stri
     let database_url = config
         .database_url
         .clone()
-        .unwrap_or_else(|| gantry_store::sqlite_url(&data_dir));
+        .unwrap_or_else(|| gantry::store::sqlite_url(&data_dir));
     let app = Application::build(config).await.expect("application builds");
     let mqtt = app.mqtt_addr().unwrap_or(UNBOUND);
     let mqtt_ws = app.mqtt_ws_addr().unwrap_or(UNBOUND);

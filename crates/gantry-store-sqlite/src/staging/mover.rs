@@ -40,11 +40,11 @@ use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 use super::flush::Flusher;
 use super::staged::Staged;
 use super::table::{LATEST_STAGED, STAGING, json_array};
-use crate::engine::ApiWrites;
-use crate::events::counts::{COUNT_UPSERT, hour_sql};
-use crate::events::rollups;
-use crate::events::{COLUMNS, SHADOW_UPSERT};
-use crate::sql::Sql;
+use gantry_store::engine::ApiWrites;
+use gantry_store::events::counts::{COUNT_UPSERT, hour_sql};
+use gantry_store::events::rollups;
+use gantry_store::events::{COLUMNS, SHADOW_UPSERT};
+use gantry_store::sql::Sql;
 
 /// How often the mover walks the staged events. Each walk writes a page of each of a device's
 /// indexes once for all the device's staged events, so the longer the walk waits, the fewer pages
@@ -202,13 +202,17 @@ async fn delete_walked(mover: &Mover, through: i64, ended: Instant, yielding: &Y
     // their records go, or a delete lost to a power cut would bring back rows that no record
     // marks as moved, to be moved twice.
     let since = mover.flusher.stats().taken();
-    mover.flusher.flush().await.map_err(crate::error::io_unavailable)?;
+    mover
+        .flusher
+        .flush()
+        .await
+        .map_err(gantry_store::error::io_unavailable)?;
     yielding.wait(mover).await;
     sqlx::query("DELETE FROM main.device_events_recent_moved WHERE through <= $1")
         .bind(through)
         .execute(writer)
         .await
-        .map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
     tracing::debug!(
         through,
         deletes = stretches.len(),
@@ -237,7 +241,7 @@ pub(super) async fn sync_main(writer: &AnyPool) -> Result<()> {
     )
     .execute(writer)
     .await
-    .map_err(crate::error::db_error)?;
+    .map_err(gantry_store::error::db_error)?;
     Ok(())
 }
 
@@ -254,7 +258,7 @@ async fn move_staged(mover: &Mover, pace: Option<Duration>, yielding: &Yielding)
         sqlx::query_as("SELECT device_lo, device_hi, through FROM main.device_events_recent_moved")
             .fetch_all(reader)
             .await
-            .map_err(crate::error::db_error)?;
+            .map_err(gantry_store::error::db_error)?;
     // The staged events from the index in memory, not from the staging table (reading every
     // staged row through sqlx costs CPU that ingest needs). Rows moved
     // but not yet deleted count for `through`: they are deleted with this walk's.
@@ -387,7 +391,7 @@ pub(super) async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> 
         .bind(through)
         .execute(stager)
         .await
-        .map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
     Ok(())
 }
 
@@ -404,7 +408,7 @@ pub(super) async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> 
 pub(super) async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, through: i64) -> Result<u64> {
     let mut conn = Unsynced::acquire(writer).await?;
     conn.unsync().await?;
-    let mut tx = conn.begin().await.map_err(crate::error::db_error)?;
+    let mut tx = conn.begin().await.map_err(gantry_store::error::db_error)?;
     let mut selected = Sql::new("seq IN (SELECT value FROM json_each(");
     selected.bind(json_array(seqs)).push("))");
     // By device: each device's events go into its part of each index side by side.
@@ -416,7 +420,7 @@ pub(super) async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &
         .query()
         .execute(&mut *tx)
         .await
-        .map_err(crate::error::db_error)?
+        .map_err(gantry_store::error::db_error)?
         .rows_affected();
     settle_shadows(&mut tx, &selected).await?;
     count_staged(&mut tx, &selected).await?;
@@ -427,8 +431,8 @@ pub(super) async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &
         .bind(through)
         .execute(&mut *tx)
         .await
-        .map_err(crate::error::db_error)?;
-    tx.commit().await.map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
+    tx.commit().await.map_err(gantry_store::error::db_error)?;
     conn.synced().await?;
     Ok(rows)
 }
@@ -447,7 +451,7 @@ async fn settle_shadows(conn: &mut AnyConnection, staged: &Sql) -> Result<()> {
         .query()
         .execute(&mut *conn)
         .await
-        .map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
     Ok(())
 }
 
@@ -477,7 +481,7 @@ async fn count_staged(conn: &mut AnyConnection, staged: &Sql) -> Result<()> {
         .query()
         .execute(&mut *conn)
         .await
-        .map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
     Ok(())
 }
 
@@ -494,7 +498,7 @@ impl Unsynced {
     /// A connection of `pool`, guarded from here on.
     async fn acquire(pool: &AnyPool) -> Result<Self> {
         Ok(Unsynced {
-            conn: pool.acquire().await.map_err(crate::error::db_error)?,
+            conn: pool.acquire().await.map_err(gantry_store::error::db_error)?,
             synced: false,
         })
     }
@@ -503,7 +507,7 @@ impl Unsynced {
         sqlx::query("PRAGMA main.synchronous=NORMAL")
             .execute(&mut *self.conn)
             .await
-            .map_err(crate::error::db_error)?;
+            .map_err(gantry_store::error::db_error)?;
         Ok(())
     }
 
@@ -516,7 +520,7 @@ impl Unsynced {
         sqlx::query("PRAGMA main.synchronous=FULL")
             .execute(&mut *self.conn)
             .await
-            .map_err(crate::error::db_error)?;
+            .map_err(gantry_store::error::db_error)?;
         self.synced = true;
         Ok(())
     }

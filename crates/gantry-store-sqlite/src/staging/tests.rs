@@ -16,13 +16,13 @@ use sqlx::AnyPool;
 
 use super::StagingEvents;
 use super::mover::{ROWS_PER_SHORT_MOVE, SETTLE, delete_moved, move_devices, sync_main, walk_held};
-use crate::engine::EventEngine;
-use crate::sqlite::file::sqlite_url;
+use crate::file::sqlite_url;
+use gantry_store::engine::EventEngine;
 
-/// The engine on the database at `url`, as `SqlStore::connect` starts it.
+/// The engine on the database at `url`, as `connect` starts it.
 async fn open_store(url: &str) -> Result<StagingEvents, sqlx::Error> {
     sqlx::any::install_default_drivers();
-    crate::sqlite::open(url).await
+    crate::open(url).await
 }
 
 fn event(device: &str, ts: i64) -> DeviceEvent {

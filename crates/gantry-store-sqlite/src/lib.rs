@@ -7,6 +7,9 @@
 //! process instead of meeting SQLite's lock, whose busy handler polls with sleeps between tries;
 //! SQLite's write transactions then run one at a time per file, and the shared SQL needs no row
 //! locks (`DIALECT`). One store at a time opens the files (`file::Lock`).
+//!
+//! Its schemas are its own migrations: `migrations/` for the main file, `migrations/staging/`
+//! and `migrations/logs/` for the files beside it.
 
 mod database;
 pub(crate) mod file;
@@ -16,13 +19,14 @@ mod staging;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{Connected, Dialect};
 use database::{Database, WRITER_PRAGMAS, pool_options};
 pub use file::sqlite_url;
+use gantry_store::SqlStore;
+use gantry_store::engine::{Connected, Dialect};
 use staging::StagingEvents;
 
-/// The main file's schema (migrations/sqlite); the staging and event-log files have their own.
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+/// The main file's schema (migrations/); the staging and event-log files have their own.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Text already compares by code point; no row locks (one writer).
 const DIALECT: Dialect = Dialect {
@@ -40,9 +44,15 @@ const DIALECT: Dialect = Dialect {
 /// own checkpoint is left with the few pages committed since.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
-/// Opens the database at `url` (creating its file and directory when missing), brings both files'
-/// schemas up to date and starts the checkpointer and the event engine.
-pub(crate) async fn connect(url: &str) -> Result<Connected, sqlx::Error> {
+/// The store on the database at `url`: opens it (creating its file and directory when missing),
+/// brings the files' schemas up to date and starts the checkpointer and the event engine.
+pub async fn connect(url: &str) -> Result<SqlStore, sqlx::Error> {
+    sqlx::any::install_default_drivers();
+    Ok(SqlStore::from_engine(engine(url).await?))
+}
+
+/// The engine at `url`, connected, for `SqlStore::from_engine`.
+async fn engine(url: &str) -> Result<Connected, sqlx::Error> {
     let events = Arc::new(open(url).await?);
     let database = events.database();
     Ok(Connected {
@@ -67,7 +77,7 @@ pub(crate) async fn open(url: &str) -> Result<StagingEvents, sqlx::Error> {
     // The readers see every file; the main file's writer and the stager leave the event-log file
     // alone.
     let pool = pool_options(
-        crate::engine::POOL_SIZE,
+        gantry_store::engine::POOL_SIZE,
         vec![attach.clone(), event_logs.attach.to_string()],
     )
     .connect(url)
@@ -96,7 +106,7 @@ pub(crate) async fn open(url: &str) -> Result<StagingEvents, sqlx::Error> {
     };
     // The checkpointer: passive, it never waits for readers or the writers, it copies what it
     // can, in every file.
-    tokio::spawn(crate::task::every(
+    tokio::spawn(gantry_store::task::every(
         CHECKPOINT_EVERY,
         pool.clone(),
         Arc::downgrade(&database.alive),
@@ -109,7 +119,6 @@ pub(crate) async fn open(url: &str) -> Result<StagingEvents, sqlx::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SqlStore;
 
     /// A second store on the same file waits for the first to close, and gives up with an error
     /// that names the file when it does not. The first is not dropped: `close` lets the file go.
@@ -117,12 +126,12 @@ mod tests {
     async fn one_store_at_a_time_has_a_database_file() {
         let dir = tempfile::tempdir().unwrap();
         let url = sqlite_url(dir.path());
-        let first = SqlStore::connect(&url).await.unwrap();
+        let first = connect(&url).await.unwrap();
         let refused = file::Lock::take(&url, Duration::ZERO).await.unwrap_err().to_string();
         assert!(refused.contains("gantry.db is open in another Gantry"), "{refused}");
         let second = tokio::spawn({
             let url = url.clone();
-            async move { SqlStore::connect(&url).await }
+            async move { connect(&url).await }
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(!second.is_finished(), "the second store waits for the first");
@@ -164,8 +173,10 @@ mod tests {
     async fn event_logs_are_written_while_the_main_writer_is_held() {
         use gantry_core::store::EventLogStore;
         let dir = tempfile::tempdir().unwrap();
-        let store = SqlStore::connect(&sqlite_url(dir.path())).await.unwrap();
-        let mut held = store.writer.begin().await.unwrap();
+        let connected = engine(&sqlite_url(dir.path())).await.unwrap();
+        let writer = connected.writer.clone();
+        let store = SqlStore::from_engine(connected);
+        let mut held = writer.begin().await.unwrap();
         sqlx::query(
             "INSERT INTO main.walk_syncs (id, syncs) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1",
         )

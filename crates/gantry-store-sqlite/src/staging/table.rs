@@ -1,7 +1,7 @@
 //! The staging table as the statements name it, and the pieces of SQL that read staged rows
 //! beside device_events.
 
-use crate::sql::Sql;
+use gantry_store::sql::Sql;
 
 /// The staging table, by its schema-qualified name (in the staging file, `file.rs`).
 pub(crate) const STAGING: &str = "staging.device_events_recent";

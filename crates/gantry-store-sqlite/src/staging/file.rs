@@ -1,14 +1,14 @@
 //! The staging file: where it is (`gantry.db` → `gantry-staging.db`), its schema (the migrations
-//! in `migrations/sqlite/staging`, run on the file itself before any connection attaches it), and the
+//! in `migrations/staging`, run on the file itself before any connection attaches it), and the
 //! statements that attach it to every connection as the schema `staging`. The staging table is in
 //! a file of its own so that ingest commits take only that file's lock: SQLite locks each file
 //! apart, so they go on while a move or any other write holds the main file.
 
 use sqlx::migrate::Migrator;
 
-use crate::sqlite::file::FileBeside;
+use crate::file::FileBeside;
 
-static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite/staging");
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations/staging");
 
 /// The staging file's page size, in bytes, for a new file (an existing one keeps its own: SQLite
 /// sets the page size only before a file's first table, and not at all in WAL mode). Smaller

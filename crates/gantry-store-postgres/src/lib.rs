@@ -2,6 +2,8 @@
 //! writes device_events, the shadows and the kept counts in each ingest transaction, which is
 //! durable when it commits. Several ingest writers commit side by side, each for its own share
 //! of the devices (gantry-core's ingest.rs), so a device's events still commit in order.
+//!
+//! Its schema is its own migrations (`migrations/`).
 
 use async_trait::async_trait;
 use gantry_core::Result;
@@ -15,13 +17,15 @@ use gantry_core::time::now_ms;
 use gantry_core::webhook::WebhookEvent;
 use sqlx::AnyPool;
 
-use crate::engine::{Connected, Dialect, EngineFigures, EventEngine};
-use crate::events::counts::CountChanges;
-use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
-use crate::events::{folds, rollups};
+use gantry_store::engine::{Connected, Dialect, EngineFigures, EventEngine};
+use gantry_store::events::counts::CountChanges;
+use gantry_store::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
+use gantry_store::events::{KeptRules, rollups};
 
-/// PostgreSQL's schema (migrations/postgres).
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+mod folds;
+
+/// PostgreSQL's schema (migrations/).
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Rows per multi-row statement, each one a network round trip: 15 values each stays well under
 /// PostgreSQL's 65,535 parameters.
@@ -44,10 +48,38 @@ const DIALECT: Dialect = Dialect {
     log_outbox: "webhook_outbox",
 };
 
-/// Connects, brings the schema up to date and starts the engine. The pool also holds one
-/// connection for each ingest writer, so that ingest under load leaves the API its share.
-pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::Error> {
-    let pool = crate::engine::pool_options(crate::engine::POOL_SIZE + INGEST_WRITERS as u32)
+/// PostgreSQL counts date ranges by the index: kept counts per hour would add five keys per
+/// device and attribute to every ingest transaction instead of two. Its rollups are folded in the
+/// background (`folds`); ingest writes them only for late events.
+#[derive(Debug)]
+struct PostgresKept;
+
+#[async_trait]
+impl KeptRules for PostgresKept {
+    fn counts_hours(&self) -> bool {
+        false
+    }
+
+    async fn fold_mark_for_delete(&self, tx: &mut sqlx::Transaction<'static, sqlx::Any>) -> Result<Option<i64>> {
+        folds::mark_for_delete(tx).await.map(Some)
+    }
+
+    async fn fold_mark(&self, pool: &AnyPool) -> Result<Option<i64>> {
+        folds::read_mark(pool).await.map(Some)
+    }
+}
+
+/// The store on the database at `url`: connects, brings the schema up to date and starts the
+/// engine. The pool also holds one connection for each ingest writer, so that ingest under load
+/// leaves the API its share.
+pub async fn connect(url: &str) -> std::result::Result<gantry_store::SqlStore, sqlx::Error> {
+    sqlx::any::install_default_drivers();
+    Ok(gantry_store::SqlStore::from_engine(engine(url).await?))
+}
+
+/// The engine at `url`, connected, for `SqlStore::from_engine`.
+async fn engine(url: &str) -> std::result::Result<Connected, sqlx::Error> {
+    let pool = gantry_store::engine::pool_options(gantry_store::engine::POOL_SIZE + INGEST_WRITERS as u32)
         .connect(url)
         .await?;
     MIGRATOR.run(&pool).await?;
@@ -55,15 +87,11 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<Connected, sqlx::E
     let events = PostgresEvents {
         kept: Kept {
             pool: pool.clone(),
-            // Not kept: the ingest transaction would add five keys per device and attribute of a
-            // batch instead of two: a date range is counted by the index.
-            hours: false,
-            // Ingest writes rollups only for late events.
-            folds: true,
+            rules: std::sync::Arc::new(PostgresKept),
         },
         _alive: alive.clone(),
     };
-    tokio::spawn(crate::task::every(
+    tokio::spawn(gantry_store::task::every(
         folds::FOLD_PERIOD,
         pool.clone(),
         std::sync::Arc::downgrade(&alive),
@@ -102,13 +130,13 @@ impl PostgresEvents {
             return Ok(());
         }
         let (mut tx, folded) = loop {
-            let mut tx = self.pool().begin().await.map_err(crate::error::db_error)?;
+            let mut tx = self.pool().begin().await.map_err(gantry_store::error::db_error)?;
             let marks = folds::marks(&mut tx).await?;
             if !events.iter().any(|e| marks.folding(e.ingress_time_stamp)) {
                 break (tx, marks.folded);
             }
             // A fold sums up the range some of these events arrived in: written once it ended.
-            tx.rollback().await.map_err(crate::error::db_error)?;
+            tx.rollback().await.map_err(gantry_store::error::db_error)?;
             folds::wait_folded(self.pool(), marks.fence).await?;
         };
         for chunk in events.chunks(ROWS_PER_STATEMENT) {
@@ -117,11 +145,11 @@ impl PostgresEvents {
                 values_clause(chunk.len(), EVENT_FIELDS, false)
             );
             let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
-            query.execute(&mut *tx).await.map_err(crate::error::db_error)?;
+            query.execute(&mut *tx).await.map_err(gantry_store::error::db_error)?;
         }
         rollups::add_batch(&mut tx, events, folded, ROWS_PER_STATEMENT).await?;
         update_shadows(&mut tx, events, ROWS_PER_STATEMENT).await?;
-        let mut changes = CountChanges::new(self.kept.hours);
+        let mut changes = CountChanges::new(PostgresKept.counts_hours());
         for e in events {
             changes.add(
                 e.device_id.as_str(),
@@ -132,8 +160,8 @@ impl PostgresEvents {
             );
         }
         changes.apply(&mut tx, ROWS_PER_STATEMENT).await?;
-        crate::outbox::write_outbox(&mut tx, "webhook_outbox", outbox, false).await?;
-        tx.commit().await.map_err(crate::error::db_error)
+        gantry_store::outbox::write_outbox(&mut tx, "webhook_outbox", outbox, false).await?;
+        tx.commit().await.map_err(gantry_store::error::db_error)
     }
 }
 
@@ -152,7 +180,7 @@ impl EventEngine for PostgresEvents {
     /// One pool serves reads, the catalog's writes and ingest; nothing is held apart.
     fn figures(&self) -> EngineFigures {
         EngineFigures {
-            pools: vec![crate::figures::pool("main", self.pool())],
+            pools: vec![gantry_store::figures::pool("main", self.pool())],
             ..EngineFigures::default()
         }
     }
@@ -179,9 +207,9 @@ impl EventStore for PostgresEvents {
     }
 
     async fn delete_event(&self, tenant: &TenantId, id: &EventId) -> Result<bool> {
-        let mut tx = self.pool().begin().await.map_err(crate::error::db_error)?;
+        let mut tx = self.pool().begin().await.map_err(gantry_store::error::db_error)?;
         let deleted = self.kept.delete(&mut tx, &by_id(tenant, id)).await?;
-        tx.commit().await.map_err(crate::error::db_error)?;
+        tx.commit().await.map_err(gantry_store::error::db_error)?;
         Ok(deleted > 0)
     }
 
@@ -190,9 +218,9 @@ impl EventStore for PostgresEvents {
     }
 
     async fn delete_events_before(&self, cutoff: i64, limit: i64) -> Result<u64> {
-        let mut tx = self.pool().begin().await.map_err(crate::error::db_error)?;
+        let mut tx = self.pool().begin().await.map_err(gantry_store::error::db_error)?;
         let deleted = self.kept.delete_before(&mut tx, cutoff, limit).await?;
-        tx.commit().await.map_err(crate::error::db_error)?;
+        tx.commit().await.map_err(gantry_store::error::db_error)?;
         Ok(deleted)
     }
 

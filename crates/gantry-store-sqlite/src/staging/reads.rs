@@ -16,14 +16,14 @@ use sqlx::{Any, Transaction};
 
 use super::StagingEvents;
 use super::table::{LATEST_STAGED, NOT_MOVED, STAGING, in_staged, json_array, over_both_tables};
-use crate::events::counts::{add_range_count, hours_total, kept_total};
-use crate::events::rollups::{fetch_series, series_statement};
-use crate::events::{
+use gantry_store::events::counts::{add_range_count, hours_total, kept_total};
+use gantry_store::events::rollups::{fetch_series, series_statement};
+use gantry_store::events::{
     COLUMNS, SHADOW_HEAD, by_id, clock_of, event_from_row, fetch_event, fetch_total, listing_filter, shadow_filter,
     shadow_from_rows, update_shadows,
 };
-use crate::row::get;
-use crate::sql::Sql;
+use gantry_store::row::get;
+use gantry_store::sql::Sql;
 
 impl StagingEvents {
     pub(super) async fn get(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
@@ -60,7 +60,7 @@ impl StagingEvents {
                 .bind(id.as_str());
             deleted = self.delete_staged(&mut tx, &staged).await?;
         }
-        tx.commit().await.map_err(crate::error::db_error)?;
+        tx.commit().await.map_err(gantry_store::error::db_error)?;
         Ok(deleted > 0)
     }
 
@@ -78,7 +78,7 @@ impl StagingEvents {
                 .push(")");
             deleted += self.delete_staged(&mut tx, &selected).await?;
         }
-        tx.commit().await.map_err(crate::error::db_error)?;
+        tx.commit().await.map_err(gantry_store::error::db_error)?;
         Ok(deleted)
     }
 
@@ -92,7 +92,7 @@ impl StagingEvents {
             .query()
             .fetch_all(&mut **tx)
             .await
-            .map_err(crate::error::db_error)?;
+            .map_err(gantry_store::error::db_error)?;
         let deleted = rows.iter().map(event_from_row).collect::<Result<Vec<_>>>()?;
         update_shadows(tx, &deleted, super::ROWS_PER_STATEMENT).await?;
         Ok(deleted.len() as u64)
@@ -141,7 +141,7 @@ impl StagingEvents {
             .query()
             .fetch_all(&self.kept.pool)
             .await
-            .map_err(crate::error::db_error)?;
+            .map_err(gantry_store::error::db_error)?;
         shadow_from_rows(&rows)
     }
 
@@ -179,7 +179,7 @@ impl StagingEvents {
     /// and the device's staged events in the range, which are not in the hours yet; counted by
     /// the indexes of both tables where the hours do not serve.
     async fn range_count(&self, query: &EventQuery, filter: &Sql, staged: &str) -> Result<u64> {
-        let Some(mut total) = hours_total(query, self.kept.hours) else {
+        let Some(mut total) = hours_total(query, self.kept.rules.counts_hours()) else {
             // Counted in each table apart: a count over their union would read every matching
             // row whole instead of counting index entries.
             let count = over_both_tables(
@@ -227,7 +227,7 @@ impl StagingEvents {
             .query()
             .fetch_all(&self.kept.pool)
             .await
-            .map_err(crate::error::db_error)?
+            .map_err(gantry_store::error::db_error)?
         {
             ids.push(get::<String>(&row, "id")?);
             if let Some(seq) = get::<Option<i64>>(&row, "seq")? {
@@ -260,7 +260,7 @@ impl StagingEvents {
             .query()
             .fetch_all(&self.kept.pool)
             .await
-            .map_err(crate::error::db_error)?;
+            .map_err(gantry_store::error::db_error)?;
         let mut found: HashMap<String, DeviceEvent> = HashMap::with_capacity(rows.len());
         for row in &rows {
             let event = event_from_row(row)?;

@@ -42,10 +42,10 @@ use self::mover::{MERGE_EVERY, Mover, PACE};
 use self::staged::{MAX_STAGED, Staged};
 use self::table::{OUTBOX, STAGING};
 use super::database::Database;
-use crate::engine::{EngineFigures, EventEngine};
-use crate::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, values_clause};
-use crate::outbox::{OUTBOX_ROWS, bind_row, insert_text, merge_by_time, take_rows, waiting_rows, write_outbox};
-use crate::task::every;
+use gantry_store::engine::{EngineFigures, EventEngine};
+use gantry_store::events::{COLUMNS, EVENT_FIELDS, Kept, KeptRules, bind_event, values_clause};
+use gantry_store::outbox::{OUTBOX_ROWS, bind_row, insert_text, merge_by_time, take_rows, waiting_rows, write_outbox};
+use gantry_store::task::every;
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
 /// bind as fast as narrow ones, and fewer statements cost fewer steps; 128 × 15 values stays
@@ -65,6 +65,26 @@ pub(crate) struct StagingEvents {
     /// The write-ahead logs an operator watches: the main file's, the staging file's and the
     /// event-log file's.
     wal: [(&'static str, PathBuf); 3],
+}
+
+/// SQLite keeps counts per hour (its staged events are counted as they move) and keeps the
+/// rollups whole in every transaction that writes events, so it has no fold mark.
+#[derive(Debug)]
+struct SqliteKept;
+
+#[async_trait]
+impl KeptRules for SqliteKept {
+    fn counts_hours(&self) -> bool {
+        true
+    }
+
+    async fn fold_mark_for_delete(&self, _tx: &mut sqlx::Transaction<'static, sqlx::Any>) -> Result<Option<i64>> {
+        Ok(None)
+    }
+
+    async fn fold_mark(&self, _pool: &AnyPool) -> Result<Option<i64>> {
+        Ok(None)
+    }
 }
 
 /// The numbers of the outboxes this engine keeps apart (`OutboxKey`): the staging file's and
@@ -123,8 +143,7 @@ impl StagingEvents {
         Ok(StagingEvents {
             kept: Kept {
                 pool: reader,
-                hours: true,
-                folds: false,
+                rules: Arc::new(SqliteKept),
             },
             database,
             stager,
@@ -166,13 +185,13 @@ impl StagingEvents {
         );
         let query = events.iter().try_fold(sqlx::query(&text), bind_event)?;
         let query = outbox.iter().fold(query, bind_row);
-        let mut conn = self.stager.acquire().await.map_err(crate::error::db_error)?;
+        let mut conn = self.stager.acquire().await.map_err(gantry_store::error::db_error)?;
         let rows = match query.fetch_all(&mut *conn).await {
             Ok(rows) => rows,
             Err(e) => {
                 // The text's transaction may be open still (a statement after BEGIN failed).
                 let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-                return Err(crate::error::db_error(e));
+                return Err(gantry_store::error::db_error(e));
             }
         };
         numbered(events, &rows)
@@ -184,7 +203,7 @@ impl StagingEvents {
         let flusher = &self.mover.flusher;
         flusher.stats().committed(began.elapsed());
         let flushed = flusher.after_commit(numbered);
-        Box::pin(async move { flushed.await.map_err(crate::error::io_unavailable) })
+        Box::pin(async move { flushed.await.map_err(gantry_store::error::io_unavailable) })
     }
 
     /// A transaction on the main file's writer. Deferred: `BEGIN IMMEDIATE` would take the write
@@ -194,7 +213,11 @@ impl StagingEvents {
     /// upgrade from a read can fail with SQLITE_BUSY_SNAPSHOT. (Another process writing the main
     /// file meanwhile, the sqlite3 shell say, could make one fail.)
     async fn begin_write(&self) -> Result<Transaction<'static, Any>> {
-        self.database.writer.begin().await.map_err(crate::error::db_error)
+        self.database
+            .writer
+            .begin()
+            .await
+            .map_err(gantry_store::error::db_error)
     }
 }
 
@@ -206,7 +229,7 @@ fn numbered(events: &[DeviceEvent], rows: &[sqlx::any::AnyRow]) -> Result<Vec<(i
         .first()
         .ok_or(sqlx::Error::RowNotFound)
         .and_then(|row| sqlx::Row::try_get(row, 0))
-        .map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
     let first = last - events.len() as i64 + 1;
     Ok(events
         .iter()
@@ -250,9 +273,9 @@ impl EventEngine for StagingEvents {
             if seqs.as_ref().is_some_and(Vec::is_empty) {
                 continue;
             }
-            let mut tx = writer.begin().await.map_err(crate::error::db_error)?;
+            let mut tx = writer.begin().await.map_err(gantry_store::error::db_error)?;
             take_rows(&mut tx, (table, ""), slot, seqs.as_deref()).await?;
-            tx.commit().await.map_err(crate::error::db_error)?;
+            tx.commit().await.map_err(gantry_store::error::db_error)?;
         }
         Ok(())
     }
@@ -260,7 +283,7 @@ impl EventEngine for StagingEvents {
     /// The read, writer and ingest pools, the staged events no move has taken, and the size of
     /// each file's write-ahead log.
     fn figures(&self) -> EngineFigures {
-        use crate::figures::{file_size, pool};
+        use gantry_store::figures::{file_size, pool};
         EngineFigures {
             pools: vec![
                 pool("read", &self.database.pool),
@@ -306,9 +329,9 @@ impl EventStore for StagingEvents {
         }
         let mut all = Vec::with_capacity(events.len());
         let mut writing = if events.len() <= ROWS_PER_STATEMENT && outbox.is_empty() {
-            Writing::Alone(self.stager.acquire().await.map_err(crate::error::db_error)?)
+            Writing::Alone(self.stager.acquire().await.map_err(gantry_store::error::db_error)?)
         } else {
-            Writing::Transaction(self.stager.begin().await.map_err(crate::error::db_error)?)
+            Writing::Transaction(self.stager.begin().await.map_err(gantry_store::error::db_error)?)
         };
         for chunk in events.chunks(ROWS_PER_STATEMENT) {
             let conn: &mut AnyConnection = match &mut writing {
@@ -325,12 +348,15 @@ impl EventStore for StagingEvents {
             let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
             // The INSERT returns no row, the SELECT after it one (`fetch_one` ends with the
             // first statement on sqlx 0.8: RowNotFound).
-            let rows = query.fetch_all(&mut *conn).await.map_err(crate::error::db_error)?;
+            let rows = query
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(gantry_store::error::db_error)?;
             all.extend(numbered(chunk, &rows)?);
         }
         if let Writing::Transaction(mut tx) = writing {
             write_outbox(&mut tx, OUTBOX, outbox, true).await?;
-            tx.commit().await.map_err(crate::error::db_error)?;
+            tx.commit().await.map_err(gantry_store::error::db_error)?;
         }
         Ok(self.committed(began, all))
     }

@@ -1,5 +1,5 @@
 //! The event-log file: SQLite keeps the event logs and their webhook outbox in a file of their own
-//! (`gantry.db` → `gantry-logs.db`, the migrations in `migrations/sqlite/logs`), attached as `logs` to the
+//! (`gantry.db` → `gantry-logs.db`, the migrations in `migrations/logs`), attached as `logs` to the
 //! readers and to one writer connection of its own. A control writes its log at the PUT and at
 //! the device's ack; in the main file those writes would queue behind the mover's transactions
 //! on the main file's one writer, right when a burst of telemetry is being moved. Here they wait
@@ -13,7 +13,7 @@ use sqlx::migrate::Migrator;
 
 use super::file::FileBeside;
 
-static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite/logs");
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations/logs");
 
 /// The event logs, by their schema-qualified name (`Dialect::event_logs`).
 pub(crate) const EVENT_LOGS: &str = "logs.event_logs";

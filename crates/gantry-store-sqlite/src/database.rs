@@ -27,7 +27,7 @@ pub(crate) const WRITER_PRAGMAS: &str = "PRAGMA cache_size=-65536; PRAGMA wal_au
 /// be a round trip to that thread before every transaction.
 pub(crate) fn pool_options(size: u32, statements: Vec<String>) -> AnyPoolOptions {
     let statements: Arc<[String]> = statements.into();
-    crate::engine::pool_options(size)
+    gantry_store::engine::pool_options(size)
         .test_before_acquire(false)
         .after_connect(move |conn, _| {
             let statements = statements.clone();
@@ -57,7 +57,7 @@ pub(crate) struct Database {
     pub(crate) alive: Arc<()>,
     /// When the API's writes last asked for `writer` (`ApiWrites`): the mover's moves are short
     /// while they come.
-    pub(crate) api_writes: Arc<crate::engine::ApiWrites>,
+    pub(crate) api_writes: Arc<gantry_store::engine::ApiWrites>,
 }
 
 impl Database {

@@ -23,8 +23,8 @@ use gantry_core::Result;
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Transaction};
 
-use super::rollups::{HOUR_MS, MINUTE_MS, unfolded, upsert};
-use crate::row::get;
+use gantry_store::events::rollups::{HOUR_MS, MINUTE_MS, unfolded, upsert};
+use gantry_store::row::get;
 
 /// The fold lock's key (a PostgreSQL advisory lock): a constant no other part of Gantry uses.
 /// Writers hold it shared while they write; a fold holds it exclusively to move the fence.
@@ -72,7 +72,7 @@ pub(crate) async fn marks(tx: &mut Transaction<'static, Any>) -> Result<Marks> {
     let row = sqlx::query("SELECT ingested_through, folding_through FROM device_event_rollup_folds")
         .fetch_one(&mut **tx)
         .await
-        .map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
     Ok(Marks {
         folded: get(&row, "ingested_through")?,
         fence: get(&row, "folding_through")?,
@@ -100,7 +100,7 @@ pub(crate) async fn read_mark<'e>(executor: impl sqlx::Executor<'e, Database = A
     let row = sqlx::query("SELECT ingested_through FROM device_event_rollup_folds")
         .fetch_one(executor)
         .await
-        .map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
     get(&row, "ingested_through")
 }
 
@@ -110,7 +110,7 @@ async fn advisory<'e>(executor: impl sqlx::Executor<'e, Database = Any>, functio
         .bind(key)
         .execute(executor)
         .await
-        .map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
     Ok(())
 }
 
@@ -128,7 +128,7 @@ pub(crate) async fn fold_all(pool: &AnyPool) -> Result<bool> {
     ))
     .fetch_one(pool)
     .await
-    .map_err(crate::error::db_error)?;
+    .map_err(gantry_store::error::db_error)?;
     fold_through(pool, get::<i64>(&row, "newest")?.saturating_add(1)).await
 }
 
@@ -139,7 +139,7 @@ pub(crate) async fn fold_through(pool: &AnyPool, through: i64) -> Result<bool> {
         return Ok(false);
     }
     summarize_arrivals(pool).await?;
-    let mut conn = SessionLocks(Some(pool.acquire().await.map_err(crate::error::db_error)?));
+    let mut conn = SessionLocks(Some(pool.acquire().await.map_err(gantry_store::error::db_error)?));
     let folded = fold_on(conn.0.as_mut().expect("acquired above"), through).await;
     conn.release().await;
     folded
@@ -190,7 +190,7 @@ async fn fold_on(conn: &mut PoolConnection<Any>, through: i64) -> Result<bool> {
     .bind(through)
     .fetch_one(&mut **conn)
     .await
-    .map_err(crate::error::db_error)?;
+    .map_err(gantry_store::error::db_error)?;
     advisory(&mut **conn, "pg_advisory_unlock", FOLD_LOCK).await?;
     let fenced = fencing.elapsed();
     let through: i64 = get(&row, "folding_through")?;
@@ -198,7 +198,7 @@ async fn fold_on(conn: &mut PoolConnection<Any>, through: i64) -> Result<bool> {
     let summing = Instant::now();
     let mut tx = sqlx::Connection::begin(&mut **conn)
         .await
-        .map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
     // By the arrival index, whatever the statistics say: a sequential scan would read the table.
     // Without JIT: a plan with sequential scans off costs above PostgreSQL's JIT thresholds, and
     // compiling it (even the one-row update of the mark) took far longer than running it.
@@ -206,20 +206,20 @@ async fn fold_on(conn: &mut PoolConnection<Any>, through: i64) -> Result<bool> {
         sqlx::query(setting)
             .execute(&mut *tx)
             .await
-            .map_err(crate::error::db_error)?;
+            .map_err(gantry_store::error::db_error)?;
     }
     let arrived = format!("device_events WHERE ingress_ts >= {from} AND ingress_ts < {through}");
     let rows = sqlx::query(&upsert(&arrived, &[MINUTE_MS, HOUR_MS]))
         .execute(&mut *tx)
         .await
-        .map_err(crate::error::db_error)?
+        .map_err(gantry_store::error::db_error)?
         .rows_affected();
     sqlx::query("UPDATE device_event_rollup_folds SET ingested_through = $1")
         .bind(through)
         .execute(&mut *tx)
         .await
-        .map_err(crate::error::db_error)?;
-    tx.commit().await.map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
+    tx.commit().await.map_err(gantry_store::error::db_error)?;
     tracing::debug!(
         through,
         rows,
@@ -236,16 +236,16 @@ async fn fold_on(conn: &mut PoolConnection<Any>, through: i64) -> Result<bool> {
 /// only in its own time: without this a fold would read everything stored since. Where a vacuum
 /// holds the table it gives up quickly; the fold is as exact, only slower.
 async fn summarize_arrivals(pool: &AnyPool) -> Result<()> {
-    let mut tx = pool.begin().await.map_err(crate::error::db_error)?;
+    let mut tx = pool.begin().await.map_err(gantry_store::error::db_error)?;
     sqlx::query("SET LOCAL lock_timeout = '100ms'")
         .execute(&mut *tx)
         .await
-        .map_err(crate::error::db_error)?;
+        .map_err(gantry_store::error::db_error)?;
     match sqlx::query("SELECT brin_summarize_new_values('device_events_by_arrival')")
         .execute(&mut *tx)
         .await
     {
-        Ok(_) => tx.commit().await.map_err(crate::error::db_error),
+        Ok(_) => tx.commit().await.map_err(gantry_store::error::db_error),
         Err(e) => {
             tracing::debug!(error = %e, "the arrival index was not summed up");
             Ok(())
