@@ -76,7 +76,7 @@ impl Database {
     /// visibility map lets index scans skip the heap) and ANALYZE (statistics for the planner).
     /// Measuring before it would measure autovacuum's catch-up instead of the store.
     /// Returns how long that took, or None when the store needs nothing of the kind.
-    pub async fn settle(&self) -> anyhow::Result<Option<Duration>> {
+    pub async fn catch_up(&self) -> anyhow::Result<Option<Duration>> {
         if !matches!(self.backend, Backend::Postgres { .. }) {
             return Ok(None);
         }

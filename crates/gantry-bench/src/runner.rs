@@ -194,7 +194,7 @@ async fn local_on(
                 settings.series_events
             );
         }
-        if let Some(took) = database.settle().await? {
+        if let Some(took) = database.catch_up().await? {
             eprintln!("[{name}] VACUUM (ANALYZE) after seeding: {:.1} s", took.as_secs_f64());
         }
         server = Server::start(options(&log)).await?;

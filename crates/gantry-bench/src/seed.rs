@@ -302,7 +302,7 @@ pub async fn seed_store(
     }
     // Events are staged first and moved into the indexed table in the background; the read
     // scenario measures a store at rest, with everything moved.
-    store.merge_recent().await.context("moving the seeded events")?;
+    store.catch_up().await.context("moving the seeded events")?;
     // Closing the pool lets SQLite checkpoint its WAL before the server opens the file.
     store.close().await;
     let seconds = started.elapsed().as_secs_f64();
@@ -346,7 +346,7 @@ pub async fn seed_series(store_url: &str, fleet: &Fleet, device: &DeviceRef, cou
         store.append_events(&events).await.context("seeding the series")?;
         i = end;
     }
-    store.merge_recent().await.context("moving the seeded series")?;
+    store.catch_up().await.context("moving the seeded series")?;
     store.close().await;
     Ok(started.elapsed().as_secs_f64())
 }

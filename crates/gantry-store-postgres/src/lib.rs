@@ -19,8 +19,8 @@ use sqlx::AnyPool;
 
 use gantry_store::engine::{Connected, Dialect, EngineFigures, EventEngine};
 use gantry_store::events::counts::CountChanges;
-use gantry_store::events::{COLUMNS, EVENT_FIELDS, Kept, bind_event, by_id, update_shadows, values_clause};
-use gantry_store::events::{KeptRules, rollups};
+use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTables, bind_event, by_id, update_shadows, values_clause};
+use gantry_store::events::{EventTableRules, rollups};
 
 mod folds;
 
@@ -55,7 +55,7 @@ const DIALECT: Dialect = Dialect {
 struct PostgresKept;
 
 #[async_trait]
-impl KeptRules for PostgresKept {
+impl EventTableRules for PostgresKept {
     fn counts_hours(&self) -> bool {
         false
     }
@@ -85,7 +85,7 @@ async fn engine(url: &str) -> std::result::Result<Connected, sqlx::Error> {
     MIGRATOR.run(&pool).await?;
     let alive = std::sync::Arc::new(());
     let events = PostgresEvents {
-        kept: Kept {
+        kept: EventTables {
             pool: pool.clone(),
             rules: std::sync::Arc::new(PostgresKept),
         },
@@ -110,7 +110,7 @@ async fn engine(url: &str) -> std::result::Result<Connected, sqlx::Error> {
 
 #[derive(Debug)]
 struct PostgresEvents {
-    kept: Kept,
+    kept: EventTables,
     /// Ends the fold task when the store goes.
     _alive: std::sync::Arc<()>,
 }
@@ -168,7 +168,7 @@ impl PostgresEvents {
 #[async_trait]
 impl EventEngine for PostgresEvents {
     /// Folds every event stored into the rollups (`folds::fold_all`).
-    async fn settle(&self) -> Result<u64> {
+    async fn catch_up(&self) -> Result<u64> {
         folds::fold_all(self.pool()).await?;
         Ok(0)
     }

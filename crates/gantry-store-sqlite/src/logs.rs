@@ -18,7 +18,7 @@ static MIGRATOR: Migrator = sqlx::migrate!("./migrations/logs");
 /// The event logs, by their schema-qualified name (`Dialect::event_logs`).
 pub(crate) const EVENT_LOGS: &str = "logs.event_logs";
 
-/// Their webhook outbox (`Dialect::log_outbox`), read through `EventEngine::waiting_apart`.
+/// Their webhook outbox (`Dialect::log_outbox`), read through `EventEngine::engine_outbox_waiting`.
 pub(crate) const LOG_OUTBOX: &str = "logs.webhook_outbox";
 
 /// SQLite's event-log file, beside the database file.

@@ -83,7 +83,7 @@ pub struct Dialect {
     pub one_process: bool,
     /// The event logs' table, and the outbox their writes put webhook events into (in the same
     /// transaction, so on the same connection: `Connected::log_writer`). SQLite keeps both in a
-    /// file of their own; its outbox is read through `EventEngine::waiting_apart`.
+    /// file of their own; its outbox is read through `EventEngine::engine_outbox_waiting`.
     pub event_logs: &'static str,
     pub log_outbox: &'static str,
 }
@@ -96,7 +96,7 @@ pub trait EventEngine: EventStore + Debug {
     /// Puts every event the engine holds apart from its listing tables, and every rollup it
     /// folds later, in place now; returns how many events. For bulk loads and tests: reads see
     /// the events either way.
-    async fn settle(&self) -> Result<u64> {
+    async fn catch_up(&self) -> Result<u64> {
         Ok(0)
     }
 
@@ -107,7 +107,7 @@ pub trait EventEngine: EventStore + Debug {
     /// tables' outbox (SQLite's staging file, where `commit_events` writes its outbox, and its
     /// event-log file), oldest first, keyed with the engine's number of each outbox
     /// (`OutboxKey`). An engine that writes the main outbox alone has none.
-    async fn waiting_apart(
+    async fn engine_outbox_waiting(
         &self,
         _slot: u8,
         _project: &ProjectId,
@@ -116,9 +116,9 @@ pub trait EventEngine: EventStore + Debug {
         Ok(Vec::new())
     }
 
-    /// Takes the events `keys` (from `waiting_apart`) out of the outboxes kept apart for the
+    /// Takes the events `keys` (from `engine_outbox_waiting`) out of the outboxes kept apart for the
     /// webhook in `slot`; all of them when `keys` is None (the webhook is deleted).
-    async fn drop_apart(&self, _slot: u8, _keys: Option<&[OutboxKey]>) -> Result<()> {
+    async fn engine_outbox_drop(&self, _slot: u8, _keys: Option<&[OutboxKey]>) -> Result<()> {
         Ok(())
     }
 

@@ -89,8 +89,8 @@ impl SqlStore {
     /// as its background mover does, and on PostgreSQL folds every minute rollup into its hour;
     /// returns how many events moved (PostgreSQL holds none apart). For bulk loads and tests:
     /// reads see the events either way.
-    pub async fn merge_recent(&self) -> gantry_core::Result<u64> {
-        self.events.settle().await
+    pub async fn catch_up(&self) -> gantry_core::Result<u64> {
+        self.events.catch_up().await
     }
 
     /// The connection a statement that writes outside `begin_write` runs on.

@@ -1,6 +1,6 @@
 //! The webhook outbox's rows: how a cause's transaction writes them (`write_outbox`: the
 //! connections' into the main `webhook_outbox`, the event logs' into theirs, `Dialect::log_outbox`,
-//! an engine's ingest commit into its own table, `EventEngine::waiting_apart`), how they are read
+//! an engine's ingest commit into its own table, `EventEngine::engine_outbox_waiting`), how they are read
 //! back (`waiting_rows`), and how they leave (`take_rows`).
 //!
 //! An event is one row whatever the number of webhooks that want it, so that webhooks cost a

@@ -38,12 +38,12 @@ use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 
 pub(crate) use self::file::{STAGER_PRAGMAS, StagingFile, WRITER_PRAGMAS, migrate, staging_file};
 use self::flush::Flusher;
-use self::mover::{MERGE_EVERY, Mover, PACE};
+use self::mover::{MOVE_EVERY, Mover, PACE};
 use self::staged::{MAX_STAGED, Staged};
 use self::table::{OUTBOX, STAGING};
 use super::database::Database;
 use gantry_store::engine::{EngineFigures, EventEngine};
-use gantry_store::events::{COLUMNS, EVENT_FIELDS, Kept, KeptRules, bind_event, values_clause};
+use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTableRules, EventTables, bind_event, values_clause};
 use gantry_store::outbox::{OUTBOX_ROWS, bind_row, insert_text, merge_by_time, take_rows, waiting_rows, write_outbox};
 use gantry_store::task::every;
 
@@ -60,7 +60,7 @@ pub(crate) struct StagingEvents {
     /// Ingest's writes, unsynced (`STAGER_PRAGMAS`): the flusher puts them on disk.
     stager: AnyPool,
     /// device_events with the hours kept: the moves add them at no cost to ingest.
-    kept: Kept,
+    kept: EventTables,
     mover: Arc<Mover>,
     /// The write-ahead logs an operator watches: the main file's, the staging file's and the
     /// event-log file's.
@@ -73,7 +73,7 @@ pub(crate) struct StagingEvents {
 struct SqliteKept;
 
 #[async_trait]
-impl KeptRules for SqliteKept {
+impl EventTableRules for SqliteKept {
     fn counts_hours(&self) -> bool {
         true
     }
@@ -128,7 +128,7 @@ impl StagingEvents {
             row_cost: Default::default(),
         });
         tokio::spawn(every(
-            MERGE_EVERY,
+            MOVE_EVERY,
             writer,
             Arc::downgrade(&database.alive),
             "moving staged events failed; retrying at the next walk",
@@ -141,7 +141,7 @@ impl StagingEvents {
             },
         ));
         Ok(StagingEvents {
-            kept: Kept {
+            kept: EventTables {
                 pool: reader,
                 rules: Arc::new(SqliteKept),
             },
@@ -240,7 +240,7 @@ fn numbered(events: &[DeviceEvent], rows: &[sqlx::any::AnyRow]) -> Result<Vec<(i
 
 #[async_trait]
 impl EventEngine for StagingEvents {
-    async fn settle(&self) -> Result<u64> {
+    async fn catch_up(&self) -> Result<u64> {
         mover::walk(&self.mover, None).await
     }
 
@@ -252,7 +252,7 @@ impl EventEngine for StagingEvents {
     /// Telemetry and shadow events, which the ingest commits wrote into the staging file
     /// (`STAGED_OUTBOX`), and event-log events, which the event logs' writes wrote into the
     /// event-log file (`LOGS_OUTBOX`), merged by time.
-    async fn waiting_apart(
+    async fn engine_outbox_waiting(
         &self,
         slot: u8,
         project: &ProjectId,
@@ -265,7 +265,7 @@ impl EventEngine for StagingEvents {
     }
 
     /// Each outbox's on its file's one writer: the stager, the event logs' writer.
-    async fn drop_apart(&self, slot: u8, keys: Option<&[OutboxKey]>) -> Result<()> {
+    async fn engine_outbox_drop(&self, slot: u8, keys: Option<&[OutboxKey]>) -> Result<()> {
         for outbox in [STAGED_OUTBOX, LOGS_OUTBOX] {
             let (table, writer) = self.outbox(outbox);
             let seqs: Option<Vec<i64>> =

@@ -1,17 +1,17 @@
 //! The mover: the move of events from the staging table, where ingest commits them, into
-//! device_events, with the shadows and kept counts they settle.
+//! device_events, with the shadows and kept counts they change.
 //!
 //! The staging table is in a file of its own (attached to every connection as `staging`), which
 //! only the stager connection writes: SQLite locks each file apart, so ingest commits go on while
 //! a move holds the main file (file.rs).
 //!
-//! A walk (every `MERGE_EVERY`) takes the events staged when it starts from the in-memory index of
+//! A walk (every `MOVE_EVERY`) takes the events staged when it starts from the in-memory index of
 //! staged events (staged.rs), grouped by device, less those recorded as moved, and moves a few
 //! devices' events per transaction on the main file's writer (spread over `PACE`): an INSERT into
 //! device_events sorted by device, the shadows, kept counts and rollups brought up to them
 //! (`settle_shadows`, `count_staged`, `rollups::add`), and a record of the device range moved
 //! (device_events_recent_moved, in the main file). Reads skip recorded rows (`NOT_MOVED`) and find
-//! them in device_events. The moved rows leave the staging file one walk later (`SETTLE`), a
+//! them in device_events. The moved rows leave the staging file one walk later (`DELETE_MOVED_AFTER`), a
 //! stretch of numbers per transaction on the stager; then the in-memory index of staged events
 //! (staged.rs) forgets those numbers and the records of those rows are cleared.
 //!
@@ -25,7 +25,7 @@
 //! Why one walk later: a statement that reads both files takes its snapshot of the main file
 //! first and of the staging file an instant later (SQLite opens them in schema order). A row
 //! whose move committed and whose delete committed both within that instant would be read in
-//! neither file. A move committed `SETTLE` before the delete leaves that to a statement that
+//! neither file. A move committed `DELETE_MOVED_AFTER` before the delete leaves that to a statement that
 //! stalls for seconds between its first two steps. The other way round holds without a delay:
 //! a statement whose main snapshot holds a move's record skips the row in staging, and the record
 //! is cleared only after the row's delete committed.
@@ -50,12 +50,12 @@ use gantry_store::sql::Sql;
 /// indexes once for all the device's staged events, so the longer the walk waits, the fewer pages
 /// per event; readers meanwhile find staged events by their numbers (one key lookup each), and
 /// more of them wait.
-pub(crate) const MERGE_EVERY: Duration = Duration::from_secs(3);
+pub(crate) const MOVE_EVERY: Duration = Duration::from_secs(3);
 
 /// The background walk spreads its moves over this long, when they take less (each waits until
 /// its share of this time is due; a walk behind that pace does not wait): a burst of moves holds
 /// a core while the ingest path shares the other with everything else.
-pub(crate) const PACE: Duration = MERGE_EVERY;
+pub(crate) const PACE: Duration = MOVE_EVERY;
 
 /// Staged events moved per transaction, about (whole devices): the walk moves each device's
 /// staged events in one transaction, so its per-device index pages are written once per walk
@@ -84,12 +84,12 @@ const MIN_ROWS_PER_SHORT_MOVE: usize = 100;
 
 /// How long after an API write the moves stay short: a walk's length, so that the next write of
 /// a series (an operator's script, a webhook's deliveries) finds them short too.
-const API_WRITES_RECENT: Duration = MERGE_EVERY;
+const API_WRITES_RECENT: Duration = MOVE_EVERY;
 
 /// The walk's writes on the main file wait until no API write has had the writer for this
 /// long (a series of writes comes a few milliseconds apart), so that they start between the
 /// writes rather than in front of one. A walk waits so at most `YIELD_PER_WALK` in all (of
-/// `MERGE_EVERY`), and not while ingest waits for room (`staged::MAX_STAGED`): API writes delay
+/// `MOVE_EVERY`), and not while ingest waits for room (`staged::MAX_STAGED`): API writes delay
 /// the moves, never stop them.
 const YIELD_QUIET: Duration = Duration::from_millis(5);
 
@@ -98,7 +98,7 @@ const YIELD_PER_WALK: Duration = Duration::from_secs(1);
 
 /// How long moved rows stay in the staging file after their move committed, at least (see the
 /// module's doc): the next walk deletes them, waiting first if it starts sooner.
-pub(super) const SETTLE: Duration = Duration::from_secs(1);
+pub(super) const DELETE_MOVED_AFTER: Duration = Duration::from_secs(1);
 
 /// The mover: the main file's writer and a reader, the staging file's side of a walk (its one
 /// writer, the index of its rows, its flushes), and what the last walk left for the next.
@@ -112,7 +112,7 @@ pub(crate) struct Mover {
     /// When the API's writes last asked for `writer`.
     pub(crate) api_writes: Arc<ApiWrites>,
     /// Held by a walk from its first delete to its last move: two walks at once (the background
-    /// one and `SqlStore::merge_recent`) would move the same rows.
+    /// one and `SqlStore::catch_up`) would move the same rows.
     pub(crate) walked: tokio::sync::Mutex<Walked>,
     /// What a moved row cost the writer lately, in nanoseconds: the last move's time over its
     /// rows (`SHORT_MOVE`).
@@ -141,7 +141,7 @@ pub(crate) struct Walked {
     moved: Option<(i64, Instant)>,
 }
 
-/// A walk: deletes from the staging file what the last walk moved (`SETTLE` after it ended, at
+/// A walk: deletes from the staging file what the last walk moved (`DELETE_MOVED_AFTER` after it ended, at
 /// least), a stretch of numbers per transaction, while it moves every event staged when it
 /// starts, a few devices per transaction (each device's events in one, but for short moves);
 /// returns how many moved.
@@ -178,12 +178,12 @@ pub(super) async fn walk_held(mover: &Mover, walked: &mut Walked, pace: Option<D
     Ok(moving?.map_or(0, |(moved, _)| moved))
 }
 
-/// Deletes the rows a walk moved, numbered up to `through`, from the staging file, `SETTLE` after
+/// Deletes the rows a walk moved, numbered up to `through`, from the staging file, `DELETE_MOVED_AFTER` after
 /// its moves `ended` at least, then clears their records.
 async fn delete_walked(mover: &Mover, through: i64, ended: Instant, yielding: &Yielding) -> Result<()> {
     let writer = &mover.writer;
-    // Walks that take most of `MERGE_EVERY` start less than `SETTLE` after the last ended.
-    tokio::time::sleep(SETTLE.saturating_sub(ended.elapsed())).await;
+    // Walks that take most of `MOVE_EVERY` start less than `DELETE_MOVED_AFTER` after the last ended.
+    tokio::time::sleep(DELETE_MOVED_AFTER.saturating_sub(ended.elapsed())).await;
     let started = Instant::now();
     // The moves committed without waiting for the disk (`move_devices`): on disk before their
     // rows leave the staging file.

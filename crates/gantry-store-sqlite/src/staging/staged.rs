@@ -35,7 +35,7 @@ pub(crate) struct Staged {
 /// on a walk's size and on the index (at most this many waiting and a walk's worth moved and not
 /// yet deleted). Without it an ingest faster than the moves (a bulk load, MQTT offered beyond
 /// what the walks move) grows both without end. It leaves room for about a walk's period
-/// (`mover::MERGE_EVERY`) of events at the highest rate the targets ask for.
+/// (`mover::MOVE_EVERY`) of events at the highest rate the targets ask for.
 pub(crate) const MAX_STAGED: usize = 100_000;
 
 #[derive(Debug, Default)]

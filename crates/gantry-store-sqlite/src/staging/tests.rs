@@ -15,7 +15,7 @@ use serde_json::json;
 use sqlx::AnyPool;
 
 use super::StagingEvents;
-use super::mover::{ROWS_PER_SHORT_MOVE, SETTLE, delete_moved, move_devices, sync_main, walk_held};
+use super::mover::{DELETE_MOVED_AFTER, ROWS_PER_SHORT_MOVE, delete_moved, move_devices, sync_main, walk_held};
 use crate::file::sqlite_url;
 use gantry_store::engine::EventEngine;
 
@@ -153,7 +153,7 @@ async fn a_walk_cut_short_is_finished_by_the_next() {
     let store = open_store(&url).await.unwrap();
     assert_eq!(read(&store, "dev-a").await, expected_a, "after reopening");
     assert_eq!(read(&store, "dev-b").await, expected_b);
-    store.settle().await.unwrap();
+    store.catch_up().await.unwrap();
     let count = |table: &'static str| {
         let pool = store.database.pool.clone();
         async move {
@@ -174,8 +174,8 @@ async fn a_walk_cut_short_is_finished_by_the_next() {
     assert_eq!(read(&store, "dev-a").await, expected_a, "after the next walk");
     assert_eq!(read(&store, "dev-b").await, expected_b);
     // The walk after, once the moves have settled, deletes what was moved from staging.
-    tokio::time::sleep(SETTLE).await;
-    store.settle().await.unwrap();
+    tokio::time::sleep(DELETE_MOVED_AFTER).await;
+    store.catch_up().await.unwrap();
     assert_eq!(counts().await, (3, 0, 0), "staging emptied, records cleared");
     let syncs: i64 = sqlx::query_scalar("SELECT syncs FROM main.walk_syncs")
         .fetch_one(&store.database.pool)
@@ -443,7 +443,7 @@ async fn a_new_staging_file_has_small_pages_and_an_old_one_keeps_its_own() {
         .await
         .unwrap();
     // This walk or the background's moves them.
-    store.settle().await.unwrap();
+    store.catch_up().await.unwrap();
     let moved: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM main.device_events")
         .fetch_one(&store.database.pool)
         .await

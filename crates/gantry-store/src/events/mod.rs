@@ -1,6 +1,6 @@
 //! The kept events: device_events with the shadows, the kept counts and the kept rollups, the
 //! tables every event ends in on both engines, and the statements over them that both run
-//! (`Kept`). How an event gets there is each engine's own
+//! (`EventTables`). How an event gets there is each engine's own
 //! (`postgres`, `sqlite`).
 //!
 //! Invariants: a shadow only ever moves forward in device time (`SHADOW_UPSERT`), and device_events,
@@ -216,9 +216,9 @@ pub async fn fetch_event(pool: &AnyPool, select: &Sql) -> Result<Option<DeviceEv
 }
 
 /// What an engine decides about its kept tables: the one place its choices reach the shared
-/// statements over them (`Kept`).
+/// statements over them (`EventTables`).
 #[async_trait::async_trait]
-pub trait KeptRules: std::fmt::Debug + Send + Sync {
+pub trait EventTableRules: std::fmt::Debug + Send + Sync {
     /// Whether the kept counts hold counts per hour, for date-range totals.
     fn counts_hours(&self) -> bool;
 
@@ -232,15 +232,15 @@ pub trait KeptRules: std::fmt::Debug + Send + Sync {
     async fn fold_mark(&self, pool: &AnyPool) -> Result<Option<i64>>;
 }
 
-/// The statements over the kept tables alone, as an engine's `KeptRules` shape them.
+/// The statements over the kept tables alone, as an engine's `EventTableRules` shape them.
 #[derive(Debug, Clone)]
-pub struct Kept {
+pub struct EventTables {
     /// Reads.
     pub pool: AnyPool,
-    pub rules: std::sync::Arc<dyn KeptRules>,
+    pub rules: std::sync::Arc<dyn EventTableRules>,
 }
 
-impl Kept {
+impl EventTables {
     /// The event `id` of `tenant`, if device_events holds it.
     pub async fn get(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
         let select = by_id(tenant, id).prefixed(&format!("SELECT {COLUMNS} FROM device_events WHERE "));

@@ -195,7 +195,7 @@ impl WebhookStore for SqlStore {
         take_rows(&mut tx, ("webhook_outbox", self.dialect.lock_to_delete), slot, None).await?;
         tx.commit().await.map_err(db_error)?;
         // No new rows come for it now that it is gone (`WebhookService` forgets it).
-        self.events.drop_apart(slot, None).await
+        self.events.engine_outbox_drop(slot, None).await
     }
 
     async fn enabled_webhooks(&self) -> Result<Vec<Webhook>> {
@@ -211,7 +211,7 @@ impl WebhookStore for SqlStore {
     async fn waiting_events(&self, webhook: &Webhook, limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
         let (slot, project) = (webhook.slot, &webhook.project_id);
         let main = waiting_rows(&self.pool, ("webhook_outbox", OutboxKey::MAIN), slot, project, limit).await?;
-        let apart = self.events.waiting_apart(slot, project, limit).await?;
+        let apart = self.events.engine_outbox_waiting(slot, project, limit).await?;
         Ok(merge_by_time(main, apart, limit))
     }
 
@@ -263,7 +263,7 @@ impl WebhookStore for SqlStore {
         }
         tx.commit().await.map_err(db_error)?;
         if !apart.is_empty() {
-            self.events.drop_apart(slot, Some(&apart)).await?;
+            self.events.engine_outbox_drop(slot, Some(&apart)).await?;
         }
         Ok(())
     }

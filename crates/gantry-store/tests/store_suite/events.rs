@@ -236,7 +236,7 @@ pub(crate) async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
         writer.await.expect("no writer failed");
     }
     walking.stop().await;
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     for device in &devices {
         let query = every_event_of(device);
         assert_eq!(store.list_events(&query, all()).await.unwrap().total, 80);
@@ -331,7 +331,7 @@ pub(crate) async fn ingest_keeps_each_devices_order(store: SqlStore) {
     }
 }
 
-/// Walks of the mover back to back (`merge_recent` in a loop, none on PostgreSQL's store) until
+/// Walks of the mover back to back (`catch_up` in a loop, none on PostgreSQL's store) until
 /// `stop`.
 pub(crate) struct Walking {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -346,7 +346,7 @@ impl Walking {
             async move {
                 let mut moved = 0;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    moved += store.merge_recent().await.unwrap();
+                    moved += store.catch_up().await.unwrap();
                     tokio::task::yield_now().await;
                 }
                 moved
@@ -440,7 +440,7 @@ pub(crate) async fn moved_events_read_as_before(store: SqlStore) {
 
     let staging = store.backend() == "sqlite";
     assert_eq!(staged_events(&store).await.0 > 0, staging);
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     assert_eq!(staged_events(&store).await, (0, 60), "all moved, none twice");
     assert_eq!(read().await, before);
     let first = &before[0].1[0];
@@ -513,7 +513,7 @@ pub(crate) async fn shadows_and_totals_hold_across_moves_and_deletes(store: SqlS
     assert_eq!(shadow().await, expected);
     assert_eq!(totals().await, vec![5, 3, 2]);
 
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     assert_eq!(shadow().await, expected, "the same after the move");
     assert_eq!(totals().await, vec![5, 3, 2]);
 
@@ -537,7 +537,7 @@ pub(crate) async fn shadows_and_totals_hold_across_moves_and_deletes(store: SqlS
     assert!(store.delete_event(&tenant, &tie.id).await.unwrap());
     assert_eq!(shadow().await, expected);
     assert_eq!(totals().await, vec![5, 4, 1]);
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     assert_eq!(shadow().await, expected);
     assert_eq!(totals().await, vec![5, 4, 1]);
     assert_eq!(staged_events(&store).await.0, 0);
@@ -702,7 +702,7 @@ pub(crate) async fn range_totals_match_the_events_in_range(store: SqlStore) {
         }
     };
     check(events.clone(), "as committed").await;
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     assert_eq!(staged_events(&store).await.0, 0);
     check(events.clone(), "moved").await;
 
@@ -724,7 +724,7 @@ pub(crate) async fn range_totals_match_the_events_in_range(store: SqlStore) {
     );
     events.retain(|e| e.id.as_str() >= EventId::lower_bound_at(now - 86_400_000).as_str());
     check(events.clone(), "after deletes").await;
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     check(events.clone(), "after deletes, moved").await;
     let emptied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM device_event_counts WHERE events <= 0")
         .fetch_one(store.pool())
@@ -810,7 +810,7 @@ pub(crate) async fn sqlite_ingest_commits_while_the_main_file_is_locked() {
     let found = store.get_event(&tenant, &event.id).await.unwrap();
     assert_eq!(found.map(|e| e.attribute_data), Some(json!(21.5)));
     holder.execute("ROLLBACK").await.unwrap();
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     assert_eq!(staged_events(&store).await, (0, 1));
 }
 
@@ -880,9 +880,9 @@ pub(crate) async fn deep_pages_list_in_order(store: SqlStore) {
         }
     };
     check("as committed").await;
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     check("moved").await;
     // The next walk deletes the moved rows from staging: the listing reads device_events alone.
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     check("moved and deleted from staging").await;
 }

@@ -223,7 +223,7 @@ pub(crate) async fn series_match_the_raw_events(store: SqlStore) {
         held.retain(|e| e.id != id);
     }
     check(held.clone(), "deleted as committed").await;
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     check(held.clone(), "moved").await;
 
     // Deletes by id take away some buckets' first, last, least and greatest; retention the events
@@ -256,7 +256,7 @@ pub(crate) async fn series_match_the_raw_events(store: SqlStore) {
         assert!(store.delete_event(&tenant, &e.id).await.unwrap());
         held.retain(|h| h.id != e.id);
     }
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     check(held.clone(), "late events, moved").await;
 }
 
@@ -269,7 +269,7 @@ pub(crate) async fn series_hold_while_rollups_fold(store: SqlStore) {
     let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
     let device = new_device(&store, &tenant, "d", &project, &model).await;
     let (minute, hour) = (60_000_i64, 3_600_000_i64);
-    // Arriving ahead of the clock, where no background fold reaches: only `merge_recent` folds
+    // Arriving ahead of the clock, where no background fold reaches: only `catch_up` folds
     // them.
     let base = (chrono_now() + 24 * hour) / hour * hour;
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
@@ -341,7 +341,7 @@ pub(crate) async fn series_hold_while_rollups_fold(store: SqlStore) {
             let (store, done) = (store.clone(), done.clone());
             tokio::spawn(async move {
                 while !done.load(Ordering::Relaxed) {
-                    store.merge_recent().await.unwrap();
+                    store.catch_up().await.unwrap();
                 }
             })
         };
@@ -361,7 +361,7 @@ pub(crate) async fn series_hold_while_rollups_fold(store: SqlStore) {
         held.retain(|e| e.id != id);
     }
     assert_series_match(&store, &queries, &held, "deleted").await;
-    store.merge_recent().await.unwrap();
+    store.catch_up().await.unwrap();
     let points = assert_series_match(&store, &queries, &held, "folded").await;
     assert!(points > 100, "folded: {points} points compared");
 }
