@@ -25,4 +25,5 @@ mod series;
 mod startup;
 mod stream;
 mod tls;
+mod walkthrough;
 mod webhooks;

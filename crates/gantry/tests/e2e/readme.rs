@@ -29,7 +29,7 @@ const TOWER_CRANE: &str = include_str!("../../../../docs/examples/tower-crane.ya
 const COMMAND_BOUND: Duration = Duration::from_secs(30);
 
 /// The commands of each ```sh block of `markdown`, continuation lines joined.
-fn sh_blocks(markdown: &str) -> Vec<Vec<String>> {
+pub(crate) fn sh_blocks(markdown: &str) -> Vec<Vec<String>> {
     let mut blocks = Vec::new();
     let mut current: Option<Vec<String>> = None;
     let mut pending = String::new();
@@ -229,7 +229,7 @@ async fn make_devices_ca(dir: &Path) {
 }
 
 /// Whether `tool` runs here.
-fn installed(tool: &str) -> bool {
+pub(crate) fn installed(tool: &str) -> bool {
     std::process::Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
         .output()
