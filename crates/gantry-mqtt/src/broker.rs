@@ -65,6 +65,93 @@ pub struct BrokerTls {
     pub client_certs: bool,
 }
 
+/// The broker's listeners, in the order `EmbeddedBroker::bind` binds them.
+#[derive(Debug, Clone, Copy)]
+enum ListenerKind {
+    Tcp,
+    Ws,
+    Tls,
+    Wss,
+}
+
+impl ListenerKind {
+    const ALL: [ListenerKind; 4] = [
+        ListenerKind::Tcp,
+        ListenerKind::Ws,
+        ListenerKind::Tls,
+        ListenerKind::Wss,
+    ];
+
+    /// The name rmqtt and the connection metrics know the listener by.
+    fn transport(self) -> &'static str {
+        match self {
+            ListenerKind::Tcp => "tcp",
+            ListenerKind::Ws => "ws",
+            ListenerKind::Tls => "tls",
+            ListenerKind::Wss => "wss",
+        }
+    }
+
+    /// What an operator calls it, and the flag and variable that move it.
+    fn moved_by(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            ListenerKind::Tcp => ("MQTT", "--mqtt-addr", "GANTRY_MQTT_ADDR"),
+            ListenerKind::Ws => ("MQTT/WebSocket", "--mqtt-ws-addr", "GANTRY_MQTT_WS_ADDR"),
+            ListenerKind::Tls => ("MQTT/TLS", "--mqtts-addr", "GANTRY_MQTTS_ADDR"),
+            ListenerKind::Wss => ("MQTT/WSS", "--mqtt-wss-addr", "GANTRY_MQTT_WSS_ADDR"),
+        }
+    }
+
+    /// Where the listener is wanted, and its TLS configuration, or None when it is off.
+    fn wanted(self, config: &BrokerConfig) -> Option<(SocketAddr, Option<&BrokerTls>)> {
+        let tls = config.tls.as_ref();
+        match self {
+            ListenerKind::Tcp => config.tcp_addr.map(|addr| (addr, None)),
+            ListenerKind::Ws => config.ws_addr.map(|addr| (addr, None)),
+            ListenerKind::Tls => tls.and_then(|t| t.mqtts_addr.map(|addr| (addr, Some(t)))),
+            ListenerKind::Wss => tls.and_then(|t| t.wss_addr.map(|addr| (addr, Some(t)))),
+        }
+    }
+
+    /// Binds the listener at `addr`; a refusal names the flag and variable that move it.
+    fn bind(self, config: &BrokerConfig, addr: SocketAddr, tls: Option<&BrokerTls>) -> anyhow::Result<Listener> {
+        let limits = &config.limits;
+        // Without TCP_NODELAY a control round trip waits out Nagle's delay.
+        // SO_REUSEADDR (as tokio's own bind sets it): a restart right after a crash must bind
+        // again while the last run's connections sit in TIME_WAIT on the port.
+        let mut builder = Builder::new()
+            .name(self.transport())
+            .laddr(addr)
+            .nodelay(true)
+            .reuseaddr(Some(true))
+            .max_packet_size(limits.max_packet_size)
+            .handshake_timeout(limits.connect_timeout)
+            .max_connections(limits.max_connections)
+            .allow_anonymous(false);
+        match (self, tls) {
+            // The certificate's CN reaches the login hook only when it was verified: without a
+            // device CA no client certificate is asked for.
+            (ListenerKind::Tls, Some(tls)) => {
+                builder = builder
+                    .tls_server_config(tls.mqtts.clone())
+                    .collect_cert_info(tls.client_certs)
+            }
+            (ListenerKind::Wss, Some(tls)) => builder = builder.tls_server_config(tls.wss.clone()),
+            _ => {}
+        }
+        let (what, flag, variable) = self.moved_by();
+        let bound = builder.bind().with_context(|| {
+            format!("binding {what} on {addr} (move it with {flag} or {variable}; `off` turns it off)")
+        })?;
+        Ok(match self {
+            ListenerKind::Tcp => bound.tcp()?,
+            ListenerKind::Ws => bound.ws()?,
+            ListenerKind::Tls => bound.tls()?,
+            ListenerKind::Wss => bound.wss()?,
+        })
+    }
+}
+
 /// The broker inside `gantry serve`.
 pub struct EmbeddedBroker {
     scx: ServerContext,
@@ -90,69 +177,19 @@ impl EmbeddedBroker {
     /// nothing is accepted until `start`.
     pub async fn bind(config: &BrokerConfig) -> anyhow::Result<Self> {
         let scx = ServerContext::new().build().await;
-        let listener = |name: &str, addr: SocketAddr| {
-            // Without TCP_NODELAY a control round trip waits out Nagle's delay.
-            // SO_REUSEADDR (as tokio's own bind sets it): a restart right after a crash must bind
-            // again while the last run's connections sit in TIME_WAIT on the port.
-            Builder::new()
-                .name(name)
-                .laddr(addr)
-                .nodelay(true)
-                .reuseaddr(Some(true))
-                .max_packet_size(config.limits.max_packet_size)
-                .handshake_timeout(config.limits.connect_timeout)
-                .max_connections(config.limits.max_connections)
-                .allow_anonymous(false)
-        };
         let mut listeners = Vec::new();
         let mut transports = Vec::new();
-        let (mut tcp_addr, mut ws_addr) = (None, None);
-        if let Some(addr) = config.tcp_addr {
-            let tcp = listener("tcp", addr)
-                .bind()
-                .with_context(|| {
-                    format!("binding MQTT on {addr} (move it with --mqtt-addr or GANTRY_MQTT_ADDR; `off` turns it off)")
-                })?
-                .tcp()?;
-            tcp_addr = Some(tcp.local_addr()?);
-            listeners.push(tcp);
-            transports.push("tcp");
+        let mut bound = [None; 4];
+        for (slot, kind) in ListenerKind::ALL.into_iter().enumerate() {
+            let Some((addr, tls)) = kind.wanted(config) else {
+                continue;
+            };
+            let listener = kind.bind(config, addr, tls)?;
+            bound[slot] = Some(listener.local_addr()?);
+            listeners.push(listener);
+            transports.push(kind.transport());
         }
-        if let Some(addr) = config.ws_addr {
-            let ws = listener("ws", addr)
-                .bind()
-                .with_context(|| format!("binding MQTT/WebSocket on {addr} (move it with --mqtt-ws-addr or GANTRY_MQTT_WS_ADDR; `off` turns it off)"))?
-                .ws()?;
-            ws_addr = Some(ws.local_addr()?);
-            listeners.push(ws);
-            transports.push("ws");
-        }
-        let (mut mqtts_addr, mut wss_addr) = (None, None);
-        if let Some(tls) = &config.tls {
-            if let Some(addr) = tls.mqtts_addr {
-                // The certificate's CN reaches the login hook only when it was verified: without
-                // a device CA no client certificate is asked for.
-                let mqtts = listener("tls", addr)
-                    .tls_server_config(tls.mqtts.clone())
-                    .collect_cert_info(tls.client_certs)
-                    .bind()
-                    .with_context(|| format!("binding MQTT/TLS on {addr} (move it with --mqtts-addr or GANTRY_MQTTS_ADDR; `off` turns it off)"))?
-                    .tls()?;
-                mqtts_addr = Some(mqtts.local_addr()?);
-                listeners.push(mqtts);
-                transports.push("tls");
-            }
-            if let Some(addr) = tls.wss_addr {
-                let wss = listener("wss", addr)
-                    .tls_server_config(tls.wss.clone())
-                    .bind()
-                    .with_context(|| format!("binding MQTT/WSS on {addr} (move it with --mqtt-wss-addr or GANTRY_MQTT_WSS_ADDR; `off` turns it off)"))?
-                    .wss()?;
-                wss_addr = Some(wss.local_addr()?);
-                listeners.push(wss);
-                transports.push("wss");
-            }
-        }
+        let [tcp_addr, ws_addr, mqtts_addr, wss_addr] = bound;
         Ok(Self {
             scx,
             listeners,

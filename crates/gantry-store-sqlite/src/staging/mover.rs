@@ -30,6 +30,7 @@
 //! a statement whose main snapshot holds a move's record skips the row in staging, and the record
 //! is cleared only after the row's delete committed.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -251,84 +252,29 @@ pub(super) async fn sync_main(writer: &AnyPool) -> Result<()> {
 /// device_events, or was deleted), or None when nothing is staged. With `pace`, the moves are
 /// spread over that long (`PACE`).
 async fn move_staged(mover: &Mover, pace: Option<Duration>, yielding: &Yielding) -> Result<Option<(u64, i64)>> {
-    let (reader, writer, staged) = (&mover.reader, &mover.writer, &mover.staged);
-    // The records of moves first, then the index: the rows of a record cleared meanwhile (by this
-    // walk's delete, running beside) left the index before their record went.
-    let records: Vec<(String, String, i64)> =
-        sqlx::query_as("SELECT device_lo, device_hi, through FROM main.device_events_recent_moved")
-            .fetch_all(reader)
-            .await
-            .map_err(gantry_store::error::db_error)?;
-    // The staged events from the index in memory, not from the staging table (reading every
-    // staged row through sqlx costs CPU that ingest needs). Rows moved
-    // but not yet deleted count for `through`: they are deleted with this walk's.
-    let Some((through, mut by_device)) = staged.by_device() else {
+    let Some((through, mut devices)) = not_yet_moved(mover).await? else {
         return Ok(None);
     };
-    for (device, seqs) in &mut by_device {
-        // `NOT_MOVED`: above the highest number a record of the device's range reaches.
-        let moved = records
-            .iter()
-            .filter(|(lo, hi, _)| lo <= device && device <= hi)
-            .map(|(_, _, through)| *through)
-            .max();
-        if let Some(moved) = moved {
-            seqs.retain(|seq| *seq > moved);
-        }
-    }
-    by_device.retain(|_, seqs| !seqs.is_empty());
-    let pending: usize = by_device.values().map(Vec::len).sum();
-    let mut taken = 0;
+    let pending: usize = devices.iter().map(|(_, seqs)| seqs.len()).sum();
+    let (mut taken, mut moved, mut moves) = (0, 0, 0);
     let started = Instant::now();
-    let mut moved = 0;
-    let mut moves = 0;
     // The time the moves took, without the waits between them: how much of the pace the writer
     // needs at this rate.
     let mut busy = Duration::ZERO;
-    let mut devices: std::collections::VecDeque<(String, Vec<i64>)> = by_device.into_iter().collect();
     while !devices.is_empty() {
         // An API write waiting for the writer goes before this move (the pool's queue is in
         // order); the move it meets in flight is short while API writes come.
         yielding.wait(mover).await;
-        let rows_per_move = mover.rows_per_move();
-        let mut seqs = Vec::new();
-        let mut range: Option<(String, String)> = None;
-        let mut moved_through = through;
-        while seqs.len() < rows_per_move
-            && let Some((device, mut device_seqs)) = devices.pop_front()
-        {
-            let room = rows_per_move - seqs.len();
-            if device_seqs.len() > room && rows_per_move < ROWS_PER_MOVE {
-                if !seqs.is_empty() {
-                    devices.push_front((device, device_seqs));
-                    break;
-                }
-                // A device's first events alone: its record covers them (up to the last one's
-                // number), and the rest stays staged for the next moves of this walk.
-                device_seqs.sort_unstable();
-                let rest = device_seqs.split_off(room);
-                moved_through = device_seqs[room - 1];
-                devices.push_front((device.clone(), rest));
-                seqs = device_seqs;
-                range = Some((device.clone(), device));
-                break;
-            }
-            seqs.extend(device_seqs);
-            range = Some(match range {
-                Some((lo, _)) => (lo, device),
-                None => (device.clone(), device),
-            });
-        }
-        let (lo, hi) = range.expect("at least one device");
+        let next = next_move(&mut devices, mover.rows_per_move(), through);
         let move_started = Instant::now();
-        moved += move_devices(writer, &seqs, &lo, &hi, moved_through).await?;
+        moved += move_devices(&mover.writer, &next.seqs, &next.lo, &next.hi, next.through).await?;
         let took = move_started.elapsed();
         busy += took;
-        let cost = took.as_nanos() as u64 / seqs.len().max(1) as u64;
+        let cost = took.as_nanos() as u64 / next.seqs.len().max(1) as u64;
         mover.row_cost.store(cost, std::sync::atomic::Ordering::Relaxed);
-        staged.moved(seqs.len());
+        mover.staged.moved(next.seqs.len());
         moves += 1;
-        taken += seqs.len();
+        taken += next.seqs.len();
         if let Some(pace) = pace {
             // Ahead of an even spread over `pace`: wait until the moves done are due.
             let due = pace.mul_f64(taken as f64 / pending as f64);
@@ -343,6 +289,85 @@ async fn move_staged(mover: &Mover, pace: Option<Duration>, yielding: &Yielding)
         "moved staged events"
     );
     Ok(Some((moved, through)))
+}
+
+/// The staged events no record of a move covers yet, per device in device order, and the
+/// highest number staged now; None when nothing is staged.
+async fn not_yet_moved(mover: &Mover) -> Result<Option<(i64, VecDeque<(String, Vec<i64>)>)>> {
+    // The records of moves first, then the index: the rows of a record cleared meanwhile (by this
+    // walk's delete, running beside) left the index before their record went.
+    let records: Vec<(String, String, i64)> =
+        sqlx::query_as("SELECT device_lo, device_hi, through FROM main.device_events_recent_moved")
+            .fetch_all(&mover.reader)
+            .await
+            .map_err(gantry_store::error::db_error)?;
+    // The staged events from the index in memory, not from the staging table (reading every
+    // staged row through sqlx costs CPU that ingest needs). Rows moved
+    // but not yet deleted count for `through`: they are deleted with this walk's.
+    let Some((through, mut by_device)) = mover.staged.by_device() else {
+        return Ok(None);
+    };
+    for (device, seqs) in &mut by_device {
+        // `NOT_MOVED`: above the highest number a record of the device's range reaches.
+        let moved = records
+            .iter()
+            .filter(|(lo, hi, _)| lo <= device && device <= hi)
+            .map(|(_, _, through)| *through)
+            .max();
+        if let Some(moved) = moved {
+            seqs.retain(|seq| *seq > moved);
+        }
+    }
+    by_device.retain(|_, seqs| !seqs.is_empty());
+    Ok(Some((through, by_device.into_iter().collect())))
+}
+
+/// One move's events: whole devices from the front of `devices` up to `rows_per_move` rows,
+/// over the device range `lo..=hi`, recorded as moved through `through`.
+struct NextMove {
+    seqs: Vec<i64>,
+    lo: String,
+    hi: String,
+    through: i64,
+}
+
+/// Takes the next move off the front of `devices`. A short move (fewer rows than `ROWS_PER_MOVE`)
+/// that meets a device with more events than it has room for takes that device's first events
+/// alone, recorded through the last one's number; the rest stays in front for the next move.
+fn next_move(devices: &mut VecDeque<(String, Vec<i64>)>, rows_per_move: usize, through: i64) -> NextMove {
+    let mut seqs = Vec::new();
+    let mut range: Option<(String, String)> = None;
+    let mut moved_through = through;
+    while seqs.len() < rows_per_move
+        && let Some((device, mut device_seqs)) = devices.pop_front()
+    {
+        let room = rows_per_move - seqs.len();
+        if device_seqs.len() > room && rows_per_move < ROWS_PER_MOVE {
+            if !seqs.is_empty() {
+                devices.push_front((device, device_seqs));
+                break;
+            }
+            device_seqs.sort_unstable();
+            let rest = device_seqs.split_off(room);
+            moved_through = device_seqs[room - 1];
+            devices.push_front((device.clone(), rest));
+            seqs = device_seqs;
+            range = Some((device.clone(), device));
+            break;
+        }
+        seqs.extend(device_seqs);
+        range = Some(match range {
+            Some((lo, _)) => (lo, device),
+            None => (device.clone(), device),
+        });
+    }
+    let (lo, hi) = range.expect("at least one device");
+    NextMove {
+        seqs,
+        lo,
+        hi,
+        through: moved_through,
+    }
 }
 
 /// What a walk has left of `YIELD_PER_WALK`, shared by its moves and its deletes.

@@ -73,11 +73,60 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
         .filter_map(|d| d["deviceName"].as_str().map(str::to_owned))
         .collect();
     let (skip, create): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|row| existing.contains(&row.name));
-
-    let progress = progress_bar(create.len() as u64);
-    let (mut created, mut attempted) = (0u64, 0usize);
     let to_create = create.len();
-    // Ctrl-C stops new creates; those in flight finish and their tokens are written.
+    let ids = (project.as_str(), model.as_str());
+    let done = create_all(
+        client,
+        create,
+        ids,
+        usize::from(args.concurrency),
+        &mut tokens,
+        &mut failed,
+    )
+    .await?;
+    tokens
+        .into_inner()
+        .map_err(|e| anyhow::Error::new(e.into_error()))
+        .and_then(|file| Ok(file.sync_all()?))
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    failed.sort_by_key(|f| f.line);
+    let summary = Summary {
+        created: done.created,
+        skipped: skip.len(),
+        not_attempted: to_create - done.attempted,
+        failed,
+        output: args.output,
+    };
+    summary.print(out)?;
+    if done.interrupted {
+        bail!("interrupted");
+    }
+    if !summary.failed.is_empty() {
+        bail!("{} of the file's devices were not created", summary.failed.len());
+    }
+    Ok(())
+}
+
+/// What `create_all` did.
+struct Created {
+    created: u64,
+    attempted: usize,
+    interrupted: bool,
+}
+
+/// Creates `rows` in the project and model `ids`, `concurrency` at a time, writing each created
+/// device's token to `tokens` at once and each refusal to `failed`. Ctrl-C stops new creates;
+/// those in flight finish and their tokens are written.
+async fn create_all(
+    client: &Client,
+    rows: Vec<Row>,
+    (project, model): (&str, &str),
+    concurrency: usize,
+    tokens: &mut csv::Writer<File>,
+    failed: &mut Vec<Failure>,
+) -> anyhow::Result<Created> {
+    let progress = progress_bar(rows.len() as u64);
+    let (mut created, mut attempted) = (0u64, 0usize);
     let interrupted = AtomicBool::new(false);
     let stop = async {
         match tokio::signal::ctrl_c().await {
@@ -85,7 +134,7 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
             Err(_) => std::future::pending().await,
         }
     };
-    let mut results = futures::stream::iter(create)
+    let mut results = futures::stream::iter(rows)
         .take_until(Box::pin(stop))
         .map(|mut row| {
             row.body["projectId"] = json!(project);
@@ -95,7 +144,7 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
                 (row, result)
             }
         })
-        .buffer_unordered(usize::from(args.concurrency));
+        .buffer_unordered(concurrency);
     while let Some((row, result)) = results.next().await {
         attempted += 1;
         match result {
@@ -116,42 +165,114 @@ pub async fn run(client: &Client, out: Output, args: ImportArgs) -> anyhow::Resu
         progress.inc(1);
     }
     progress.finish_and_clear();
-    tokens
-        .into_inner()
-        .map_err(|e| anyhow::Error::new(e.into_error()))
-        .and_then(|file| Ok(file.sync_all()?))
-        .with_context(|| format!("writing {}", args.output.display()))?;
-    failed.sort_by_key(|f| f.line);
+    Ok(Created {
+        created,
+        attempted,
+        interrupted: interrupted.load(Ordering::Relaxed),
+    })
+}
 
-    let skipped = skip.len();
-    let not_attempted = to_create - attempted;
-    if out.json {
-        let summary = json!({"created": created, "skipped": skipped, "failed": failed,
-                             "notAttempted": not_attempted, "output": args.output});
-        println!("{}", serde_json::to_string_pretty(&summary)?);
-    } else {
+/// What an import says at its end.
+struct Summary {
+    created: u64,
+    skipped: usize,
+    not_attempted: usize,
+    failed: Vec<Failure>,
+    output: PathBuf,
+}
+
+impl Summary {
+    fn print(&self, out: Output) -> anyhow::Result<()> {
+        if out.json {
+            let summary = json!({"created": self.created, "skipped": self.skipped, "failed": self.failed,
+                                 "notAttempted": self.not_attempted, "output": self.output});
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+            return Ok(());
+        }
         println!(
-            "created {created}, skipped {skipped} (already in the project), failed {}",
-            failed.len()
+            "created {}, skipped {} (already in the project), failed {}",
+            self.created,
+            self.skipped,
+            self.failed.len()
         );
-        for failure in &failed {
+        for failure in &self.failed {
             println!("  line {} ({}): {}", failure.line, failure.name, failure.reason);
         }
-        if not_attempted > 0 {
-            println!("interrupted: {not_attempted} not attempted; run the import again to create them");
+        if self.not_attempted > 0 {
+            println!(
+                "interrupted: {} not attempted; run the import again to create them",
+                self.not_attempted
+            );
         }
         println!(
             "ids and access tokens of the created devices: {}",
-            args.output.display()
+            self.output.display()
         );
+        Ok(())
     }
-    if interrupted.load(Ordering::Relaxed) {
-        bail!("interrupted");
+}
+
+/// The columns a file may have, and where its header row puts them.
+struct Columns {
+    name: usize,
+    comments: Option<usize>,
+    is_virtual: Option<usize>,
+    status: Option<usize>,
+    metadata: Option<usize>,
+}
+
+impl Columns {
+    const KNOWN: [&str; 5] = ["deviceName", "comments", "virtual", "status", "metadata"];
+
+    fn of(headers: &csv::StringRecord, path: &Path) -> anyhow::Result<Columns> {
+        let column = |name: &str| headers.iter().position(|h| h.eq_ignore_ascii_case(name));
+        let Some(name) = column("deviceName") else {
+            bail!("{}: the header row has no `deviceName` column", path.display());
+        };
+        if let Some(unknown) = headers
+            .iter()
+            .find(|h| !Self::KNOWN.iter().any(|k| k.eq_ignore_ascii_case(h)))
+        {
+            bail!(
+                "{}: unknown column `{unknown}` (known: {})",
+                path.display(),
+                Self::KNOWN.join(", ")
+            );
+        }
+        Ok(Columns {
+            name,
+            comments: column("comments"),
+            is_virtual: column("virtual"),
+            status: column("status"),
+            metadata: column("metadata"),
+        })
     }
-    if !failed.is_empty() {
-        bail!("{} of the file's devices were not created", failed.len());
+
+    /// The request body of a record named `name`, or why it cannot become a device.
+    fn body(&self, record: &csv::StringRecord, name: &str) -> Result<Value, String> {
+        let field = |i: Option<usize>| i.and_then(|i| record.get(i)).filter(|v| !v.is_empty());
+        let mut body = json!({"deviceName": name});
+        if let Some(value) = field(self.comments) {
+            body["comments"] = json!(value);
+        }
+        if let Some(value) = field(self.status) {
+            body["status"] = json!(value);
+        }
+        if let Some(value) = field(self.is_virtual) {
+            body["virtual"] = match value.to_ascii_lowercase().as_str() {
+                "true" | "yes" | "1" => json!(true),
+                "false" | "no" | "0" => json!(false),
+                _ => return Err(format!("virtual: `{value}` is not true or false")),
+            };
+        }
+        if let Some(value) = field(self.metadata) {
+            match serde_json::from_str::<Value>(value) {
+                Ok(object @ Value::Object(_)) => body["metadata"] = object,
+                _ => return Err("metadata: not a JSON object".to_owned()),
+            }
+        }
+        Ok(body)
     }
-    Ok(())
 }
 
 /// The rows of the file; a row that cannot become a device is a failure with its reason, and a
@@ -165,75 +286,25 @@ fn read_rows(path: &Path) -> anyhow::Result<(Vec<Row>, Vec<Failure>)> {
         .headers()
         .with_context(|| format!("reading {}", path.display()))?
         .clone();
-    let column = |name: &str| headers.iter().position(|h| h.eq_ignore_ascii_case(name));
-    let Some(name_column) = column("deviceName") else {
-        bail!("{}: the header row has no `deviceName` column", path.display());
-    };
-    let known = ["deviceName", "comments", "virtual", "status", "metadata"];
-    if let Some(unknown) = headers
-        .iter()
-        .find(|h| !known.iter().any(|k| k.eq_ignore_ascii_case(h)))
-    {
-        bail!(
-            "{}: unknown column `{unknown}` (known: {})",
-            path.display(),
-            known.join(", ")
-        );
-    }
-    let (comments, is_virtual, status, metadata) = (
-        column("comments"),
-        column("virtual"),
-        column("status"),
-        column("metadata"),
-    );
+    let columns = Columns::of(&headers, path)?;
     let mut rows = Vec::new();
     let mut failed = Vec::new();
     let mut seen: HashMap<String, u64> = HashMap::new();
     for record in reader.records() {
         let record = record.with_context(|| format!("reading {}", path.display()))?;
         let line = record.position().map_or(0, |p| p.line());
-        let field = |i: Option<usize>| i.and_then(|i| record.get(i)).filter(|v| !v.is_empty());
-        let name = record.get(name_column).unwrap_or_default().to_owned();
-        let fail = |reason: String| Failure {
-            line,
-            name: name.clone(),
-            reason,
+        let name = record.get(columns.name).unwrap_or_default().to_owned();
+        let refused = if name.is_empty() {
+            Err("deviceName is empty".to_owned())
+        } else if let Some(first) = seen.insert(name.clone(), line) {
+            Err(format!("the name repeats line {first}"))
+        } else {
+            columns.body(&record, &name)
         };
-        if name.is_empty() {
-            failed.push(fail("deviceName is empty".to_owned()));
-            continue;
+        match refused {
+            Ok(body) => rows.push(Row { line, name, body }),
+            Err(reason) => failed.push(Failure { line, name, reason }),
         }
-        if let Some(first) = seen.insert(name.clone(), line) {
-            failed.push(fail(format!("the name repeats line {first}")));
-            continue;
-        }
-        let mut body = json!({"deviceName": name});
-        if let Some(value) = field(comments) {
-            body["comments"] = json!(value);
-        }
-        if let Some(value) = field(status) {
-            body["status"] = json!(value);
-        }
-        if let Some(value) = field(is_virtual) {
-            match value.to_ascii_lowercase().as_str() {
-                "true" | "yes" | "1" => body["virtual"] = json!(true),
-                "false" | "no" | "0" => body["virtual"] = json!(false),
-                _ => {
-                    failed.push(fail(format!("virtual: `{value}` is not true or false")));
-                    continue;
-                }
-            }
-        }
-        if let Some(value) = field(metadata) {
-            match serde_json::from_str::<Value>(value) {
-                Ok(object @ Value::Object(_)) => body["metadata"] = object,
-                _ => {
-                    failed.push(fail("metadata: not a JSON object".to_owned()));
-                    continue;
-                }
-            }
-        }
-        rows.push(Row { line, name, body });
     }
     Ok((rows, failed))
 }
