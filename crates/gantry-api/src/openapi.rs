@@ -7,7 +7,7 @@ use utoipa::openapi::schema::{Schema, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
-use crate::{control, devices, events, health, models, projects, routes, series, stream, tenants, webhooks};
+use crate::{control, desired, devices, events, health, models, projects, routes, series, stream, tenants, webhooks};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -33,6 +33,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         events::create, events::read, events::delete, events::list, events::list_attribute, events::shadow,
         series::series,
         control::send, control::logs,
+        desired::read, desired::update, desired::pending, desired::cancel,
         routes::create, routes::list, routes::refresh, routes::revoke,
         stream::stream,
         webhooks::create, webhooks::list, webhooks::read, webhooks::update, webhooks::delete, webhooks::deliveries,
@@ -44,7 +45,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         gantry_core::enums::Channel, gantry_core::enums::DeviceStatus, gantry_core::enums::ProjectStatus,
         gantry_core::enums::SortOrder, gantry_core::enums::EventSource, gantry_core::enums::MessageType,
         gantry_core::enums::EventLogStatus, gantry_core::enums::Classification, gantry_core::enums::SourceType,
-        gantry_core::enums::DeliveryStatus, gantry_core::stream::StreamType,
+        gantry_core::enums::DeliveryStatus, gantry_core::stream::StreamType, gantry_core::enums::DesiredStatus,
     )),
     modifiers(&BearerAuth, &CommonResponses, &CreateBodies),
     security(("bearer" = []))
