@@ -468,3 +468,63 @@ async fn waiting_controls_and_desired_values_survive_a_restart() {
     assert_eq!(next(&mut device).await["payload"]["attrs"][0]["value"], true);
     again.stop().await;
 }
+
+#[tokio::test]
+#[ignore = "needs GANTRY_TEST_MQTT_BROKER_URL and GANTRY_E2E_POSTGRES_URL (two nodes, one database)"]
+async fn two_nodes_with_an_external_broker_deliver_each_waiting_control_once() {
+    use std::net::ToSocketAddrs;
+    let url = crate::helpers::required_var("GANTRY_TEST_MQTT_BROKER_URL", "mqtt://127.0.0.1:1883");
+    crate::helpers::required_var("GANTRY_E2E_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres");
+    let prefix = unique("gantry-desired");
+    let (node_url, node_prefix) = (url.clone(), prefix.clone());
+    let first = spawn_app_with(move |c| {
+        c.mqtt_broker_url = Some(node_url);
+        c.topic_prefix = node_prefix;
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = gantry::config::ServeConfig::local(dir.path().to_path_buf());
+    config.database_url = Some(first.database_url());
+    config.admin_token = Some(first.admin.clone());
+    config.mqtt_broker_url = Some(url);
+    config.topic_prefix = prefix.clone();
+    let second = crate::helpers::spawn_with(config, dir, first.admin.clone()).await;
+    let world = first.world().await;
+    let mut sent = Vec::new();
+    for i in 0..6 {
+        let app = if i % 2 == 0 { &first } else { &second };
+        sent.push(send_waiting(app, &world, &format!("w{i}"), 600).await);
+    }
+
+    let addr = first.mqtt.to_socket_addrs().unwrap().next().unwrap();
+    let mut device = DeviceClient::connect(
+        addr,
+        &prefix,
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    )
+    .await
+    .unwrap();
+    device.subscribe_inbox().await.unwrap();
+    // its messages reach both nodes (a shared subscription): each counts a connect
+    for i in 0..10 {
+        device.publish_attrs(&[("count", json!(i))], None, false).await.unwrap();
+    }
+    let mut labels = Vec::new();
+    while let Some(received) = device.next_message(Duration::from_secs(3)).await.unwrap() {
+        labels.push(
+            received.json()["payload"]["attrs"][0]["value"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let wanted: Vec<String> = (0..6).map(|i| format!("w{i}")).collect();
+    assert_eq!(labels, wanted, "each waiting control once, in send order");
+    for id in sent {
+        first
+            .delete(format!("/api/v1/eventLogs/{id}"), &first.admin)
+            .await
+            .error(409);
+    }
+}
