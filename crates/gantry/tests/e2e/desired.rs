@@ -528,3 +528,59 @@ async fn two_nodes_with_an_external_broker_deliver_each_waiting_control_once() {
             .error(409);
     }
 }
+
+/// kill -9 of the real process: what was accepted before it waits in the store, and the
+/// restarted process sends it at the device's connect.
+#[tokio::test]
+async fn waiting_controls_and_desired_values_survive_sigkill() {
+    let seed = spawn_app().await;
+    let world = seed.world().await;
+    let admin = seed.admin.clone();
+    let db = seed.database_url();
+    let _seed_dir = seed.stop_keep_data().await;
+    let data_dir = tempfile::tempdir().unwrap();
+
+    let server = crate::crash::start_with(data_dir.path(), Some(&db), &admin, [0; 3], &[]).await;
+    let app = TestApp::remote(&server.base, &admin);
+    let first = send_waiting(&app, &world, "before-the-kill", 600).await;
+    patch(&app, &world, &admin, json!({"label": "kept"}), None)
+        .await
+        .0
+        .result();
+    let mut child = server.child;
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+
+    let again = crate::crash::start_with(data_dir.path(), Some(&db), &admin, [0; 3], &[]).await;
+    let app = TestApp::remote(&again.base, &admin);
+    let pending = format!(
+        "/api/v1/devices/{}/pendingControls",
+        world.device["id"].as_str().unwrap()
+    );
+    assert_eq!(
+        app.get(&pending, &admin).await.result()["results"][0]["id"],
+        first.as_str()
+    );
+    let mut device = DeviceClient::connect(
+        again.mqtt,
+        PREFIX,
+        world.device["id"].as_str().unwrap(),
+        world.device["accessToken"].as_str().unwrap(),
+    )
+    .await
+    .unwrap();
+    device.subscribe_inbox().await.unwrap();
+    let control = next(&mut device).await;
+    assert_eq!(control["payload"]["attrs"][0]["value"], "before-the-kill");
+    let delta = next(&mut device).await;
+    assert_eq!(
+        (delta["meta"]["type"].clone(), delta["meta"]["version"].clone()),
+        (json!("c"), json!(1))
+    );
+    device.ack(&delta).await.unwrap();
+    assert!(
+        wait_for(WAIT, async || status_of(&desired(&app, &world).await, "label")
+            == "applied")
+        .await
+    );
+}
