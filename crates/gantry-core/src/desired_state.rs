@@ -14,12 +14,15 @@ use crate::control::ControlService;
 use crate::desired::DesiredState;
 use crate::enums::{DeviceStatus, MessageType, Readable};
 use crate::event_log::EventLog;
+use crate::feed::Feeds;
 use crate::ids::{DeviceId, EventId, TenantId};
 use crate::message::{Message, MessageMeta, Payload, PayloadAttribute};
 use crate::principal::Principal;
 use crate::records::{Device, DeviceModel};
 use crate::store::Store;
+use crate::stream::StreamType;
 use crate::time::now_ms;
+use crate::webhooks::WebhookService;
 use crate::{Error, Result};
 
 /// How long the desired values a device has not applied stay cached for its reports. Changes
@@ -47,14 +50,26 @@ pub struct DesiredStateService {
     /// Per device, the desired values not applied yet, for matching reports without a read.
     outstanding: TtlCache<DeviceId, Arc<BTreeMap<String, serde_json::Value>>>,
     stats: DesiredStats,
+    /// Every change goes to its project's push stream,
+    feeds: Arc<Feeds>,
+    /// and to its webhooks (type `desired`), written with it.
+    webhooks: Arc<WebhookService>,
 }
 
 impl DesiredStateService {
-    pub fn new(store: Arc<dyn Store>, catalog: Arc<CatalogService>, control: Arc<ControlService>) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        catalog: Arc<CatalogService>,
+        control: Arc<ControlService>,
+        feeds: Arc<Feeds>,
+        webhooks: Arc<WebhookService>,
+    ) -> Self {
         Self {
             store,
             catalog,
             control,
+            feeds,
+            webhooks,
             outstanding: TtlCache::new(OUTSTANDING_TTL),
             stats: DesiredStats::default(),
         }
@@ -132,8 +147,23 @@ impl DesiredStateService {
             if !change(&mut state)? {
                 return Ok(state);
             }
-            if self.store.save_desired_state(&state, revision, now_ms()).await? {
+            let hooks = self
+                .webhooks
+                .subscribers(&device.project_id, StreamType::Desired)
+                .await?;
+            if self
+                .store
+                .save_desired_state(&state, &device.project_id, revision, now_ms(), hooks)
+                .await?
+            {
                 self.outstanding.remove(&device.id);
+                if !hooks.is_empty() {
+                    self.webhooks.wake();
+                }
+                self.feeds
+                    .publish(&device.project_id, StreamType::Desired, &device.id, || {
+                        serde_json::to_string(&state).unwrap_or_default()
+                    });
                 return Ok(state);
             }
         }

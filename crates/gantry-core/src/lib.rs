@@ -128,6 +128,8 @@ impl Services {
             store.clone(),
             catalog.clone(),
             control.clone(),
+            feeds.clone(),
+            webhooks.clone(),
         ));
         Self {
             auth: auth::AuthService::new(store.clone(), tokens),

@@ -200,8 +200,16 @@ pub trait DesiredStore: Send + Sync {
     /// The device's document with the revision it was read at; None when it never had one.
     async fn desired_state(&self, tenant: &TenantId, device: &DeviceId) -> Result<Option<(DesiredState, i64)>>;
     /// Writes the document if the stored one is still at `revision` (0: none stored yet);
-    /// whether it did. The written one is at `revision + 1`.
-    async fn save_desired_state(&self, state: &DesiredState, revision: i64, at: i64) -> Result<bool>;
+    /// whether it did. The written one is at `revision + 1`. `webhooks` (of the device's
+    /// `project`) get it as a `desired` event, written in the same transaction.
+    async fn save_desired_state(
+        &self,
+        state: &DesiredState,
+        project: &ProjectId,
+        revision: i64,
+        at: i64,
+        webhooks: Audience,
+    ) -> Result<bool>;
 }
 
 /// Message routes.

@@ -5,11 +5,14 @@
 use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::desired::DesiredState;
-use gantry_core::ids::{DeviceId, TenantId};
+use gantry_core::ids::{DeviceId, ProjectId, TenantId};
 use gantry_core::store::DesiredStore;
+use gantry_core::stream::StreamType;
+use gantry_core::webhook::Audience;
 
 use crate::SqlStore;
 use crate::error::db_error;
+use crate::outbox::{outbox_events, write_outbox};
 use crate::row::{get, json, to_json};
 
 #[async_trait]
@@ -33,9 +36,17 @@ impl DesiredStore for SqlStore {
         Ok(Some((state, get(&row, "revision")?)))
     }
 
-    async fn save_desired_state(&self, state: &DesiredState, revision: i64, at: i64) -> Result<bool> {
+    async fn save_desired_state(
+        &self,
+        state: &DesiredState,
+        project: &ProjectId,
+        revision: i64,
+        at: i64,
+        webhooks: Audience,
+    ) -> Result<bool> {
         let attributes = to_json(&state.attributes)?;
-        let mut conn = self.writes().await?;
+        let outbox = outbox_events(webhooks, StreamType::Desired, project, &state.device_id, state)?;
+        let mut tx = self.begin_write().await?;
         let done = if revision == 0 {
             sqlx::query(
                 "INSERT INTO desired_states (device_id, tenant_id, version, revision, attributes, updated_time) \
@@ -46,7 +57,7 @@ impl DesiredStore for SqlStore {
             .bind(state.version)
             .bind(attributes)
             .bind(at)
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await
         } else {
             sqlx::query(
@@ -59,9 +70,15 @@ impl DesiredStore for SqlStore {
             .bind(state.device_id.as_str())
             .bind(state.tenant_id.as_str())
             .bind(revision)
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await
         };
-        Ok(done.map_err(db_error)?.rows_affected() == 1)
+        if done.map_err(db_error)?.rows_affected() != 1 {
+            return Ok(false);
+        }
+        // The webhook events commit with the write that caused them.
+        write_outbox(&mut tx, "webhook_outbox", &outbox, false).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(true)
     }
 }

@@ -18,8 +18,19 @@ pub(crate) async fn desired_states_are_written_by_one_writer_per_revision(store:
     let mut state = DesiredState::empty(tenant.clone(), device.id.clone());
     let changes = BTreeMap::from([("limit".to_owned(), Some(json!(5)))]);
     state.patch(&changes, "admin", 10);
-    assert!(store.save_desired_state(&state, 0, 10).await.unwrap());
-    assert!(!store.save_desired_state(&state, 0, 11).await.unwrap(), "inserted once");
+    assert!(
+        store
+            .save_desired_state(&state, &project.id, 0, 10, Default::default())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .save_desired_state(&state, &project.id, 0, 11, Default::default())
+            .await
+            .unwrap(),
+        "inserted once"
+    );
     let (read, revision) = store.desired_state(&tenant, &device.id).await.unwrap().unwrap();
     assert_eq!((read.version, revision), (1, 1));
     assert_eq!(read.attributes, state.attributes);
@@ -28,7 +39,10 @@ pub(crate) async fn desired_states_are_written_by_one_writer_per_revision(store:
     let (mut a, mut b) = (read.clone(), read);
     a.patch(&BTreeMap::from([("limit".to_owned(), Some(json!(6)))]), "a", 20);
     b.patch(&BTreeMap::from([("limit".to_owned(), Some(json!(7)))]), "b", 20);
-    let (wrote_a, wrote_b) = tokio::join!(store.save_desired_state(&a, 1, 20), store.save_desired_state(&b, 1, 20));
+    let (wrote_a, wrote_b) = tokio::join!(
+        store.save_desired_state(&a, &project.id, 1, 20, Default::default()),
+        store.save_desired_state(&b, &project.id, 1, 20, Default::default())
+    );
     assert!(wrote_a.unwrap() ^ wrote_b.unwrap());
 
     // another tenant sees none of it
