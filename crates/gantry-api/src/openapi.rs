@@ -17,7 +17,7 @@ use crate::{control, desired, devices, events, health, models, projects, routes,
 Every response body is `{\"returnCode\": 0, \"result\": ...}` on success. Errors are \
 `{\"returnCode\": <non-zero>, \"message\": \"...\"}` with the HTTP status: 400 (40000 invalid field or \
 parameter, 40001 malformed body, 40002 not valid HTTP/1.1), 401 (40100), 403 (40300), 404 (40400), \
-409 (40900 duplicate name, 40901 state conflict), 413 (41300), 414 (41400 URI over 65,534 bytes), \
+409 (40900 duplicate name, 40901 state conflict), 412 (41200 If-Match names another version), 413 (41300), 414 (41400 URI over 65,534 bytes), \
 415 (41500 body not sent as application/json), 429 (42900 rate or queue, 42901 address banned, \
 42902 a bound on what one tenant may hold, named in the message), 431 (43100 headers too large), \
 500 (50000), 503 (50300 shutting down, 50301 store unavailable: retry). Text holding a NUL character \
