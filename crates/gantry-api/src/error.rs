@@ -29,6 +29,7 @@ pub enum ReturnCode {
     MethodNotAllowed = 40500,
     Duplicate = 40900,
     Conflict = 40901,
+    PreconditionFailed = 41200,
     TooLarge = 41300,
     Busy = 42900,
     Banned = 42901,
@@ -76,6 +77,11 @@ impl ApiError {
                 Error::NotFound { .. } => (StatusCode::NOT_FOUND, ReturnCode::NotFound, e.to_string()),
                 Error::Duplicate(_) => (StatusCode::CONFLICT, ReturnCode::Duplicate, e.to_string()),
                 Error::Conflict(_) => (StatusCode::CONFLICT, ReturnCode::Conflict, e.to_string()),
+                Error::VersionMismatch { .. } => (
+                    StatusCode::PRECONDITION_FAILED,
+                    ReturnCode::PreconditionFailed,
+                    e.to_string(),
+                ),
                 Error::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::Busy, e.to_string()),
                 Error::LimitReached { .. } => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::LimitReached, e.to_string()),
                 Error::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, ReturnCode::Unavailable, e.to_string()),
@@ -158,6 +164,12 @@ impl IntoResponse for ApiError {
             .into_response();
         if matches!(self, ApiError::Banned) {
             response.extensions_mut().insert(crate::request_log::RefusedBanned);
+        }
+        // A version conflict tells the version the document is at, as its GET does.
+        if let ApiError::Core(Error::VersionMismatch { current }) = &self
+            && let Ok(value) = axum::http::HeaderValue::from_str(&format!("\"{current}\""))
+        {
+            response.headers_mut().insert(axum::http::header::ETAG, value);
         }
         // A control whose log was stored names it, as its success does.
         if let ApiError::Core(Error::Downlink {

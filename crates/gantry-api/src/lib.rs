@@ -2,6 +2,7 @@
 //! OpenAPI document.
 
 mod control;
+mod desired;
 mod devices;
 mod envelope;
 mod error;
@@ -26,6 +27,7 @@ pub mod wire;
 /// very types the handlers take.
 pub mod query {
     pub use crate::control::LogParams;
+    pub use crate::desired::PendingParams;
     pub use crate::events::{AttributeParams, EventParams};
     pub use crate::models::ModelListParams;
     pub use crate::projects::{DeviceParams, ProjectListParams};
@@ -83,6 +85,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(events::routes())
         .merge(series::routes())
         .merge(control::routes())
+        .merge(desired::routes())
         .merge(routes::routes())
         .merge(stream::routes())
         .merge(webhooks::routes())

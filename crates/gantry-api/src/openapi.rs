@@ -7,7 +7,7 @@ use utoipa::openapi::schema::{Schema, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
-use crate::{control, devices, events, health, models, projects, routes, series, stream, tenants, webhooks};
+use crate::{control, desired, devices, events, health, models, projects, routes, series, stream, tenants, webhooks};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -17,7 +17,7 @@ use crate::{control, devices, events, health, models, projects, routes, series, 
 Every response body is `{\"returnCode\": 0, \"result\": ...}` on success. Errors are \
 `{\"returnCode\": <non-zero>, \"message\": \"...\"}` with the HTTP status: 400 (40000 invalid field or \
 parameter, 40001 malformed body, 40002 not valid HTTP/1.1), 401 (40100), 403 (40300), 404 (40400), \
-409 (40900 duplicate name, 40901 state conflict), 413 (41300), 414 (41400 URI over 65,534 bytes), \
+409 (40900 duplicate name, 40901 state conflict), 412 (41200 If-Match names another version), 413 (41300), 414 (41400 URI over 65,534 bytes), \
 415 (41500 body not sent as application/json), 429 (42900 rate or queue, 42901 address banned, \
 42902 a bound on what one tenant may hold, named in the message), 431 (43100 headers too large), \
 500 (50000), 503 (50300 shutting down, 50301 store unavailable: retry). Text holding a NUL character \
@@ -33,6 +33,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         events::create, events::read, events::delete, events::list, events::list_attribute, events::shadow,
         series::series,
         control::send, control::logs,
+        desired::read, desired::update, desired::pending, desired::cancel,
         routes::create, routes::list, routes::refresh, routes::revoke,
         stream::stream,
         webhooks::create, webhooks::list, webhooks::read, webhooks::update, webhooks::delete, webhooks::deliveries,
@@ -44,7 +45,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         gantry_core::enums::Channel, gantry_core::enums::DeviceStatus, gantry_core::enums::ProjectStatus,
         gantry_core::enums::SortOrder, gantry_core::enums::EventSource, gantry_core::enums::MessageType,
         gantry_core::enums::EventLogStatus, gantry_core::enums::Classification, gantry_core::enums::SourceType,
-        gantry_core::enums::DeliveryStatus, gantry_core::stream::StreamType,
+        gantry_core::enums::DeliveryStatus, gantry_core::stream::StreamType, gantry_core::enums::DesiredStatus,
     )),
     modifiers(&BearerAuth, &CommonResponses, &CreateBodies),
     security(("bearer" = []))

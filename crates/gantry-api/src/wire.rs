@@ -233,6 +233,12 @@ pub struct ControlInput {
     pub correlation_id: Option<String>,
     pub context_id: Option<String>,
     pub payload: Option<Payload>,
+    /// 0 (default) to 604800 seconds. With more than 0 and the device not connected, the
+    /// control waits in the store (its event log `processing`, with `expiresTime`) and is
+    /// delivered when the device connects, in the order controls were sent; the ack deadline
+    /// counts from the delivery. Not delivered by `expiresTime`: `exception`, reason `expired`.
+    #[schema(minimum = 0, maximum = 604800)]
+    pub ttl_seconds: Option<i64>,
 }
 
 /// `POST /api/v1/devices/{deviceId}/routes` body.
@@ -376,6 +382,7 @@ impl From<ControlInput> for ControlFields {
             correlation_id: c.correlation_id,
             context_id: c.context_id,
             payload: c.payload,
+            ttl_seconds: c.ttl_seconds,
         }
     }
 }
@@ -431,3 +438,14 @@ impl From<WebhookInput> for gantry_core::webhook::WebhookFields {
         }
     }
 }
+
+/// `PATCH /api/v1/devices/{deviceId}/desired` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct DesiredInput {
+    /// Per attribute code, its desired value (typed as the model's attribute), or null to
+    /// remove it. Each must be a W or RW attribute of the device's model.
+    #[schema(value_type = Object)]
+    pub attributes: std::collections::BTreeMap<String, Option<serde_json::Value>>,
+}
+
+body!(DesiredInput, &[]);

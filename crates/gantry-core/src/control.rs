@@ -44,9 +44,16 @@ pub struct ControlStats {
     pub awaiting_ack: AtomicU64,
     /// Controls completed by their first ack.
     pub completed: AtomicU64,
-    /// Controls ended in `exception` by the ack sweep.
+    /// Controls ended in `exception` by the ack sweep (or expired while waiting).
     pub exception: AtomicU64,
+    /// Controls stored to wait for a device not connected.
+    pub waiting: AtomicU64,
+    /// Waiting controls delivered at a connect.
+    pub delivered_waiting: AtomicU64,
 }
+
+/// The longest a control may wait for its device: a week.
+pub const MAX_TTL_SECONDS: i64 = 604_800;
 
 impl ControlService {
     pub fn new(
@@ -124,7 +131,7 @@ impl ControlService {
                 id: EventId::generate().to_string(),
                 message_type,
                 deviceid: Some(device.id.to_string()),
-                version: Some(MESSAGE_VERSION.to_owned()),
+                version: Some(MESSAGE_VERSION.into()),
                 ts: Some(now.div_euclid(1000)),
                 needack: input.needack,
                 correlation_id: input.correlation_id,
@@ -134,12 +141,17 @@ impl ControlService {
                 ..payload
             },
         };
-        let status = if input.needack {
+        let ttl = input.ttl_seconds.unwrap_or(0);
+        if !(0..=MAX_TTL_SECONDS).contains(&ttl) {
+            return Err(Error::invalid("ttlSeconds", format!("must be 0 to {MAX_TTL_SECONDS}")));
+        }
+        let waits = ttl > 0 && !self.is_connected(&device.id).await?;
+        let status = if input.needack || waits {
             EventLogStatus::Processing
         } else {
             EventLogStatus::Completed
         };
-        let log = new_log(
+        let mut log = new_log(
             &device,
             Classification::DeviceControll,
             status,
@@ -148,6 +160,11 @@ impl ControlService {
             &who.actor(),
             now,
         );
+        if waits {
+            log.expires_time = Some(now + ttl * 1000);
+            self.wait(&device, &log).await?;
+            return Ok((message, log.id));
+        }
         let deadline = input.needack.then(|| now + self.ack_timeout.as_millis() as i64);
         let hooks = self.hooks(&log.project_id).await?;
         self.store.insert_event_log(&log, deadline, hooks).await?;
@@ -161,6 +178,122 @@ impl ControlService {
             return Err(e.for_stored_control(&log.id));
         }
         Ok((message, log.id))
+    }
+
+    /// Stores a control for a device not connected, to wait for its connect. A device that
+    /// connected meanwhile may have looked for waiting controls before this one was stored:
+    /// it is delivered now, by the same claim a connect makes.
+    async fn wait(&self, device: &Device, log: &EventLog) -> Result<()> {
+        let hooks = self.hooks(&log.project_id).await?;
+        self.store.insert_event_log(log, None, hooks).await?;
+        self.pushed(log, hooks);
+        self.stats.waiting.fetch_add(1, Ordering::Relaxed);
+        if self.is_connected(&device.id).await? {
+            self.deliver_waiting(device).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether the device holds an MQTT session now, as presence recorded it.
+    pub async fn is_connected(&self, device: &DeviceId) -> Result<bool> {
+        Ok(self.store.connection(device).await?.is_some_and(|c| c.connected))
+    }
+
+    /// Publishes the device's waiting controls, in the order they were sent: each is claimed
+    /// in the store first, so that of two nodes seeing one connect only one sends it. Its ack
+    /// deadline counts from now; one that asked no ack is completed once sent.
+    pub async fn deliver_waiting(&self, device: &Device) -> Result<()> {
+        let now = now_ms();
+        let deadline = now + self.ack_timeout.as_millis() as i64;
+        let claimed = self.store.claim_waiting_controls(&device.id, now, deadline).await?;
+        for log in claimed {
+            self.stats.delivered_waiting.fetch_add(1, Ordering::Relaxed);
+            let message: Message = serde_json::from_value(log.event_data.clone()).map_err(Error::serialization)?;
+            if let Err(e) = self.downlink.send(device.id.as_str(), &message).await {
+                tracing::warn!(device = %device.id, event_log = %log.id, error = %e, "waiting control not published");
+            }
+            let log = if message.meta.needack {
+                self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
+                log
+            } else {
+                let hooks = self.hooks(&log.project_id).await?;
+                let done = (EventLogStatus::Completed, None);
+                match self
+                    .store
+                    .finish_waiting_control(&log.tenant_id, &log.id, done, now, hooks)
+                    .await?
+                {
+                    Some(done) => done,
+                    None => log,
+                }
+            };
+            let hooks = self.hooks(&log.project_id).await?;
+            self.pushed(&log, hooks);
+        }
+        Ok(())
+    }
+
+    /// Cancels a waiting control: its log turns `exception` with reason `cancelled`. One
+    /// delivered already (or not waiting at all) is 409.
+    pub async fn cancel_waiting(&self, who: &Principal, id: &str) -> Result<EventLog> {
+        let log = self
+            .store
+            .get_event_log(who.tenant(), id)
+            .await?
+            .ok_or_else(|| Error::not_found("event log", id))?;
+        who.require_device_manage(&log.project_id)?;
+        if !log.is_waiting() {
+            return Err(Error::Conflict(format!(
+                "event log {id} is not a control waiting for its device (delivered, finished, or sent at once)"
+            )));
+        }
+        let hooks = self.hooks(&log.project_id).await?;
+        let cancelled = (EventLogStatus::Exception, Some("cancelled"));
+        let Some(log) = self
+            .store
+            .finish_waiting_control(who.tenant(), id, cancelled, now_ms(), hooks)
+            .await?
+        else {
+            return Err(Error::Conflict(format!("event log {id} was delivered meanwhile")));
+        };
+        self.pushed(&log, hooks);
+        Ok(log)
+    }
+
+    /// The controls waiting for the device, oldest first.
+    pub async fn waiting_controls(
+        &self,
+        who: &Principal,
+        device: &DeviceId,
+        page: PageRequest,
+    ) -> Result<Page<EventLog>> {
+        let device = self.catalog.load_device(who.tenant(), device).await?;
+        who.require_device_manage(&device.project_id)?;
+        self.store.list_waiting_controls(who.tenant(), &device.id, page).await
+    }
+
+    /// Records a message Gantry itself sends the device (a desired-state delta) as a control
+    /// waiting for its ack, and publishes it.
+    pub async fn send_recorded(&self, device: &Device, message: &Message, by: &str) -> Result<EventLog> {
+        let now = now_ms();
+        let log = new_log(
+            device,
+            Classification::DeviceControll,
+            EventLogStatus::Processing,
+            message,
+            None,
+            by,
+            now,
+        );
+        let deadline = now + self.ack_timeout.as_millis() as i64;
+        let hooks = self.hooks(&log.project_id).await?;
+        self.store.insert_event_log(&log, Some(deadline), hooks).await?;
+        self.pushed(&log, hooks);
+        self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = self.downlink.send(device.id.as_str(), message).await {
+            return Err(e.for_stored_control(&log.id));
+        }
+        Ok(log)
     }
 
     /// Records a message a route's caller sent to `device` (rmqtt delivers it): a DeviceControll
@@ -193,7 +326,8 @@ impl ControlService {
 
     /// A device's ack (`type` ack with `correlationId`): completes the control it answers and
     /// records a Response log.
-    pub async fn handle_ack(&self, device: &Device, ack: &Message) -> Result<()> {
+    /// Returns the control it answered, if any.
+    pub async fn handle_ack(&self, device: &Device, ack: &Message) -> Result<Option<EventLog>> {
         let now = now_ms();
         let ack_json = serde_json::to_value(ack).map_err(Error::serialization)?;
         let hooks = self.hooks(&device.project_id).await?;
@@ -221,7 +355,7 @@ impl ControlService {
         {
             tracing::warn!(error = %e, "could not forward an ack along its route");
         }
-        let context = answered.and_then(|log| log.context_id);
+        let context = answered.as_ref().and_then(|log| log.context_id.clone());
         let response = new_log(
             device,
             Classification::Response,
@@ -233,7 +367,7 @@ impl ControlService {
         );
         self.store.insert_event_log(&response, None, hooks).await?;
         self.pushed(&response, hooks);
-        Ok(())
+        Ok(answered)
     }
 
     /// Marks controls whose ack did not come in time as `exception`, hands them to their
@@ -289,6 +423,9 @@ fn new_log(
         updated_by: None,
         updated_time: None,
         deleted: false,
+        expires_time: None,
+        delivered_time: None,
+        reason: None,
         reply_to: None,
     }
 }

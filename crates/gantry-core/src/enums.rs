@@ -123,6 +123,11 @@ string_enum!(
 );
 
 string_enum!(
+    /// What the device made of a desired value: not yet sent, sent without an answer, applied, or refused by the device (`reason` says why).
+    DesiredStatus { Pending = "pending", Delivered = "delivered", Applied = "applied", Rejected = "rejected" }
+);
+
+string_enum!(
     /// What an event log records: a control message sent down, or a device's response.
     Classification { DeviceControll = "DeviceControll", Response = "Response" }
 );

@@ -16,6 +16,9 @@ pub enum Error {
     Duplicate(String),
     #[error("{0}")]
     Conflict(String),
+    /// An `If-Match` that names another version than the document's `current` one.
+    #[error("If-Match: the document is at version {current}")]
+    VersionMismatch { current: i64 },
     #[error("too many requests: {0}")]
     Busy(String),
     /// A bound on what one tenant may hold (webhooks per project, stream subscribers...):

@@ -36,7 +36,25 @@ pub struct EventLog {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_time: Option<i64>,
     pub deleted: bool,
+    /// For a control sent with a time to live to a device not connected: when it ends in
+    /// `exception` (reason `expired`) unless it was delivered by then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_time: Option<i64>,
+    /// For a control that waited: when it was published to the device; its ack deadline
+    /// counts from then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered_time: Option<i64>,
+    /// Why the log ended in `exception`, when Gantry knows: `expired`, `cancelled`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Whose inbox gets the device's ack to this message (a route's caller); not shown.
     #[serde(skip)]
     pub reply_to: Option<String>,
+}
+
+impl EventLog {
+    /// A control that waits in the store for its device to connect.
+    pub fn is_waiting(&self) -> bool {
+        self.status == EventLogStatus::Processing && self.expires_time.is_some() && self.delivered_time.is_none()
+    }
 }

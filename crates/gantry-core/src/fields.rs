@@ -119,6 +119,9 @@ pub struct ControlFields {
     pub correlation_id: Option<String>,
     pub context_id: Option<String>,
     pub payload: Option<Payload>,
+    /// 0 (default: sent at once) to 604800: how long the control may wait in the store for a
+    /// device that is not connected.
+    pub ttl_seconds: Option<i64>,
 }
 
 /// A route to create to a device.

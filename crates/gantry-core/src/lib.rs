@@ -4,17 +4,18 @@
 //! Three layers, each importing only from those above it in this list:
 //! - the domain: plain types and the rules that need nothing but their values (`error`, `ids`,
 //!   `enums`, `names`, `time`, `text`, `paging`, `records`, `principal`, `token`, `event`,
-//!   `message`, `event_log`, `connection`, `stream`, `route`, `query`, `series`, `fields`, `webhook`);
+//!   `message`, `event_log`, `desired`, `connection`, `stream`, `route`, `query`, `series`, `fields`, `webhook`);
 //! - the ports the services need from outside: the store traits (`store`), the way down to
 //!   devices (`downlink`) and the way out to webhook receivers (`outbound`);
 //! - the services (`auth`, `catalog`, `control`, `telemetry`, `routes`, `ingest`, `presence`,
-//!   `webhooks`, `delivery`) and their helpers (`cache`, `guard`, `feed`). A service that needs another holds it (`Arc<CatalogService>`) and calls
+//!   `webhooks`, `delivery`, `desired_state`) and their helpers (`cache`, `guard`, `feed`). A service that needs another holds it (`Arc<CatalogService>`) and calls
 //!   its public methods.
 //!
 //! `.ci/import-cycles.sh` checks that no module imports, through others, itself.
 
 // The domain.
 pub mod connection;
+pub mod desired;
 pub mod enums;
 pub mod error;
 pub mod event;
@@ -46,6 +47,7 @@ pub mod cache;
 pub mod catalog;
 pub mod control;
 pub mod delivery;
+pub mod desired_state;
 pub mod feed;
 pub mod guard;
 pub mod histogram;
@@ -67,6 +69,8 @@ pub struct Services {
     pub catalog: Arc<catalog::CatalogService>,
     pub telemetry: telemetry::TelemetryService,
     pub control: Arc<control::ControlService>,
+    /// Desired states, and what a device is sent when it connects.
+    pub desired: Arc<desired_state::DesiredStateService>,
     pub routes: routes::RouteService,
     /// The projects' push streams.
     pub feeds: Arc<feed::Feeds>,
@@ -120,12 +124,20 @@ impl Services {
             feeds.clone(),
             webhooks.clone(),
         ));
+        let desired = Arc::new(desired_state::DesiredStateService::new(
+            store.clone(),
+            catalog.clone(),
+            control.clone(),
+            feeds.clone(),
+            webhooks.clone(),
+        ));
         Self {
             auth: auth::AuthService::new(store.clone(), tokens),
             telemetry: telemetry::TelemetryService::new(
                 store.clone(),
                 catalog.clone(),
                 control.clone(),
+                desired.clone(),
                 ingest,
                 webhooks.clone(),
             ),
@@ -139,6 +151,7 @@ impl Services {
             routes: routes::RouteService::new(store, catalog.clone(), control.clone(), downlink, route_config),
             catalog,
             control,
+            desired,
             login_guard: Arc::new(guard::LoginGuard::new(login_guard)),
             webhooks,
         }

@@ -21,8 +21,11 @@ pub struct MessageMeta {
     pub message_type: MessageType,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deviceid: Option<String>,
+    /// The message format's version (`"1.0"`); in a desired-state delta (type c), the
+    /// document's version as a number.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<serde_json::Value>))]
+    pub version: Option<serde_json::Value>,
     /// Unix time in seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ts: Option<i64>,
@@ -103,7 +106,7 @@ impl Message {
                 id: event.id.to_string(),
                 message_type: MessageType::M,
                 deviceid: Some(event.device_id.to_string()),
-                version: Some(MESSAGE_VERSION.to_owned()),
+                version: Some(MESSAGE_VERSION.into()),
                 ts: Some(event.device_timestamp.div_euclid(1000)),
                 needack: false,
                 correlation_id: None,

@@ -8,6 +8,8 @@ use async_trait::async_trait;
 
 use crate::Result;
 use crate::connection::{Connection, SessionEnd, SessionStart};
+use crate::desired::DesiredState;
+use crate::enums::EventLogStatus;
 use crate::event::{DeviceEvent, ShadowAttribute};
 use crate::event_log::EventLog;
 use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId, WebhookId};
@@ -156,7 +158,8 @@ pub trait EventLogStore: Send + Sync {
         at: i64,
         webhooks: Audience,
     ) -> Result<Option<EventLog>>;
-    /// Controls still processing at `now` past their deadline become `exception`; returns them
+    /// Controls still processing at `now` past their ack deadline, and waiting controls past
+    /// their `expires_time` (reason `expired`), become `exception`; returns them
     /// as they are now. Each one enters the webhook outbox of its project's `webhooks` in the
     /// same transaction.
     async fn expire_event_logs(&self, now: i64, webhooks: &HashMap<ProjectId, Audience>) -> Result<Vec<EventLog>>;
@@ -166,6 +169,47 @@ pub trait EventLogStore: Send + Sync {
         query: &EventLogQuery,
         page: PageRequest,
     ) -> Result<Page<EventLog>>;
+    async fn get_event_log(&self, tenant: &TenantId, id: &str) -> Result<Option<EventLog>>;
+    /// Takes the device's waiting controls for delivery, as one node: each becomes delivered at
+    /// `now` with its ack deadline `ack_deadline`, and no other caller gets it again. Returned
+    /// in the order they were sent.
+    async fn claim_waiting_controls(&self, device: &DeviceId, now: i64, ack_deadline: i64) -> Result<Vec<EventLog>>;
+    /// Ends a waiting control (not yet delivered) with `status` and `reason`, or, with status
+    /// `completed`, one delivered that asked no ack; None when the log is not such a control
+    /// (any more). `webhooks` get the updated log, as for an ack.
+    async fn finish_waiting_control(
+        &self,
+        tenant: &TenantId,
+        id: &str,
+        outcome: (EventLogStatus, Option<&str>),
+        at: i64,
+        webhooks: Audience,
+    ) -> Result<Option<EventLog>>;
+    /// The device's waiting controls, oldest first, then by id.
+    async fn list_waiting_controls(
+        &self,
+        tenant: &TenantId,
+        device: &DeviceId,
+        page: PageRequest,
+    ) -> Result<Page<EventLog>>;
+}
+
+/// Desired states, one document per device.
+#[async_trait]
+pub trait DesiredStore: Send + Sync {
+    /// The device's document with the revision it was read at; None when it never had one.
+    async fn desired_state(&self, tenant: &TenantId, device: &DeviceId) -> Result<Option<(DesiredState, i64)>>;
+    /// Writes the document if the stored one is still at `revision` (0: none stored yet);
+    /// whether it did. The written one is at `revision + 1`. `webhooks` (of the device's
+    /// `project`) get it as a `desired` event, written in the same transaction.
+    async fn save_desired_state(
+        &self,
+        state: &DesiredState,
+        project: &ProjectId,
+        revision: i64,
+        at: i64,
+        webhooks: Audience,
+    ) -> Result<bool>;
 }
 
 /// Message routes.
@@ -273,6 +317,7 @@ pub trait Store:
     + RouteStore
     + ConnectionStore
     + WebhookStore
+    + DesiredStore
 {
 }
 
@@ -285,7 +330,8 @@ impl<
         + EventLogStore
         + RouteStore
         + ConnectionStore
-        + WebhookStore,
+        + WebhookStore
+        + DesiredStore,
 > Store for T
 {
 }

@@ -1,7 +1,8 @@
 //! The project push stream's events (`GET /projects/{id}/stream`): each has a cursor (`id`)
 //! increasing within the project, a type, the device it concerns and its data as JSON (a
 //! DeviceEvent for `telemetry`, `{deviceId, attributeMap}` of the attributes that changed for
-//! `shadow`, an EventLog for `eventLog`, the connection record for `connection`).
+//! `shadow`, an EventLog for `eventLog`, the connection record for `connection`, the desired-state document
+//! for `desired`).
 
 use std::sync::Arc;
 
@@ -21,10 +22,18 @@ pub enum StreamType {
     EventLog,
     /// A device connected or disconnected.
     Connection,
+    /// A device's desired state changed (set, delivered, applied, rejected).
+    Desired,
 }
 
 impl StreamType {
-    pub const ALL: [StreamType; 4] = [Self::Telemetry, Self::Shadow, Self::EventLog, Self::Connection];
+    pub const ALL: [StreamType; 5] = [
+        Self::Telemetry,
+        Self::Shadow,
+        Self::EventLog,
+        Self::Connection,
+        Self::Desired,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -32,6 +41,7 @@ impl StreamType {
             Self::Shadow => "shadow",
             Self::EventLog => "eventLog",
             Self::Connection => "connection",
+            Self::Desired => "desired",
         }
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::cache::TtlCache;
 use crate::catalog::CatalogService;
 use crate::control::ControlService;
+use crate::desired_state::DesiredStateService;
 use crate::enums::{DeviceStatus, EventSource, MessageType};
 use crate::event::{DeviceEvent, Shadow, ShadowAttribute};
 use crate::fields::EventFields;
@@ -34,6 +35,8 @@ pub struct TelemetryService {
     store: Arc<dyn Store>,
     catalog: Arc<CatalogService>,
     control: Arc<ControlService>,
+    /// Acks and reports settle desired values.
+    desired: Arc<DesiredStateService>,
     ingest: Ingest,
     /// Committed events go to their project's webhooks, committed with them.
     webhooks: Arc<WebhookService>,
@@ -81,6 +84,7 @@ impl TelemetryService {
         store: Arc<dyn Store>,
         catalog: Arc<CatalogService>,
         control: Arc<ControlService>,
+        desired: Arc<DesiredStateService>,
         ingest: Ingest,
         webhooks: Arc<WebhookService>,
     ) -> Self {
@@ -88,6 +92,7 @@ impl TelemetryService {
             store,
             catalog,
             control,
+            desired,
             ingest,
             webhooks,
             shadows: TtlCache::new(SHADOW_CACHE_TTL),
@@ -137,7 +142,11 @@ impl TelemetryService {
                 outcome.refused.push(refusal("", "the device is Locked"));
                 outcome.rejected = Some(Rejection::NotAuthorized);
             }
-            MessageType::Ack => self.control.handle_ack(&device, &message).await?,
+            MessageType::Ack => {
+                if let Some(answered) = self.control.handle_ack(&device, &message).await? {
+                    self.desired.acknowledged(&device, &answered, &message).await?;
+                }
+            }
             MessageType::C => {
                 outcome
                     .refused
@@ -178,6 +187,7 @@ impl TelemetryService {
                 }
                 self.submit(events).await?;
                 self.shadow_changed(&device.id);
+                self.desired.reported(&device, &model, &message.payload.attrs).await?;
             }
         }
         if message.meta.needack {
@@ -186,7 +196,7 @@ impl TelemetryService {
                     id: EventId::generate().to_string(),
                     message_type: MessageType::Ack,
                     deviceid: Some(device.id.to_string()),
-                    version: Some(MESSAGE_VERSION.to_owned()),
+                    version: Some(MESSAGE_VERSION.into()),
                     ts: Some(now_ms().div_euclid(1000)),
                     needack: false,
                     correlation_id: Some(message.meta.id.clone()),

@@ -261,6 +261,7 @@ impl EmbeddedBroker {
             Type::ClientSubscribeCheckAcl,
             Type::MessagePublishCheckAcl,
             Type::ClientConnected,
+            Type::SessionSubscribed,
             Type::ClientDisconnected,
             Type::ClientKeepalive,
             Type::SessionTerminated,

@@ -50,6 +50,7 @@ pub struct ExternalBroker {
     transports: Vec<(u16, &'static str)>,
     task: Option<JoinHandle<()>>,
     presence_task: Option<JoinHandle<()>>,
+    presence_silence: Duration,
 }
 
 /// A user name and password.
@@ -104,7 +105,13 @@ impl ExternalBroker {
             port,
             task: None,
             presence_task: None,
+            presence_silence: Duration::from_secs(60),
         })
+    }
+
+    /// How long a device may send nothing before its next message counts as a connect.
+    pub fn set_presence_silence(&mut self, silence: Duration) {
+        self.presence_silence = silence;
     }
 
     /// The broker's ports for TLS, WebSocket and secure WebSocket clients, when known.
@@ -152,8 +159,11 @@ impl ExternalBroker {
         subscribe_client_events(&self.client).await?;
         let (presence_tx, mut presence_rx) = mpsc::channel::<PresenceEvent>(PRESENCE_QUEUE);
         let presence_services = services.clone();
+        let heard = Arc::new(Heard::new(self.presence_silence));
+        let presence_heard = heard.clone();
         self.presence_task = Some(tokio::spawn(async move {
             while let Some(event) = presence_rx.recv().await {
+                presence_heard.forget(&event);
                 let done = match event {
                     PresenceEvent::Connected(start) => {
                         match presence_services.telemetry.device_tenant(&start.device).await {
@@ -176,6 +186,7 @@ impl ExternalBroker {
             topics: self.topics.clone(),
             path: UpstreamPath::new(self.downlink(), self.stats.clone()),
             tenants: Arc::default(),
+            heard,
         };
         self.task = Some(tokio::spawn(async move {
             loop {
@@ -311,6 +322,47 @@ struct ExternalUpstream {
     path: UpstreamPath,
     /// A device's tenant never changes: look it up once.
     tenants: Arc<RwLock<HashMap<String, TenantId>>>,
+    /// When each device was last heard from here, to tell its connects.
+    heard: Arc<Heard>,
+}
+
+/// A device's connect as an external broker shows it to one node: the broker's client events
+/// where it sends them (EMQX), else nothing but the device's messages. So a device's first
+/// message after the broker said it (dis)connected, after this node last heard from it more
+/// than the silence ago, or the first this node hears at all, counts as a connect: the device
+/// publishes once it is subscribed, so its inbox exists then. Several nodes may each count one
+/// connect; the store's claim sends each waiting control once whatever the count.
+struct Heard {
+    last: std::sync::Mutex<HashMap<String, std::time::Instant>>,
+    silence: Duration,
+}
+
+impl Heard {
+    fn new(silence: Duration) -> Self {
+        Self {
+            last: Default::default(),
+            silence,
+        }
+    }
+
+    /// A message from `device` now: whether it counts as a connect.
+    fn message(&self, device: &str) -> bool {
+        let now = std::time::Instant::now();
+        let mut last = self.last.lock().expect("heard lock");
+        match last.insert(device.to_owned(), now) {
+            Some(before) => now.duration_since(before) > self.silence,
+            None => true,
+        }
+    }
+
+    /// The broker said the device connected or disconnected: its next message is a connect.
+    fn forget(&self, event: &PresenceEvent) {
+        let device = match event {
+            PresenceEvent::Connected(start) => &start.device,
+            PresenceEvent::Disconnected(end) => &end.device,
+        };
+        self.last.lock().expect("heard lock").remove(device.as_str());
+    }
 }
 
 impl ExternalUpstream {
@@ -338,10 +390,17 @@ impl ExternalUpstream {
             return;
         };
         self.services.presence.seen(&device);
+        let connect = self.heard.message(&device);
+        let tenant = self.tenant_of(&device).await;
+        let ready = match (&tenant, connect) {
+            (Ok(Some(tenant)), true) => Some(tenant.clone()),
+            _ => None,
+        };
         let sender = UpstreamSender {
-            tenant: self.tenant_of(&device).await,
+            tenant,
             device: DeviceId::from_string(device),
         };
+        let id = sender.device.clone();
         match self.path.handle(&self.services, sender, &publish.payload).await {
             // Committed, or never to be: now the broker may forget the message.
             UpstreamAnswer::Taken | UpstreamAnswer::Rejected(_) | UpstreamAnswer::Dropped => {
@@ -349,6 +408,11 @@ impl ExternalUpstream {
             }
             // Not acknowledged: the broker delivers it again after the session is resumed.
             UpstreamAnswer::NotStored => {}
+        }
+        if let Some(tenant) = ready
+            && let Err(e) = self.services.desired.device_connected(&tenant, &id).await
+        {
+            tracing::warn!(device = %id, error = %e, "waiting controls or desired state not sent");
         }
     }
 }
@@ -388,6 +452,24 @@ impl Downlink for ExternalDownlink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_first_message_after_silence_or_an_event_counts_as_a_connect() {
+        let heard = Heard::new(Duration::from_millis(50));
+        assert!(heard.message("d1"), "the first this node hears");
+        assert!(!heard.message("d1"));
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(heard.message("d1"), "after the silence");
+        let end = SessionEnd {
+            device: DeviceId::from_string("d1"),
+            started_by: 0,
+            at: 0,
+            last_seen: None,
+        };
+        heard.forget(&PresenceEvent::Disconnected(end));
+        assert!(heard.message("d1"), "after the broker said it disconnected");
+        assert!(!heard.message("d1"));
+    }
 
     #[test]
     fn broker_urls() {

@@ -294,6 +294,35 @@ impl GantryHooks {
         }
     }
 
+    /// A device is ready for its inbox's messages (it subscribed, or came back to a session
+    /// that holds its subscription): its waiting controls and desired values are sent now.
+    fn device_ready(&self, client_id: &str) {
+        let (Some(crate::policy::Identity::Device(tenant)), Some(services)) =
+            (self.sessions.identity(client_id), self.policy.services())
+        else {
+            return;
+        };
+        let device = DeviceId::from_string(client_id);
+        // Off the broker's handling of the packet: the delivery publishes to this very session.
+        tokio::spawn(async move {
+            if let Err(e) = services.desired.device_connected(&tenant, &device).await {
+                tracing::warn!(device = %device, error = %e, "waiting controls or desired state not sent");
+            }
+        });
+    }
+
+    /// A reconnect to a session that kept its subscriptions is ready at once.
+    async fn resumed(&self, session: &Session) {
+        let present = session.session_present().await.unwrap_or(false);
+        let subscribed = match session.subscriptions().await {
+            Ok(subs) => subs.len().await > 0,
+            Err(_) => false,
+        };
+        if present && subscribed {
+            self.device_ready(&session.id.client_id);
+        }
+    }
+
     fn check_subscribe(&self, client_id: &str, filter: &str, qos: rmqtt::codec::types::QoS) -> SubscribeAclResult {
         let known = self.sessions.is_known(client_id);
         if known && self.policy.may_subscribe(client_id, filter) {
@@ -349,6 +378,12 @@ impl Handler for GantryHooks {
             ),
             Parameter::ClientConnected(session) => {
                 self.connected(session).await;
+                self.resumed(session).await;
+                (true, acc)
+            }
+            Parameter::SessionSubscribed(session, _) => {
+                // Only its own inbox passed the subscribe ACL.
+                self.device_ready(&session.id.client_id);
                 (true, acc)
             }
             Parameter::ClientDisconnected(session, reason) => {

@@ -163,6 +163,9 @@ mod tests {
             updated_by: None,
             updated_time: None,
             deleted: false,
+            expires_time: None,
+            delivered_time: None,
+            reason: None,
             reply_to: None,
         }
     }

@@ -119,6 +119,10 @@ pub struct ServeConfig {
     /// Seconds a control message with needack waits for its ack before it ends in `exception`.
     #[arg(long, env = "GANTRY_ACK_TIMEOUT", default_value_t = 30)]
     pub ack_timeout: u64,
+    /// With an external broker: seconds without a message from a device after which its next
+    /// message counts as a connect (its waiting controls and desired values are sent then).
+    #[arg(long, env = "GANTRY_PRESENCE_SILENCE", default_value_t = 60)]
+    pub presence_silence: u64,
     /// Lifetime in seconds of a route and its temporary identity.
     #[arg(long, env = "GANTRY_ROUTE_TTL", default_value_t = 3600)]
     pub route_ttl: u64,
@@ -212,6 +216,7 @@ impl ServeConfig {
             public_mqtt_host: None,
             topic_prefix: "gantry".to_owned(),
             ack_timeout: 30,
+            presence_silence: 60,
             route_ttl: 3600,
             rate_limit: 5000,
             event_retention_days: None,

@@ -179,7 +179,7 @@ impl DeviceClient {
                 id: uuid::Uuid::new_v4().to_string(),
                 message_type: MessageType::M,
                 deviceid: Some(self.id.clone()),
-                version: Some(MESSAGE_VERSION.to_owned()),
+                version: Some(MESSAGE_VERSION.into()),
                 ts,
                 needack,
                 correlation_id: None,

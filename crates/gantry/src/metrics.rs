@@ -21,6 +21,8 @@ pub(crate) fn register(metrics: &Metrics, ingest: &Ingest, services: &Services, 
     metrics.add_collector(ingest_metrics(ingest));
     metrics.add_collector(Box::new(move |out: &mut String| webhook_metrics(&webhooks, out)));
     metrics.add_collector(Box::new(move |out: &mut String| control_metrics(&control, out)));
+    let desired = services.desired.clone();
+    metrics.add_collector(Box::new(move |out: &mut String| desired_metrics(&desired, out)));
     let feeds = services.feeds.clone();
     metrics.add_collector(Box::new(move |out: &mut String| feed_metrics(&feeds, out)));
     metrics.add_collector(Box::new(|out: &mut String| {
@@ -122,8 +124,43 @@ fn control_metrics(control: &ControlService, out: &mut String) {
         ),
         (
             "gantry_controls_exception_total",
-            "Controls ended in exception: no ack within the ack timeout.",
+            "Controls ended in exception: no ack within the ack timeout, or expired while waiting.",
             &s.exception,
+        ),
+        (
+            "gantry_controls_waiting_total",
+            "Controls stored to wait for a device that was not connected (ttlSeconds).",
+            &s.waiting,
+        ),
+        (
+            "gantry_controls_delivered_waiting_total",
+            "Waiting controls delivered when their device connected.",
+            &s.delivered_waiting,
+        ),
+    ] {
+        header(out, name, "counter", help);
+        let _ = writeln!(out, "{name} {}", value.load(Relaxed));
+    }
+}
+
+/// What became of desired values, as counted by this process.
+fn desired_metrics(desired: &gantry_core::desired_state::DesiredStateService, out: &mut String) {
+    let s = desired.stats();
+    for (name, help, value) in [
+        (
+            "gantry_desired_deltas_sent_total",
+            "Messages of type c sent with the desired values a device has not applied.",
+            &s.deltas_sent,
+        ),
+        (
+            "gantry_desired_applied_total",
+            "Desired values the device applied (by its ack or its report).",
+            &s.applied,
+        ),
+        (
+            "gantry_desired_rejected_total",
+            "Desired values the device refused in its ack.",
+            &s.rejected,
         ),
     ] {
         header(out, name, "counter", help);

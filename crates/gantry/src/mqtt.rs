@@ -48,6 +48,7 @@ impl MqttFront {
             Some(url) => {
                 let client_id = format!("gantry-{node}");
                 let mut broker = Box::new(ExternalBroker::new(url, topics, &client_id)?);
+                broker.set_presence_silence(std::time::Duration::from_secs(config.presence_silence));
                 broker.set_transport_ports(
                     config.mqtts_addr.0.map(|a| a.port()),
                     config.mqtt_ws_addr.0.map(|a| a.port()),

@@ -22,7 +22,7 @@ use crate::sql::{Sql, fetch_page};
 
 const COLUMNS: &str = "id, tenant_id, project_id, status, classification, device_id, device_name, event_data, \
                        context_id, responses, event_id, created_by, created_time, updated_by, updated_time, deleted, \
-                       reply_to";
+                       reply_to, expires_time, delivered_time, reason";
 
 /// A control's event-log write, for following a slow control (debug level): its time in all
 /// and the part it waited for the event logs' writer; the rest is its statements and its synced
@@ -56,6 +56,9 @@ fn log_from_row(row: &AnyRow) -> Result<EventLog> {
         updated_time: get(row, "updated_time")?,
         deleted: flag(row, "deleted")?,
         reply_to: get(row, "reply_to")?,
+        expires_time: get(row, "expires_time")?,
+        delivered_time: get(row, "delivered_time")?,
+        reason: get(row, "reason")?,
     })
 }
 
@@ -69,8 +72,8 @@ impl EventLogStore for SqlStore {
         let text = format!(
             "INSERT INTO {} (id, tenant_id, project_id, status, classification, device_id, device_name, \
                  event_data, context_id, responses, event_id, ack_deadline, created_by, created_time, updated_by, \
-                 updated_time, deleted, reply_to) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17)",
+                 updated_time, deleted, reply_to, expires_time, delivered_time, reason) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, $20)",
             self.dialect.event_logs
         );
         let statement = sqlx::query(&text)
@@ -90,7 +93,10 @@ impl EventLogStore for SqlStore {
             .bind(log.created_time)
             .bind(log.updated_by.as_deref())
             .bind(log.updated_time)
-            .bind(log.reply_to.as_deref());
+            .bind(log.reply_to.as_deref())
+            .bind(log.expires_time)
+            .bind(log.delivered_time)
+            .bind(log.reason.as_deref());
         if outbox.is_empty() {
             statement.execute(&mut *conn).await.map_err(crate::error::db_error)?;
         } else {
@@ -160,7 +166,8 @@ impl EventLogStore for SqlStore {
         // writer from a control.
         let table = self.dialect.event_logs;
         let overdue: Option<i64> = sqlx::query_scalar(&format!(
-            "SELECT 1 FROM {table} WHERE status = $1 AND ack_deadline <= $2 LIMIT 1"
+            "SELECT 1 FROM {table} WHERE status = $1 AND ack_deadline <= $2 \
+             UNION ALL SELECT 1 FROM {table} WHERE status = $1 AND delivered_time IS NULL AND expires_time <= $2 LIMIT 1"
         ))
         .bind(EventLogStatus::Processing.as_str())
         .bind(now)
@@ -172,8 +179,10 @@ impl EventLogStore for SqlStore {
         }
         let mut tx = self.begin_log_write().await?;
         let rows = sqlx::query(&format!(
-            "UPDATE {table} SET status = $1, updated_by = 'system', updated_time = $2 \
-             WHERE status = $3 AND ack_deadline <= $2 RETURNING {COLUMNS}"
+            "UPDATE {table} SET status = $1, updated_by = 'system', updated_time = $2, \
+                 reason = CASE WHEN ack_deadline IS NULL THEN 'expired' ELSE reason END \
+             WHERE status = $3 AND (ack_deadline <= $2 OR (delivered_time IS NULL AND expires_time <= $2)) \
+             RETURNING {COLUMNS}"
         ))
         .bind(EventLogStatus::Exception.as_str())
         .bind(now)
@@ -234,6 +243,122 @@ impl EventLogStore for SqlStore {
             COLUMNS,
             &sql,
             &format!("{time} {direction}, id {direction}"),
+            page,
+            log_from_row,
+        )
+        .await
+    }
+
+    async fn get_event_log(&self, tenant: &TenantId, id: &str) -> Result<Option<EventLog>> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM {} WHERE id = $1 AND tenant_id = $2 AND deleted = 0",
+            self.dialect.event_logs
+        ))
+        .bind(id)
+        .bind(tenant.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(crate::error::db_error)?;
+        row.as_ref().map(log_from_row).transpose()
+    }
+
+    async fn claim_waiting_controls(&self, device: &DeviceId, now: i64, ack_deadline: i64) -> Result<Vec<EventLog>> {
+        // Most connects find nothing waiting: look on a reader first.
+        let table = self.dialect.event_logs;
+        let waiting = format!(
+            "FROM {table} WHERE device_id = $1 AND status = $2 AND delivered_time IS NULL \
+             AND expires_time IS NOT NULL AND expires_time > $3"
+        );
+        let any: Option<i64> = sqlx::query_scalar(&format!("SELECT 1 {waiting} LIMIT 1"))
+            .bind(device.as_str())
+            .bind(EventLogStatus::Processing.as_str())
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(crate::error::db_error)?;
+        if any.is_none() {
+            return Ok(Vec::new());
+        }
+        // The condition on `delivered_time` is checked again by the update itself: of two nodes
+        // claiming at once, each row goes to one.
+        let mut tx = self.begin_log_write().await?;
+        let rows = sqlx::query(&format!(
+            "UPDATE {table} SET delivered_time = $4, ack_deadline = $5, updated_by = 'system', updated_time = $4 \
+             WHERE id IN (SELECT id {waiting}) AND delivered_time IS NULL RETURNING {COLUMNS}"
+        ))
+        .bind(device.as_str())
+        .bind(EventLogStatus::Processing.as_str())
+        .bind(now)
+        .bind(now)
+        .bind(ack_deadline)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(crate::error::db_error)?;
+        tx.commit().await.map_err(crate::error::db_error)?;
+        let mut claimed = rows.iter().map(log_from_row).collect::<Result<Vec<_>>>()?;
+        claimed.sort_by(|a, b| (a.created_time, &a.id).cmp(&(b.created_time, &b.id)));
+        Ok(claimed)
+    }
+
+    async fn finish_waiting_control(
+        &self,
+        tenant: &TenantId,
+        id: &str,
+        (status, reason): (EventLogStatus, Option<&str>),
+        at: i64,
+        webhooks: Audience,
+    ) -> Result<Option<EventLog>> {
+        // Completed is the end of a delivered control that asked no ack; the other ends are of
+        // one still waiting.
+        let delivered = if status == EventLogStatus::Completed {
+            "IS NOT NULL"
+        } else {
+            "IS NULL"
+        };
+        let mut tx = self.begin_log_write().await?;
+        let row = sqlx::query(&format!(
+            "UPDATE {} SET status = $1, reason = $2, updated_by = 'system', updated_time = $3 \
+             WHERE id = $4 AND tenant_id = $5 AND status = $6 AND expires_time IS NOT NULL \
+             AND delivered_time {delivered} RETURNING {COLUMNS}",
+            self.dialect.event_logs
+        ))
+        .bind(status.as_str())
+        .bind(reason)
+        .bind(at)
+        .bind(id)
+        .bind(tenant.as_str())
+        .bind(EventLogStatus::Processing.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(crate::error::db_error)?;
+        let Some(row) = row else { return Ok(None) };
+        let log = log_from_row(&row)?;
+        let outbox = outbox_events(webhooks, StreamType::EventLog, &log.project_id, &log.device_id, &log)?;
+        write_outbox(&mut tx, self.dialect.log_outbox, &outbox, false).await?;
+        tx.commit().await.map_err(crate::error::db_error)?;
+        Ok(Some(log))
+    }
+
+    async fn list_waiting_controls(
+        &self,
+        tenant: &TenantId,
+        device: &DeviceId,
+        page: PageRequest,
+    ) -> Result<Page<EventLog>> {
+        let mut sql = Sql::new(&format!(
+            " FROM {} WHERE deleted = 0 AND delivered_time IS NULL AND expires_time IS NOT NULL AND tenant_id = ",
+            self.dialect.event_logs
+        ));
+        sql.bind(tenant.as_str())
+            .push(" AND device_id = ")
+            .bind(device.as_str())
+            .push(" AND status = ")
+            .bind(EventLogStatus::Processing.as_str());
+        fetch_page(
+            &self.pool,
+            COLUMNS,
+            &sql,
+            "created_time ASC, id ASC",
             page,
             log_from_row,
         )

@@ -4,6 +4,7 @@
 //! collation, row locks) comes from `Dialect`, fixed at connect, never from a branch here.
 
 mod connections;
+mod desired;
 mod devices;
 mod event_logs;
 mod models;

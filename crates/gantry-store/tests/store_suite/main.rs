@@ -28,6 +28,7 @@ use sqlx::{Connection, Executor, Row};
 
 mod catalog;
 mod connections;
+mod desired;
 mod events;
 mod routes;
 mod series;
@@ -36,6 +37,7 @@ mod webhooks;
 
 use catalog::*;
 use connections::*;
+use desired::*;
 use events::*;
 use routes::*;
 use series::*;
@@ -105,7 +107,9 @@ store_suite!(
     deep_pages_list_in_order,
     series_match_the_raw_events,
     series_hold_while_rollups_fold,
-    device_sessions_start_end_and_survive_a_restart;
+    device_sessions_start_end_and_survive_a_restart,
+    desired_states_are_written_by_one_writer_per_revision,
+    waiting_controls_are_claimed_once_in_send_order;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
     device_inserts_and_parent_deletes_serialize,

@@ -156,6 +156,9 @@ pub(crate) async fn webhook_events_wait_in_order_until_a_delivery_holds_them(sto
         updated_by: None,
         updated_time: None,
         deleted: false,
+        expires_time: None,
+        delivered_time: None,
+        reason: None,
         reply_to: None,
     };
     store

@@ -18,7 +18,7 @@ pub(crate) struct Server {
     pub(crate) child: Child,
     pub(crate) base: String,
     /// The MQTT/TCP address, from the start-up line.
-    mqtt: SocketAddr,
+    pub(crate) mqtt: SocketAddr,
 }
 
 /// Ports a server should bind: HTTP, MQTT/TCP, MQTT/WebSocket (0: any free one).

@@ -6,6 +6,7 @@ mod admin;
 mod auth;
 mod catalog;
 mod crash;
+mod desired;
 mod errors;
 mod events;
 mod external;

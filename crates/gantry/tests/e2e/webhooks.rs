@@ -685,3 +685,35 @@ async fn webhooks_per_project_are_bounded_also_under_concurrency() {
     .await
     .result();
 }
+
+/// A desired-state change reaches the webhooks that want `desired`, as the document it made.
+#[tokio::test]
+async fn desired_state_changes_reach_webhooks_of_type_desired() {
+    let receiver = Receiver::start().await;
+    let app = app_for_local_receivers(1000).await;
+    let world = app.world().await;
+    create_webhook(&app, &world.project, json!({"url": receiver.url, "types": ["desired"]})).await;
+    let response = app
+        .client
+        .patch(format!(
+            "{}/api/v1/devices/{}/desired",
+            app.base,
+            world.device["id"].as_str().unwrap()
+        ))
+        .bearer_auth(&app.admin)
+        .json(&json!({"attributes": {"label": "north"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let arrived = async || !receiver.delivered_events().is_empty();
+    assert!(
+        wait_for(Duration::from_secs(10), arrived).await,
+        "{:?}",
+        receiver.seen()
+    );
+    let event = &receiver.delivered_events()[0];
+    assert_eq!(event["type"], "desired", "{event}");
+    assert_eq!(event["data"]["version"], 1, "{event}");
+    assert_eq!(event["data"]["attributes"]["label"]["value"], "north", "{event}");
+}

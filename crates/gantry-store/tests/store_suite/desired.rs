@@ -1,0 +1,161 @@
+//! Desired states (`DesiredStore`) and controls that wait for their device (`EventLogStore`'s
+//! claim, finish and listing of waiting controls).
+
+use gantry_core::desired::DesiredState;
+use gantry_core::enums::{Classification, EventLogStatus};
+use gantry_core::event_log::EventLog;
+use gantry_core::store::DesiredStore;
+
+use super::*;
+
+pub(crate) async fn desired_states_are_written_by_one_writer_per_revision(store: SqlStore) {
+    let tenant = new_tenant(&store, "desired").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Light, false).await;
+    let project = new_project(&store, &tenant, "p").await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    assert!(store.desired_state(&tenant, &device.id).await.unwrap().is_none());
+
+    let mut state = DesiredState::empty(tenant.clone(), device.id.clone());
+    let changes = BTreeMap::from([("limit".to_owned(), Some(json!(5)))]);
+    state.patch(&changes, "admin", 10);
+    assert!(
+        store
+            .save_desired_state(&state, &project.id, 0, 10, Default::default())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .save_desired_state(&state, &project.id, 0, 11, Default::default())
+            .await
+            .unwrap(),
+        "inserted once"
+    );
+    let (read, revision) = store.desired_state(&tenant, &device.id).await.unwrap().unwrap();
+    assert_eq!((read.version, revision), (1, 1));
+    assert_eq!(read.attributes, state.attributes);
+
+    // of two writers that read revision 1, one writes
+    let (mut a, mut b) = (read.clone(), read);
+    a.patch(&BTreeMap::from([("limit".to_owned(), Some(json!(6)))]), "a", 20);
+    b.patch(&BTreeMap::from([("limit".to_owned(), Some(json!(7)))]), "b", 20);
+    let (wrote_a, wrote_b) = tokio::join!(
+        store.save_desired_state(&a, &project.id, 1, 20, Default::default()),
+        store.save_desired_state(&b, &project.id, 1, 20, Default::default())
+    );
+    assert!(wrote_a.unwrap() ^ wrote_b.unwrap());
+
+    // another tenant sees none of it
+    let other = new_tenant(&store, "other").await;
+    assert!(store.desired_state(&other, &device.id).await.unwrap().is_none());
+}
+
+fn waiting(tenant: &TenantId, device: &Device, id: &str, created: i64, expires: i64) -> EventLog {
+    EventLog {
+        id: id.to_owned(),
+        tenant_id: tenant.clone(),
+        project_id: device.project_id.clone(),
+        status: EventLogStatus::Processing,
+        classification: Classification::DeviceControll,
+        device_id: device.id.clone(),
+        device_name: device.device_name.clone(),
+        event_data: json!({"meta": {"id": id, "needack": true}}),
+        context_id: None,
+        responses: Vec::new(),
+        event_id: id.to_owned(),
+        created_by: "admin".to_owned(),
+        created_time: created,
+        updated_by: None,
+        updated_time: None,
+        deleted: false,
+        expires_time: Some(expires),
+        delivered_time: None,
+        reason: None,
+        reply_to: None,
+    }
+}
+
+pub(crate) async fn waiting_controls_are_claimed_once_in_send_order(store: SqlStore) {
+    let tenant = new_tenant(&store, "waiting").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Light, false).await;
+    let project = new_project(&store, &tenant, "p").await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    for (id, created, expires) in [
+        ("w-2", 20, 1_000),
+        ("w-1", 10, 1_000),
+        ("w-old", 5, 50),
+        ("w-3", 30, 1_000),
+    ] {
+        let log = waiting(&tenant, &device, id, created, expires);
+        store.insert_event_log(&log, None, Default::default()).await.unwrap();
+    }
+    let listed = store.list_waiting_controls(&tenant, &device.id, all()).await.unwrap();
+    let ids: Vec<&str> = listed.items.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, ["w-old", "w-1", "w-2", "w-3"]);
+    let other = new_tenant(&store, "other").await;
+    assert_eq!(
+        store
+            .list_waiting_controls(&other, &device.id, all())
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+
+    // expiry: past its expires_time, waiting, it ends `expired`; the ack sweep leaves others
+    let expired = store.expire_event_logs(100, &Default::default()).await.unwrap();
+    assert_eq!(expired.len(), 1);
+    assert_eq!(
+        (expired[0].id.as_str(), expired[0].reason.as_deref()),
+        ("w-old", Some("expired"))
+    );
+
+    let cancelled = (EventLogStatus::Exception, Some("cancelled"));
+    let done = store
+        .finish_waiting_control(&tenant, "w-3", cancelled, 110, Default::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.reason.as_deref(), Some("cancelled"));
+    assert!(
+        store
+            .finish_waiting_control(&tenant, "w-3", cancelled, 111, Default::default())
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // two claims at once: each control goes to one of them, in send order
+    let (a, b) = tokio::join!(
+        store.claim_waiting_controls(&device.id, 200, 5_000),
+        store.claim_waiting_controls(&device.id, 200, 5_000)
+    );
+    let mut claimed: Vec<String> = a.unwrap().into_iter().chain(b.unwrap()).map(|l| l.id).collect();
+    assert_eq!(claimed.len(), 2, "{claimed:?}");
+    claimed.sort();
+    assert_eq!(claimed, ["w-1", "w-2"]);
+    let log = store.get_event_log(&tenant, "w-1").await.unwrap().unwrap();
+    assert_eq!(
+        (log.delivered_time, log.status),
+        (Some(200), EventLogStatus::Processing)
+    );
+    assert!(
+        store
+            .finish_waiting_control(&tenant, "w-1", cancelled, 210, Default::default())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // the ack deadline counts from the delivery
+    assert!(
+        store
+            .expire_event_logs(4_999, &Default::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.expire_event_logs(5_000, &Default::default()).await.unwrap().len(),
+        2
+    );
+}
