@@ -14,6 +14,8 @@
 //! `.ci/import-cycles.sh` checks that no module imports, through others, itself.
 
 // The domain.
+pub mod alarm;
+pub mod alarm_rule;
 pub mod connection;
 pub mod enums;
 pub mod error;

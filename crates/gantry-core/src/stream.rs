@@ -1,7 +1,7 @@
 //! The project push stream's events (`GET /projects/{id}/stream`): each has a cursor (`id`)
 //! increasing within the project, a type, the device it concerns and its data as JSON (a
 //! DeviceEvent for `telemetry`, `{deviceId, attributeMap}` of the attributes that changed for
-//! `shadow`, an EventLog for `eventLog`, the connection record for `connection`).
+//! `shadow`, an EventLog for `eventLog`, the connection record for `connection`, the Alarm for `alarm`).
 
 use std::sync::Arc;
 
@@ -21,10 +21,19 @@ pub enum StreamType {
     EventLog,
     /// A device connected or disconnected.
     Connection,
+    /// An alarm raised, escalated, de-escalated, acknowledged, commented or cleared (the alarm
+    /// after the change).
+    Alarm,
 }
 
 impl StreamType {
-    pub const ALL: [StreamType; 4] = [Self::Telemetry, Self::Shadow, Self::EventLog, Self::Connection];
+    pub const ALL: [StreamType; 5] = [
+        Self::Telemetry,
+        Self::Shadow,
+        Self::EventLog,
+        Self::Connection,
+        Self::Alarm,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -32,6 +41,7 @@ impl StreamType {
             Self::Shadow => "shadow",
             Self::EventLog => "eventLog",
             Self::Connection => "connection",
+            Self::Alarm => "alarm",
         }
     }
 
@@ -76,8 +86,8 @@ mod tests {
             StreamType::parse_list(Some("connection, telemetry")).unwrap(),
             vec![StreamType::Connection, StreamType::Telemetry]
         );
-        let Err(Error::Invalid { field, .. }) = StreamType::parse_list(Some("telemetry,alarm")) else {
-            panic!("alarm is not a type yet");
+        let Err(Error::Invalid { field, .. }) = StreamType::parse_list(Some("telemetry,alarms")) else {
+            panic!("alarms is not a type");
         };
         assert_eq!(field, "types");
     }

@@ -25,6 +25,7 @@ use gantry_store::{SqlStore, sqlite_url};
 use serde_json::json;
 use sqlx::{Connection, Executor, Row};
 
+mod alarms;
 mod catalog;
 mod connections;
 mod events;
@@ -33,6 +34,7 @@ mod series;
 mod tenants;
 mod webhooks;
 
+use alarms::*;
 use catalog::*;
 use connections::*;
 use events::*;
@@ -104,7 +106,11 @@ store_suite!(
     deep_pages_list_in_order,
     series_match_the_raw_events,
     series_hold_while_rollups_fold,
-    device_sessions_start_end_and_survive_a_restart;
+    device_sessions_start_end_and_survive_a_restart,
+    alarm_rules_are_kept_per_tenant,
+    concurrent_readings_raise_one_alarm,
+    the_store_holds_one_open_alarm_per_key,
+    alarms_are_listed_changed_and_isolated;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
     device_inserts_and_parent_deletes_serialize,
