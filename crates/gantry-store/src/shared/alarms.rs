@@ -1,6 +1,6 @@
 //! Alarms, their history and the rules' state per device. Every transition is one transaction
-//! on the writer: the state is written only over the version its step read (a concurrent
-//! writer makes the step run again), and a new alarm enters through the partial unique index
+//! on the writer: it holds the rule's state row first (so steps of one device and rule queue,
+//! on every node), and writes it only over the version its step read, and a new alarm enters through the partial unique index
 //! `alarms_open`, so that a device never has two open alarms of one rule or attribute.
 
 use std::collections::HashMap;
@@ -87,7 +87,25 @@ fn state_from_row(row: &AnyRow) -> Result<AlarmState> {
     })
 }
 
-/// The stored state of `key` for `device`, or a fresh one (version 0).
+/// Holds the state row of `key` for `device` until the transaction ends, creating it (version 0)
+/// when missing: steps of one device and rule queue here, on every node, rather than compute
+/// over a state another writer is changing. Every writer takes this row before the alarm's.
+async fn hold_state(conn: &mut AnyConnection, tenant: &TenantId, key: &str, device: &DeviceId) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO alarm_states (alarm_key, device_id, tenant_id, levels, recent, no_data, version) \
+         VALUES ($1, $2, $3, '[]', '[]', 0, 0) \
+         ON CONFLICT (alarm_key, device_id) DO UPDATE SET version = alarm_states.version",
+    )
+    .bind(key)
+    .bind(device.as_str())
+    .bind(tenant.as_str())
+    .execute(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// The stored state of `key` for `device` (held: `hold_state`).
 async fn read_state(conn: &mut AnyConnection, key: &str, device: &DeviceId) -> Result<AlarmState> {
     let row = sqlx::query(
         "SELECT raise_since, clear_since, levels, last_time, last_arrival, recent, no_data, version \
@@ -111,30 +129,25 @@ async fn write_state(
     state: &AlarmState,
     read: i64,
 ) -> Result<bool> {
-    let text = if read == 0 {
-        "INSERT INTO alarm_states (raise_since, clear_since, levels, last_time, last_arrival, recent, no_data, \
-             version, tenant_id, alarm_key, device_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8 + 1, $9, $10, $11) ON CONFLICT (alarm_key, device_id) DO NOTHING"
-    } else {
+    let written = sqlx::query(
         "UPDATE alarm_states SET raise_since = $1, clear_since = $2, levels = $3, last_time = $4, \
              last_arrival = $5, recent = $6, no_data = $7, version = $8 + 1 \
-         WHERE tenant_id = $9 AND alarm_key = $10 AND device_id = $11 AND version = $8"
-    };
-    let written = sqlx::query(text)
-        .bind(state.raise_since)
-        .bind(state.clear_since)
-        .bind(to_json(&state.levels)?)
-        .bind(state.last_time)
-        .bind(state.last_arrival)
-        .bind(to_json(&state.recent)?)
-        .bind(i64::from(state.no_data))
-        .bind(read)
-        .bind(tenant.as_str())
-        .bind(key)
-        .bind(device.as_str())
-        .execute(&mut *conn)
-        .await
-        .map_err(db_error)?;
+         WHERE tenant_id = $9 AND alarm_key = $10 AND device_id = $11 AND version = $8",
+    )
+    .bind(state.raise_since)
+    .bind(state.clear_since)
+    .bind(to_json(&state.levels)?)
+    .bind(state.last_time)
+    .bind(state.last_arrival)
+    .bind(to_json(&state.recent)?)
+    .bind(i64::from(state.no_data))
+    .bind(read)
+    .bind(tenant.as_str())
+    .bind(key)
+    .bind(device.as_str())
+    .execute(&mut *conn)
+    .await
+    .map_err(db_error)?;
     Ok(written.rows_affected() == 1)
 }
 
@@ -272,6 +285,7 @@ impl SqlStore {
         webhooks: Audience,
     ) -> Result<Option<Vec<AlarmWrite>>> {
         let mut tx = self.begin_write().await?;
+        hold_state(&mut tx, tenant, key, device).await?;
         let state = read_state(&mut tx, key, device).await?;
         let open = open_alarm(&mut tx, key, device).await?;
         let Some(transition) = step(&state, open.as_ref()) else {
@@ -357,7 +371,16 @@ impl AlarmStore for SqlStore {
         webhooks: &HashMap<ProjectId, Audience>,
     ) -> Result<(Alarm, AlarmHistoryEntry)> {
         let mut tx = self.begin_write().await?;
-        // Writing the row first holds it (PostgreSQL) until the commit: changes queue.
+        let key: Option<(String, String)> =
+            sqlx::query_as("SELECT alarm_key, device_id FROM alarms WHERE id = $1 AND tenant_id = $2")
+                .bind(id.as_str())
+                .bind(tenant.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_error)?;
+        let (key, device) = key.ok_or_else(|| Error::not_found("alarm", id))?;
+        // The state row first, as a step takes it, then the alarm's: changes and steps queue.
+        hold_state(&mut tx, tenant, &key, &DeviceId::from_string(device)).await?;
         let row = sqlx::query(&format!(
             "UPDATE alarms SET updated_time = updated_time WHERE id = $1 AND tenant_id = $2 RETURNING {COLUMNS}"
         ))
@@ -392,6 +415,12 @@ impl AlarmStore for SqlStore {
         webhooks: &HashMap<ProjectId, Audience>,
     ) -> Result<Vec<Alarm>> {
         let mut tx = self.begin_write().await?;
+        // The rule's state rows first, as a step takes them, then its alarms.
+        sqlx::query("UPDATE alarm_states SET version = version + 1 WHERE alarm_key = $1")
+            .bind(format!("rule:{rule}"))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
         let rows = sqlx::query(&format!(
             "UPDATE alarms SET status = 'CLEARED', cleared_by = $1, cleared_time = $2, updated_time = $2 \
              WHERE rule_id = $3 AND tenant_id = $4 AND status <> 'CLEARED' RETURNING {COLUMNS}"

@@ -701,3 +701,66 @@ async fn alarms_reach_the_stream_and_webhooks() {
     assert_eq!(events[1]["data"]["status"], "CLEARED");
     app.stop().await;
 }
+
+/// Two nodes on one PostgreSQL database behind an external broker share one device's
+/// messages (its shared subscription hands them out), while REST events go to the second node:
+/// one alarm, counting every event.
+#[tokio::test]
+#[ignore = "needs GANTRY_TEST_MQTT_BROKER_URL and GANTRY_E2E_POSTGRES_URL (two nodes, one database)"]
+async fn two_nodes_on_one_database_raise_one_alarm() {
+    use crate::external::{broker_url, device_on_broker, node};
+    let url = broker_url();
+    crate::helpers::required_var("GANTRY_E2E_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres");
+    let prefix = unique("gantry-alarms");
+    let first = node(&url, &prefix).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = gantry::config::ServeConfig::local(dir.path().to_path_buf());
+    config.database_url = Some(first.database_url());
+    config.admin_token = Some(first.admin.clone());
+    config.mqtt_broker_url = Some(url.clone());
+    config.topic_prefix = prefix.clone();
+    let second = spawn_with(config, dir, first.admin.clone()).await;
+    let world = first.world().await;
+    rule(
+        &first,
+        &world.model,
+        json!({"name": "hot", "attributeCode": "temp", "severity": "MAJOR",
+        "condition": {"op": ">", "value": 20}}),
+    )
+    .await;
+    let mut device = device_on_broker(&first, &prefix, &world).await;
+    const EACH: i64 = 30;
+    let over_mqtt = async {
+        for i in 0..EACH {
+            device
+                .publish_attrs(&[("temp", json!(30))], Some(T0 / 1000 + i), false)
+                .await
+                .unwrap();
+        }
+    };
+    let over_rest = async {
+        for i in 0..EACH {
+            post(&second, &world.device, "temp", json!(31), T0 + i * 1000 + 500).await;
+        }
+    };
+    tokio::join!(over_mqtt, over_rest);
+    let events = format!("/api/v1/devices/{}/events?pageSize=1000", id(&world.device));
+    let stored = wait_for(Duration::from_secs(20), async || {
+        first.get(&events, &first.admin).await.result()["totalResults"] == 2 * EACH
+    })
+    .await;
+    assert!(stored, "every event arrives");
+    let counted = wait_for(Duration::from_secs(10), async || {
+        let listed = device_alarms(&first, &world.project, &world.device).await;
+        listed.len() == 1 && listed[0]["count"] == 2 * EACH
+    })
+    .await;
+    let listed = device_alarms(&second, &world.project, &world.device).await;
+    let failed = (
+        first.metric("gantry_alarm_evaluations_failed_total").await,
+        second.metric("gantry_alarm_evaluations_failed_total").await,
+    );
+    assert!(counted, "one alarm counting every event: {listed:?}, failed {failed:?}");
+    second.stop().await;
+    first.stop().await;
+}
