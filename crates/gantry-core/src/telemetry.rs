@@ -211,7 +211,14 @@ impl TelemetryService {
     async fn submit(&self, events: Vec<DeviceEvent>) -> Result<()> {
         let outbox = self.webhooks.outbox_for(&events).await?;
         let woken = !outbox.is_empty();
-        let alarming = self.alarms.concerns(&events).await?.then(|| events.clone());
+        // A rule lookup that fails must not refuse the events: they are evaluated anyway, and
+        // a failed evaluation is logged and counted.
+        let alarming = self
+            .alarms
+            .concerns(&events)
+            .await
+            .unwrap_or(true)
+            .then(|| events.clone());
         self.ingest.submit_with(events, outbox).await?;
         if woken {
             self.webhooks.wake();
