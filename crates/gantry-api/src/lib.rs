@@ -1,6 +1,7 @@
 //! Gantry's REST API: the axum router over the core services, its error mapping and its
 //! OpenAPI document.
 
+mod alarms;
 mod control;
 mod desired;
 mod devices;
@@ -26,6 +27,7 @@ pub mod wire;
 /// The query-parameter types of the listings, so the fuzz targets parse query strings into the
 /// very types the handlers take.
 pub mod query {
+    pub use crate::alarms::AlarmListParams;
     pub use crate::control::LogParams;
     pub use crate::desired::PendingParams;
     pub use crate::events::{AttributeParams, EventParams};
@@ -89,6 +91,7 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(routes::routes())
         .merge(stream::routes())
         .merge(webhooks::routes())
+        .merge(alarms::routes())
         .layer(DefaultBodyLimit::max(config.body_limit));
     Router::new()
         .nest("/api/v1", api)

@@ -7,13 +7,13 @@ use utoipa::openapi::schema::{Schema, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
-use crate::{control, desired, devices, events, health, models, projects, routes, series, stream, tenants, webhooks};
+use crate::{alarms, control, desired, devices, events, health, models, projects, routes, series, stream, tenants, webhooks};
 
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "Gantry",
-        description = "IoT device management: device models, projects, devices, shadows, events, event logs, routes and webhooks.\n\n\
+        description = "IoT device management: device models, projects, devices, shadows, events, event logs, routes, webhooks and alarms.\n\n\
 Every response body is `{\"returnCode\": 0, \"result\": ...}` on success. Errors are \
 `{\"returnCode\": <non-zero>, \"message\": \"...\"}` with the HTTP status: 400 (40000 invalid field or \
 parameter, 40001 malformed body, 40002 not valid HTTP/1.1), 401 (40100), 403 (40300), 404 (40400), \
@@ -37,6 +37,8 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         routes::create, routes::list, routes::refresh, routes::revoke,
         stream::stream,
         webhooks::create, webhooks::list, webhooks::read, webhooks::update, webhooks::delete, webhooks::deliveries,
+        alarms::create_rule, alarms::list_rules, alarms::read_rule, alarms::update_rule, alarms::delete_rule,
+        alarms::list, alarms::read, alarms::acknowledge, alarms::clear, alarms::comment, alarms::history,
         health::healthz, health::metrics,
     ),
     components(schemas(
@@ -46,6 +48,8 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         gantry_core::enums::SortOrder, gantry_core::enums::EventSource, gantry_core::enums::MessageType,
         gantry_core::enums::EventLogStatus, gantry_core::enums::Classification, gantry_core::enums::SourceType,
         gantry_core::enums::DeliveryStatus, gantry_core::stream::StreamType, gantry_core::enums::DesiredStatus,
+        gantry_core::enums::Severity, gantry_core::enums::AlarmStatus, gantry_core::enums::AlarmSource,
+        gantry_core::enums::AlarmTransition,
     )),
     modifiers(&BearerAuth, &CommonResponses, &CreateBodies),
     security(("bearer" = []))

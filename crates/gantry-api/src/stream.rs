@@ -56,7 +56,7 @@ pub struct SseEvent {
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct StreamParams {
-    /// Comma list of telemetry, shadow, eventLog, connection, desired; default all.
+    /// Comma list of telemetry, shadow, eventLog, connection, desired, alarm; default all.
     types: Option<String>,
     /// Only this device's events; required with a device token, which may name only itself.
     device_id: Option<String>,

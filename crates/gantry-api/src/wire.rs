@@ -68,6 +68,8 @@ body!(
 body!(ControlInput, &[]);
 body!(RouteInput, &[]);
 body!(WebhookInput, record_fields!("projectId"));
+body!(AlarmRuleInput, record_fields!("modelId", "status"));
+body!(CommentInput, &[]);
 
 /// Body of the rotation endpoints: how long the replaced token keeps working.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -413,7 +415,7 @@ pub struct WebhookInput {
     #[schema(max_length = 2048)]
     pub url: Option<String>,
     /// Required on POST: the event types delivered, at least one of telemetry, shadow, eventLog,
-    /// connection.
+    /// connection, alarm.
     #[schema(value_type = Option<Vec<gantry_core::stream::StreamType>>, min_items = 1)]
     pub types: Option<Vec<String>>,
     /// The HMAC key of `X-Gantry-Signature`, 16 to 256 printable ASCII characters; generated
@@ -449,3 +451,63 @@ pub struct DesiredInput {
 }
 
 body!(DesiredInput, &[]);
+
+/// Body of `POST /deviceModels/{modelId}/alarmRules` and `PUT /alarmRules/{ruleId}` (which
+/// replaces the rule).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlarmRuleInput {
+    /// Required: the alarms' name, 1 to 128 characters.
+    #[schema(min_length = 1, max_length = 128)]
+    pub name: Option<String>,
+    /// Required: an attribute of the model.
+    pub attribute_code: Option<String>,
+    /// Required: CRITICAL, MAJOR, MINOR or WARNING.
+    #[schema(value_type = Option<gantry_core::enums::Severity>)]
+    pub severity: Option<String>,
+    /// Required unless `noDataSeconds` is given.
+    pub condition: Option<gantry_core::alarm_rule::ConditionSpec>,
+    /// 0 (default) to 604800: how long (device time) the condition must hold on every event.
+    #[schema(minimum = 0, maximum = 604800)]
+    pub for_seconds: Option<i64>,
+    /// Higher severities, each above `severity`, with their own condition and `forSeconds`.
+    pub escalations: Option<Vec<gantry_core::alarm_rule::EscalationSpec>>,
+    /// What clears the alarm (default: `condition` no longer holds).
+    pub clear_condition: Option<gantry_core::alarm_rule::ConditionSpec>,
+    /// 0 (default) to 604800: how long the clear condition must hold.
+    #[schema(minimum = 0, maximum = 604800)]
+    pub clear_for_seconds: Option<i64>,
+    /// 1 to 604800: raise when the device sends nothing for the attribute this long.
+    #[schema(minimum = 1, maximum = 604800)]
+    pub no_data_seconds: Option<i64>,
+    #[schema(max_length = 1024)]
+    pub description: Option<String>,
+    /// Default true.
+    pub enabled: Option<bool>,
+}
+
+impl From<AlarmRuleInput> for gantry_core::alarm_rule::AlarmRuleFields {
+    fn from(r: AlarmRuleInput) -> Self {
+        gantry_core::alarm_rule::AlarmRuleFields {
+            name: r.name,
+            attribute_code: r.attribute_code,
+            severity: r.severity,
+            condition: r.condition,
+            for_seconds: r.for_seconds,
+            escalations: r.escalations,
+            clear_condition: r.clear_condition,
+            clear_for_seconds: r.clear_for_seconds,
+            no_data_seconds: r.no_data_seconds,
+            description: r.description,
+            enabled: r.enabled,
+        }
+    }
+}
+
+/// Body of `POST /alarms/{alarmId}/comments`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct CommentInput {
+    /// Required: 1 to 4096 characters.
+    #[schema(min_length = 1, max_length = 4096)]
+    pub text: Option<String>,
+}

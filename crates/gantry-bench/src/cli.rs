@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::report::Settings;
 use crate::scenarios::control::Burst;
 use crate::scenarios::stream::StreamLoad;
-use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
+use crate::scenarios::{alarms, connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -31,6 +31,8 @@ pub enum Command {
     IngestRest,
     /// The same posts with no webhook, then with 20 webhooks whose receivers are down.
     Webhooks,
+    /// The same posts with no alarm rule, then with 3 rules on the posted attribute.
+    Alarms,
     /// GET device and shadow; a device's event listing in a store of many events.
     Read,
     /// One attribute's aggregated history (GET .../attributeCode/series) in the read store.
@@ -126,6 +128,7 @@ impl Options {
         let scenarios = match command {
             Command::IngestRest => vec![ingest_rest::SCENARIO],
             Command::Webhooks => vec![webhooks::SCENARIO],
+            Command::Alarms => vec![alarms::SCENARIO],
             Command::Read => vec![read::SCENARIO],
             Command::Series => vec![series::SCENARIO],
             Command::IngestMqtt => vec![ingest_mqtt::SCENARIO],
@@ -137,6 +140,7 @@ impl Options {
                 series::SCENARIO,
                 ingest_rest::SCENARIO,
                 webhooks::SCENARIO,
+                alarms::SCENARIO,
                 ingest_mqtt::SCENARIO,
                 control::SCENARIO,
                 stream::SCENARIO,
@@ -230,6 +234,7 @@ mod tests {
                 "series",
                 "ingest-rest",
                 "webhooks",
+                "alarms",
                 "ingest-mqtt",
                 "control",
                 "stream",

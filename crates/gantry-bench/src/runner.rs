@@ -13,7 +13,9 @@ use crate::db::{Backend, Database};
 use crate::http::{Api, Target};
 use crate::report::{BackendRun, Settings};
 use crate::scenarios::ingest_mqtt::MqttTarget;
-use crate::scenarios::{Ctx, baseline, connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
+use crate::scenarios::{
+    Ctx, alarms, baseline, connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks,
+};
 use crate::seed::{self, DeviceRef, Fleet, FleetSize};
 use crate::server::{self, Server, ServerOptions};
 use crate::{mqtt, scenarios};
@@ -75,6 +77,7 @@ fn fleet_size(settings: &Settings) -> FleetSize {
     let wants = |s: &str| settings.wants(s);
     let ingest = if wants(ingest_rest::SCENARIO)
         || wants(webhooks::SCENARIO)
+        || wants(alarms::SCENARIO)
         || wants(ingest_mqtt::SCENARIO)
         || wants(control::SCENARIO)
         || wants(stream::SCENARIO)
@@ -326,8 +329,11 @@ async fn measure_all(
 ) -> anyhow::Result<()> {
     let wants_read = settings.wants(read::SCENARIO);
     let wants_series = settings.wants(series::SCENARIO);
-    let wants_http =
-        wants_read || wants_series || settings.wants(ingest_rest::SCENARIO) || settings.wants(webhooks::SCENARIO);
+    let wants_http = wants_read
+        || wants_series
+        || settings.wants(ingest_rest::SCENARIO)
+        || settings.wants(webhooks::SCENARIO)
+        || settings.wants(alarms::SCENARIO);
     // The baseline at every concurrency another measurement uses, for its ratio.
     let mut counts = vec![ctx.connections];
     if wants_read {
@@ -376,6 +382,10 @@ async fn measure_all(
         if settings.wants(webhooks::SCENARIO) {
             run.measurements
                 .extend(webhooks::run(ctx, &fleet.project_id, &fleet.ingest).await?);
+        }
+        if settings.wants(alarms::SCENARIO) {
+            run.measurements
+                .extend(alarms::run(ctx, &fleet.model_id, &fleet.ingest).await?);
         }
         let mqtt_scenarios = [
             ingest_mqtt::SCENARIO,

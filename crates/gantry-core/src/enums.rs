@@ -142,6 +142,41 @@ string_enum!(
     DeliveryStatus { Pending = "pending", Delivered = "delivered", Failed = "failed" }
 );
 
+string_enum!(
+    /// How grave an alarm is, from the gravest: CRITICAL, MAJOR, MINOR, WARNING.
+    Severity { Critical = "CRITICAL", Major = "MAJOR", Minor = "MINOR", Warning = "WARNING" }
+);
+
+string_enum!(
+    /// An alarm raised and not yet seen (ACTIVE), raised and seen (ACKNOWLEDGED), or over (CLEARED).
+    AlarmStatus { Active = "ACTIVE", Acknowledged = "ACKNOWLEDGED", Cleared = "CLEARED" }
+);
+
+string_enum!(
+    /// What raised an alarm: a rule of the device's model, or the device itself (channel w).
+    AlarmSource { Rule = "RULE", Device = "DEVICE" }
+);
+
+string_enum!(
+    /// One entry of an alarm's history.
+    AlarmTransition {
+        Raised = "RAISED", Escalated = "ESCALATED", Deescalated = "DEESCALATED",
+        Acknowledged = "ACKNOWLEDGED", Commented = "COMMENTED", Cleared = "CLEARED",
+    }
+);
+
+impl Severity {
+    /// Higher is graver.
+    pub fn rank(self) -> u8 {
+        match self {
+            Severity::Critical => 4,
+            Severity::Major => 3,
+            Severity::Minor => 2,
+            Severity::Warning => 1,
+        }
+    }
+}
+
 impl DataType {
     /// Whether a JSON value is of this type: Integer an i64, Float any number, String a string,
     /// Boolean true or false.

@@ -57,6 +57,10 @@ id_type!(
     WebhookId,
     /// One POST of a batch of events to a webhook, with its retries.
     DeliveryId,
+    /// An alarm rule on a device model.
+    AlarmRuleId,
+    /// An alarm, from its raise to its clear.
+    AlarmId,
 );
 
 /// The tenant every fresh store starts with; the system administrator administers it.

@@ -4,16 +4,19 @@
 //! Three layers, each importing only from those above it in this list:
 //! - the domain: plain types and the rules that need nothing but their values (`error`, `ids`,
 //!   `enums`, `names`, `time`, `text`, `paging`, `records`, `principal`, `token`, `event`,
-//!   `message`, `event_log`, `desired`, `connection`, `stream`, `route`, `query`, `series`, `fields`, `webhook`);
+//!   `message`, `event_log`, `desired`, `connection`, `stream`, `route`, `query`, `series`, `fields`, `webhook`,
+//!   `alarm_rule`, `alarm`);
 //! - the ports the services need from outside: the store traits (`store`), the way down to
 //!   devices (`downlink`) and the way out to webhook receivers (`outbound`);
 //! - the services (`auth`, `catalog`, `control`, `telemetry`, `routes`, `ingest`, `presence`,
-//!   `webhooks`, `delivery`, `desired_state`) and their helpers (`cache`, `guard`, `feed`). A service that needs another holds it (`Arc<CatalogService>`) and calls
+//!   `webhooks`, `delivery`, `desired_state`, `alarms`) and their helpers (`cache`, `guard`, `feed`). A service that needs another holds it (`Arc<CatalogService>`) and calls
 //!   its public methods.
 //!
 //! `.ci/import-cycles.sh` checks that no module imports, through others, itself.
 
 // The domain.
+pub mod alarm;
+pub mod alarm_rule;
 pub mod connection;
 pub mod desired;
 pub mod enums;
@@ -42,6 +45,7 @@ pub mod outbound;
 pub mod store;
 
 // The services.
+pub mod alarms;
 pub mod auth;
 pub mod cache;
 pub mod catalog;
@@ -80,6 +84,8 @@ pub struct Services {
     pub login_guard: Arc<guard::LoginGuard>,
     /// Projects' webhooks, and which of them an event goes to.
     pub webhooks: Arc<webhooks::WebhookService>,
+    /// Alarm rules and alarms.
+    pub alarms: Arc<alarms::AlarmService>,
 }
 
 impl Services {
@@ -116,6 +122,13 @@ impl Services {
             tokens.clone(),
         ));
         let webhooks = Arc::new(webhooks::WebhookService::new(store.clone(), catalog.clone(), webhooks));
+        let alarms = Arc::new(alarms::AlarmService::new(
+            store.clone(),
+            store.clone(),
+            catalog.clone(),
+            webhooks.clone(),
+            feeds.clone(),
+        ));
         let control = Arc::new(control::ControlService::new(
             store.clone(),
             catalog.clone(),
@@ -140,6 +153,7 @@ impl Services {
                 desired.clone(),
                 ingest,
                 webhooks.clone(),
+                alarms.clone(),
             ),
             presence: Arc::new(presence::PresenceService::new(
                 store.clone(),
@@ -154,6 +168,7 @@ impl Services {
             desired,
             login_guard: Arc::new(guard::LoginGuard::new(login_guard)),
             webhooks,
+            alarms,
         }
     }
 }

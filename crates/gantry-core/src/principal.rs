@@ -82,6 +82,14 @@ impl Principal {
         }
     }
 
+    /// Reading device models and their alarm rules: administrators and applications.
+    pub fn require_model_read(&self) -> Result<()> {
+        match self {
+            Principal::Device { .. } => Err(Error::forbidden("a device token cannot read device models")),
+            _ => Ok(()),
+        }
+    }
+
     /// Managing a device (update, delete, control, routes): administrators and its project's applications.
     pub fn require_device_manage(&self, project: &ProjectId) -> Result<()> {
         match self {

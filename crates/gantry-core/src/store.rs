@@ -7,12 +7,15 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 
 use crate::Result;
+use crate::alarm::{Alarm, AlarmHistoryEntry, AlarmQuery, AlarmState, AlarmWrite, Transition};
+use crate::alarm_rule::AlarmRule;
 use crate::connection::{Connection, SessionEnd, SessionStart};
 use crate::desired::DesiredState;
 use crate::enums::EventLogStatus;
+use crate::enums::Severity;
 use crate::event::{DeviceEvent, ShadowAttribute};
 use crate::event_log::EventLog;
-use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId, WebhookId};
+use crate::ids::{AlarmId, AlarmRuleId, DeviceId, EventId, ModelId, ProjectId, TenantId, WebhookId};
 use crate::paging::{Page, PageRequest};
 use crate::principal::{Principal, TokenOwner};
 use crate::query::{DeviceQuery, EventLogQuery, EventQuery, ProjectQuery};
@@ -306,6 +309,70 @@ pub trait WebhookStore: Send + Sync {
     async fn lease_webhook(&self, webhook: &WebhookId, owner: &str, now: i64, until: i64) -> Result<bool>;
 }
 
+/// A transition of a rule's (or device alarm's) state, computed from the state and the open
+/// alarm as the store holds them (`alarm::step`).
+pub type AlarmStep<'a> = dyn Fn(&AlarmState, Option<&Alarm>) -> Option<Transition> + Send + Sync + 'a;
+
+/// An operator's change of an alarm, computed from the alarm as the store holds it: the alarm
+/// after it and its history entry, or why it cannot be done.
+pub type AlarmChange<'a> = dyn Fn(&Alarm) -> Result<(Alarm, AlarmHistoryEntry)> + Send + Sync + 'a;
+
+/// Alarm rules, alarms with their history, and the state each rule keeps per device. Every
+/// alarm write goes with its webhook events (`webhooks`), in its transaction.
+#[async_trait]
+pub trait AlarmStore: Send + Sync {
+    async fn insert_alarm_rule(&self, rule: &AlarmRule) -> Result<()>;
+    /// Stores everything but the id, model and creation fields; `NotFound` when missing.
+    async fn update_alarm_rule(&self, rule: &AlarmRule) -> Result<()>;
+    async fn get_alarm_rule(&self, tenant: &TenantId, id: &AlarmRuleId) -> Result<Option<AlarmRule>>;
+    /// The model's rules, oldest first, then by id.
+    async fn model_alarm_rules(&self, tenant: &TenantId, model: &ModelId) -> Result<Vec<AlarmRule>>;
+    /// Soft-deletes the rule and forgets its states; `NotFound` when missing.
+    async fn delete_alarm_rule(&self, tenant: &TenantId, id: &AlarmRuleId, by: &str, at: i64) -> Result<()>;
+    /// The enabled rules with a `noDataSeconds`, of every tenant.
+    async fn no_data_rules(&self) -> Result<Vec<AlarmRule>>;
+    /// The devices whose state for `rule` had its last value before `before` (arrival time) and
+    /// holds no no-data alarm.
+    async fn silent_devices(&self, rule: &AlarmRule, before: i64) -> Result<Vec<DeviceId>>;
+    /// Runs `step` over the state of `key` (`Raiser::key`) for `device` and its alarm not
+    /// cleared, and writes what it returns in one transaction: the state only over the version
+    /// it was computed from (else the step runs again over the newer one), a new alarm through
+    /// the unique index of open alarms. Returns the alarms written.
+    async fn apply_alarm_step(
+        &self,
+        tenant: &TenantId,
+        device: &DeviceId,
+        key: &str,
+        step: &AlarmStep<'_>,
+        webhooks: Audience,
+    ) -> Result<Vec<AlarmWrite>>;
+    /// Runs `change` over the alarm and writes its result with its history entry; a cleared
+    /// alarm's rule state is forgotten, so its condition starts over. `NotFound` when missing.
+    async fn change_alarm(
+        &self,
+        tenant: &TenantId,
+        id: &AlarmId,
+        change: &AlarmChange<'_>,
+        webhooks: &HashMap<ProjectId, Audience>,
+    ) -> Result<(Alarm, AlarmHistoryEntry)>;
+    /// Clears every alarm of the rule that is not cleared, by `by`, and forgets its states;
+    /// returns them cleared.
+    async fn clear_rule_alarms(
+        &self,
+        tenant: &TenantId,
+        rule: &AlarmRuleId,
+        by: &str,
+        at: i64,
+        webhooks: &HashMap<ProjectId, Audience>,
+    ) -> Result<Vec<Alarm>>;
+    async fn get_alarm(&self, tenant: &TenantId, id: &AlarmId) -> Result<Option<Alarm>>;
+    async fn list_alarms(&self, tenant: &TenantId, query: &AlarmQuery, page: PageRequest) -> Result<Page<Alarm>>;
+    /// Every transition of the alarm, oldest first.
+    async fn alarm_history(&self, tenant: &TenantId, id: &AlarmId) -> Result<Vec<AlarmHistoryEntry>>;
+    /// Alarms not cleared, by severity, of every tenant.
+    async fn count_open_alarms(&self) -> Result<Vec<(Severity, u64)>>;
+}
+
 /// All of storage, as the services see it.
 pub trait Store:
     TenantStore
@@ -318,6 +385,7 @@ pub trait Store:
     + ConnectionStore
     + WebhookStore
     + DesiredStore
+    + AlarmStore
 {
 }
 
@@ -331,7 +399,8 @@ impl<
         + RouteStore
         + ConnectionStore
         + WebhookStore
-        + DesiredStore,
+        + DesiredStore
+        + AlarmStore,
 > Store for T
 {
 }

@@ -2,7 +2,7 @@
 //! increasing within the project, a type, the device it concerns and its data as JSON (a
 //! DeviceEvent for `telemetry`, `{deviceId, attributeMap}` of the attributes that changed for
 //! `shadow`, an EventLog for `eventLog`, the connection record for `connection`, the desired-state document
-//! for `desired`).
+//! for `desired`, the Alarm for `alarm`).
 
 use std::sync::Arc;
 
@@ -24,15 +24,19 @@ pub enum StreamType {
     Connection,
     /// A device's desired state changed (set, delivered, applied, rejected).
     Desired,
+    /// An alarm raised, escalated, de-escalated, acknowledged, commented or cleared (the alarm
+    /// after the change).
+    Alarm,
 }
 
 impl StreamType {
-    pub const ALL: [StreamType; 5] = [
+    pub const ALL: [StreamType; 6] = [
         Self::Telemetry,
         Self::Shadow,
         Self::EventLog,
         Self::Connection,
         Self::Desired,
+        Self::Alarm,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +46,7 @@ impl StreamType {
             Self::EventLog => "eventLog",
             Self::Connection => "connection",
             Self::Desired => "desired",
+            Self::Alarm => "alarm",
         }
     }
 
@@ -86,8 +91,8 @@ mod tests {
             StreamType::parse_list(Some("connection, telemetry")).unwrap(),
             vec![StreamType::Connection, StreamType::Telemetry]
         );
-        let Err(Error::Invalid { field, .. }) = StreamType::parse_list(Some("telemetry,alarm")) else {
-            panic!("alarm is not a type yet");
+        let Err(Error::Invalid { field, .. }) = StreamType::parse_list(Some("telemetry,alarms")) else {
+            panic!("alarms is not a type");
         };
         assert_eq!(field, "types");
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::alarms::AlarmService;
 use crate::cache::TtlCache;
 use crate::catalog::CatalogService;
 use crate::control::ControlService;
@@ -40,6 +41,8 @@ pub struct TelemetryService {
     ingest: Ingest,
     /// Committed events go to their project's webhooks, committed with them.
     webhooks: Arc<WebhookService>,
+    /// Committed events go through their model's alarm rules.
+    alarms: Arc<AlarmService>,
     /// Shadows read lately. Ingest drops a device's entry after each commit and bumps the epoch,
     /// so a read that raced a commit does not put back what it read before it.
     shadows: TtlCache<DeviceId, Arc<Vec<(ShadowAttribute, i64)>>>,
@@ -87,6 +90,7 @@ impl TelemetryService {
         desired: Arc<DesiredStateService>,
         ingest: Ingest,
         webhooks: Arc<WebhookService>,
+        alarms: Arc<AlarmService>,
     ) -> Self {
         Self {
             store,
@@ -95,6 +99,7 @@ impl TelemetryService {
             desired,
             ingest,
             webhooks,
+            alarms,
             shadows: TtlCache::new(SHADOW_CACHE_TTL),
             shadow_epoch: AtomicU64::new(0),
             max_attributes: MAX_ATTRIBUTES,
@@ -210,13 +215,26 @@ impl TelemetryService {
         Ok(outcome)
     }
 
-    /// Commits one device's events through ingest, with the webhook events they cause.
+    /// Commits one device's events through ingest, with the webhook events they cause, then
+    /// evaluates them against the alarm rules: an alarm is raised before the caller is answered
+    /// (before the PUBACK), and a failed evaluation leaves the events committed.
     async fn submit(&self, events: Vec<DeviceEvent>) -> Result<()> {
         let outbox = self.webhooks.outbox_for(&events).await?;
         let woken = !outbox.is_empty();
+        // A rule lookup that fails must not refuse the events: they are evaluated anyway, and
+        // a failed evaluation is logged and counted.
+        let alarming = self
+            .alarms
+            .concerns(&events)
+            .await
+            .unwrap_or(true)
+            .then(|| events.clone());
         self.ingest.submit_with(events, outbox).await?;
         if woken {
             self.webhooks.wake();
+        }
+        if let Some(events) = alarming {
+            self.alarms.evaluate(&events).await;
         }
         Ok(())
     }

@@ -461,7 +461,7 @@ mod tests {
         let types = parse_types(&["telemetry".into(), "eventLog".into(), "telemetry".into()]).unwrap();
         assert_eq!(types, vec![StreamType::Telemetry, StreamType::EventLog]);
         assert!(matches!(parse_types(&[]), Err(Error::Invalid { field, .. }) if field == "types"));
-        assert!(matches!(parse_types(&["alarm".into()]), Err(Error::Invalid { field, .. }) if field == "types"));
+        assert!(matches!(parse_types(&["alarms".into()]), Err(Error::Invalid { field, .. }) if field == "types"));
         assert!(parse_secret("0123456789abcdef").is_ok());
         assert!(matches!(parse_secret("short"), Err(Error::Invalid { field, .. }) if field == "secret"));
         assert!(parse_secret("0123456789 abcdef").is_err());

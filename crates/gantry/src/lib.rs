@@ -349,6 +349,7 @@ impl Application {
         tasks.spawn_until(Stage::Chores, sweep_overdue_acks(self.services.clone()));
         tasks.spawn_until(Stage::Chores, sweep_feeds(self.services.feeds.clone()));
         tasks.spawn_until(Stage::Chores, flush_last_seen(self.services.clone()));
+        tasks.spawn_until(Stage::Chores, sweep_silent_devices(self.services.clone()));
         if let Some(days) = self.retention_days {
             tasks.spawn_until(Stage::Chores, apply_retention(self.services.clone(), days));
         }
@@ -469,6 +470,20 @@ async fn flush_last_seen(services: Arc<Services>) {
         tick.tick().await;
         if let Err(e) = services.presence.flush().await {
             tracing::warn!(error = %e, "last-seen times not written; kept for the next flush");
+        }
+    }
+}
+
+/// Raises the no-data alarms of devices gone quiet. The clocks are in the store (each rule's
+/// state per device), so a restart continues them from the last stored value.
+async fn sweep_silent_devices(services: Arc<Services>) {
+    let mut tick = tokio::time::interval(gantry_core::alarms::NO_DATA_SWEEP);
+    loop {
+        tick.tick().await;
+        match services.alarms.sweep_no_data(gantry_core::time::now_ms()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(alarms = n, "no-data alarms raised"),
+            Err(e) => tracing::warn!(error = %e, "no-data sweep failed"),
         }
     }
 }

@@ -10,7 +10,7 @@ use gantry_api::metrics::{AsyncCollector, Collector, Metrics};
 use gantry_core::Services;
 use gantry_core::control::ControlService;
 use gantry_core::ingest::Ingest;
-use gantry_core::store::WebhookStore;
+use gantry_core::store::{AlarmStore, WebhookStore};
 use gantry_core::webhooks::WebhookService;
 use gantry_store::SqlStore;
 
@@ -25,11 +25,35 @@ pub(crate) fn register(metrics: &Metrics, ingest: &Ingest, services: &Services, 
     metrics.add_collector(Box::new(move |out: &mut String| desired_metrics(&desired, out)));
     let feeds = services.feeds.clone();
     metrics.add_collector(Box::new(move |out: &mut String| feed_metrics(&feeds, out)));
+    let alarms = services.alarms.clone();
+    metrics.add_collector(Box::new(move |out: &mut String| alarm_transitions(&alarms, out)));
     metrics.add_collector(Box::new(|out: &mut String| {
         process_metrics(out);
         build_info(out);
     }));
     metrics.add_async_collector(store_metrics(store));
+}
+
+/// Alarm transitions by kind, as counted by this process, and evaluations that failed.
+fn alarm_transitions(alarms: &gantry_core::alarms::AlarmService, out: &mut String) {
+    let name = "gantry_alarm_transitions_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Alarm transitions by kind (raised, escalated, de-escalated, acknowledged, commented, cleared).",
+    );
+    for (kind, n) in alarms.stats().transitions() {
+        let _ = writeln!(out, "{name}{{kind=\"{}\"}} {n}", kind.as_str().to_ascii_lowercase());
+    }
+    let name = "gantry_alarm_evaluations_failed_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Committed events whose alarm evaluation failed (the events stay stored).",
+    );
+    let _ = writeln!(out, "{name} {}", alarms.stats().failed.load(Relaxed));
 }
 
 /// What the push streams' feeds hold: so an operator sees a quiet project's buffer given back.
@@ -197,6 +221,22 @@ fn store_metrics(store: Arc<SqlStore>) -> AsyncCollector {
                 "Controls waiting for their ack (processing), in the whole store.",
             );
             let _ = writeln!(out, "gantry_controls_pending {}", figures.controls_pending);
+            match store.count_open_alarms().await {
+                Ok(open) => {
+                    let name = "gantry_alarms_open";
+                    header(
+                        &mut out,
+                        name,
+                        "gauge",
+                        "Alarms not cleared, by severity, in the whole store.",
+                    );
+                    for severity in gantry_core::enums::Severity::ALL {
+                        let n = open.iter().find(|(s, _)| s == severity).map_or(0, |(_, n)| *n);
+                        let _ = writeln!(out, "{name}{{severity=\"{severity}\"}} {n}");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "counting open alarms for /metrics failed"),
+            }
             match store.count_pending_deliveries().await {
                 Ok(pending) => {
                     header(

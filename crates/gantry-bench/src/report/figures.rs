@@ -8,7 +8,7 @@ use super::{BackendRun, Settings};
 use crate::format::thousands;
 use crate::scenarios::control::Burst;
 use crate::scenarios::ingest_mqtt::{self, MqttIngestCheck};
-use crate::scenarios::{Measurement, control, ingest_rest, read, series, stream, webhooks};
+use crate::scenarios::{Measurement, alarms, control, ingest_rest, read, series, stream, webhooks};
 
 /// The sizes the targets are set at; a smaller run says so in the note.
 const FULL_LISTED_EVENTS: u64 = 1_000_000;
@@ -40,6 +40,7 @@ pub enum Figure {
     StreamDeliveryP99,
     StreamIngestRatio,
     WebhooksIngestRatio,
+    AlarmsIngestRatio,
     ConnectionsHeld,
     ConnectionMemory,
     IdleRss,
@@ -167,6 +168,11 @@ impl Figures<'_> {
                 let with = self.find(webhooks::SCENARIO, &webhooks::with_variant(), many)?;
                 Some(with.requests_per_second / alone.requests_per_second.max(f64::EPSILON))
             }
+            Figure::AlarmsIngestRatio => {
+                let alone = self.find(alarms::SCENARIO, alarms::ALONE, many)?;
+                let with = self.find(alarms::SCENARIO, &alarms::with_variant(), many)?;
+                Some(with.requests_per_second / alone.requests_per_second.max(f64::EPSILON))
+            }
             Figure::ConnectionsHeld => run.connections.as_ref().map(|c| c.held as f64),
             Figure::ConnectionMemory => run
                 .connections
@@ -193,7 +199,11 @@ impl Figures<'_> {
                     (!c.matches).then(|| format!("{} answered 200 but {} stored", c.answered_ok, c.stored))
                 })
             }),
-            Figure::IngestRestP99 | Figure::ShadowRate | Figure::ShadowP99 | Figure::WebhooksIngestRatio => at_many,
+            Figure::IngestRestP99
+            | Figure::ShadowRate
+            | Figure::ShadowP99
+            | Figure::WebhooksIngestRatio
+            | Figure::AlarmsIngestRatio => at_many,
             Figure::FirstPageP99 => Some(self.listing_note()),
             Figure::SeriesSpanDailyP99 | Figure::SeriesWeekHourlyP99 => {
                 let events = self.settings.series_events;

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::figures::{Figure, Figures, MqttRun};
 use super::{BackendRun, Settings};
 use crate::format::thousands;
-use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
+use crate::scenarios::{alarms, connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
 use crate::store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -60,6 +60,7 @@ const CONTROL: &[&str] = &[control::SCENARIO];
 const CONNECTIONS: &[&str] = &[connections::SCENARIO];
 const STREAM: &[&str] = &[stream::SCENARIO];
 const WEBHOOKS: &[&str] = &[webhooks::SCENARIO];
+const ALARMS: &[&str] = &[alarms::SCENARIO];
 const IDLE: &[&str] = &[connections::SCENARIO, ingest_mqtt::SCENARIO];
 use Bound::{AtLeast, Below};
 use Limit::{Fixed, MqttFloor};
@@ -111,6 +112,8 @@ pub static TARGETS: &[TargetRow] = &[
         figure: Figure::StreamIngestRatio, bound: AtLeast, limit: Fixed(0.9), unit: "×", set_for: EveryStore, reference: false },
     TargetRow { scenarios: WEBHOOKS, name: "webhooks: ingest-rest with 20 webhooks down over ingest-rest with none",
         figure: Figure::WebhooksIngestRatio, bound: AtLeast, limit: Fixed(0.8), unit: "×", set_for: EveryStore, reference: false },
+    TargetRow { scenarios: ALARMS, name: "alarms: ingest-rest with 3 alarm rules over ingest-rest with none",
+        figure: Figure::AlarmsIngestRatio, bound: AtLeast, limit: Fixed(0.9), unit: "×", set_for: EveryStore, reference: false },
     TargetRow { scenarios: CONNECTIONS, name: "connections: held",
         figure: Figure::ConnectionsHeld, bound: AtLeast, limit: Fixed(19_000.0), unit: "connections", set_for: EmbeddedDefault, reference: false },
     TargetRow { scenarios: CONNECTIONS, name: "connections: server memory per connection",

@@ -1,6 +1,7 @@
 //! The scenarios, and what every measurement reports: throughput, latency percentiles, errors,
 //! and what the server and the load generator spent on it.
 
+pub mod alarms;
 pub mod baseline;
 pub mod connections;
 pub mod control;

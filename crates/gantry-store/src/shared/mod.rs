@@ -1,8 +1,10 @@
 //! The SQL both engines run as it is: tenants and tokens, device models, projects, devices,
-//! device connections, routes, event logs and webhooks. It reads through `SqlStore::pool` and writes through
+//! device connections, routes, event logs, webhooks, alarm rules and alarms. It reads through `SqlStore::pool` and writes through
 //! `SqlStore::begin_write` / `writes`; what differs between the engines' dialects (text
 //! collation, row locks) comes from `Dialect`, fixed at connect, never from a branch here.
 
+mod alarm_rules;
+mod alarms;
 mod connections;
 mod desired;
 mod devices;

@@ -26,6 +26,7 @@ use gantry_store_sqlite::sqlite_url;
 use serde_json::json;
 use sqlx::{Connection, Executor, Row};
 
+mod alarms;
 mod catalog;
 mod connections;
 mod desired;
@@ -35,6 +36,7 @@ mod series;
 mod tenants;
 mod webhooks;
 
+use alarms::*;
 use catalog::*;
 use connections::*;
 use desired::*;
@@ -109,7 +111,11 @@ store_suite!(
     series_hold_while_rollups_fold,
     device_sessions_start_end_and_survive_a_restart,
     desired_states_are_written_by_one_writer_per_revision,
-    waiting_controls_are_claimed_once_in_send_order;
+    waiting_controls_are_claimed_once_in_send_order,
+    alarm_rules_are_kept_per_tenant,
+    concurrent_readings_raise_one_alarm,
+    the_store_holds_one_open_alarm_per_key,
+    alarms_are_listed_changed_and_isolated;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
     device_inserts_and_parent_deletes_serialize,

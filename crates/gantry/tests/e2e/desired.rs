@@ -236,7 +236,7 @@ async fn an_older_answer_never_settles_a_newer_value_and_a_report_applies_rw() {
         .await
         .0
         .result();
-    let second = next_of_version(&mut device, 2).await;
+    next_of_version(&mut device, 2).await;
 
     // the ack of version 1 and a report of its value leave version 2 unsettled
     publish(&mut device, ack_of(&first, json!([]))).await;

@@ -11,11 +11,11 @@ use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, World, required_var, spawn_app_with, spawn_with, unique, wait_for};
 
-fn broker_url() -> String {
+pub(crate) fn broker_url() -> String {
     required_var("GANTRY_TEST_MQTT_BROKER_URL", "mqtt://127.0.0.1:1883")
 }
 
-async fn node(url: &str, prefix: &str) -> TestApp {
+pub(crate) async fn node(url: &str, prefix: &str) -> TestApp {
     let (url, prefix) = (url.to_owned(), prefix.to_owned());
     spawn_app_with(move |c| {
         c.mqtt_broker_url = Some(url);
@@ -24,7 +24,7 @@ async fn node(url: &str, prefix: &str) -> TestApp {
     .await
 }
 
-async fn device_on_broker(app: &TestApp, prefix: &str, world: &World) -> DeviceClient {
+pub(crate) async fn device_on_broker(app: &TestApp, prefix: &str, world: &World) -> DeviceClient {
     let addr = app.mqtt.to_socket_addrs().unwrap().next().unwrap();
     let mut device = DeviceClient::connect(
         addr,

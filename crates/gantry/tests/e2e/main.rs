@@ -3,6 +3,7 @@
 //! `GANTRY_E2E_POSTGRES_URL` names a server.
 
 mod admin;
+mod alarms;
 mod auth;
 mod catalog;
 mod crash;

@@ -19,20 +19,25 @@ fn id(record: &Value) -> &str {
 }
 
 #[derive(Debug)]
-struct SseEvent {
-    id: Option<String>,
-    event: String,
-    data: Value,
+pub(crate) struct SseEvent {
+    pub(crate) id: Option<String>,
+    pub(crate) event: String,
+    pub(crate) data: Value,
 }
 
 /// A stream being read: the response and what was read of it.
-struct Sse {
+pub(crate) struct Sse {
     response: reqwest::Response,
     text: String,
 }
 
 impl Sse {
-    async fn open(app: &TestApp, query: &str, token: &str, last_id: Option<&str>) -> Result<Sse, reqwest::Response> {
+    pub(crate) async fn open(
+        app: &TestApp,
+        query: &str,
+        token: &str,
+        last_id: Option<&str>,
+    ) -> Result<Sse, reqwest::Response> {
         let project_path = query;
         let mut request = app.client.get(format!("{}{project_path}", app.base)).bearer_auth(token);
         if let Some(last) = last_id {
@@ -53,7 +58,7 @@ impl Sse {
     }
 
     /// The next event (comments skipped); None when the server ended the stream.
-    async fn next(&mut self) -> Option<SseEvent> {
+    pub(crate) async fn next(&mut self) -> Option<SseEvent> {
         loop {
             if let Some(end) = self.text.find("\n\n") {
                 let block: String = self.text.drain(..end + 2).collect();
@@ -84,14 +89,14 @@ impl Sse {
         }
     }
 
-    async fn expect(&mut self, event: &str) -> SseEvent {
+    pub(crate) async fn expect(&mut self, event: &str) -> SseEvent {
         let got = self.next().await.expect("the stream is open");
         assert_eq!(got.event, event, "{got:?}");
         got
     }
 }
 
-fn stream_path(project: &Value, query: &str) -> String {
+pub(crate) fn stream_path(project: &Value, query: &str) -> String {
     format!("/api/v1/projects/{}/stream{query}", id(project))
 }
 
@@ -259,7 +264,7 @@ async fn the_stream_is_opened_by_the_project_or_the_device_alone_and_ends_with_i
         .result();
     refused("", tenant["adminToken"].as_str().unwrap(), 404).await;
     refused("", "not-a-token", 401).await;
-    let message = refused("?types=telemetry,alarm", &app.admin, 400).await;
+    let message = refused("?types=telemetry,alarms", &app.admin, 400).await;
     assert!(message.contains("types"), "{message}");
     let elsewhere = app.create_device(&app.admin, &other_project, &world.model).await;
     let message = refused(&format!("?deviceId={}", id(&elsewhere)), &app.admin, 400).await;

@@ -37,13 +37,13 @@ struct Plan {
 }
 
 #[derive(Clone)]
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
     plan: Arc<Mutex<Plan>>,
 }
 
 impl Receiver {
-    async fn start() -> Receiver {
+    pub(crate) async fn start() -> Receiver {
         let plan = Arc::new(Mutex::new(Plan {
             otherwise: 200,
             ..Plan::default()
@@ -68,7 +68,7 @@ impl Receiver {
     }
 
     /// The events of the deliveries it answered with a 2xx, in the order they came.
-    fn delivered_events(&self) -> Vec<Value> {
+    pub(crate) fn delivered_events(&self) -> Vec<Value> {
         self.seen()
             .into_iter()
             .filter(|r| (200..300).contains(&r.answered))
@@ -107,7 +107,7 @@ fn expected_signature(secret: &str, body: &[u8]) -> String {
 }
 
 /// An app whose webhooks may be on 127.0.0.1 and retry after `retry_ms`.
-async fn app_for_local_receivers(retry_ms: u64) -> TestApp {
+pub(crate) async fn app_for_local_receivers(retry_ms: u64) -> TestApp {
     spawn_app_with(|config| {
         config.webhook_allow_private = true;
         config.webhook_retry_base_ms = retry_ms;
@@ -366,7 +366,7 @@ async fn private_addresses_are_refused_without_the_flag() {
     assert!(message.starts_with("url:"), "{message}");
     for (body, field) in [
         (json!({"types": []}), "types:"),
-        (json!({"types": ["alarm"]}), "types:"),
+        (json!({"types": ["alarms"]}), "types:"),
         (json!({"secret": "short"}), "secret:"),
     ] {
         let message = app

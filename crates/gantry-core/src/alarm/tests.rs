@@ -1,0 +1,220 @@
+use serde_json::{Value, json};
+
+use super::*;
+use crate::alarm_rule::tests::rule;
+
+fn subject() -> Subject {
+    Subject {
+        tenant: TenantId::default_tenant(),
+        project: ProjectId::generate(),
+        device: DeviceId::generate(),
+        device_name: "crane-1".into(),
+        metadata: JsonMap::new(),
+    }
+}
+
+/// Feeds readings (value, device second) through `step` as a store would, keeping the state and
+/// the open alarm; returns every write.
+struct Run {
+    subject: Subject,
+    state: AlarmState,
+    open: Option<Alarm>,
+    writes: Vec<AlarmWrite>,
+}
+
+impl Run {
+    fn new() -> Self {
+        Run {
+            subject: subject(),
+            state: AlarmState::default(),
+            open: None,
+            writes: Vec::new(),
+        }
+    }
+
+    fn feed(&mut self, raiser: Raiser<'_>, value: Value, second: i64, message: Option<&str>) -> bool {
+        let trigger = Trigger::Reading {
+            value,
+            device_time: second * 1000,
+            arrival: second * 1000,
+            message: message.map(str::to_owned),
+        };
+        self.apply(raiser, &trigger)
+    }
+
+    fn apply(&mut self, raiser: Raiser<'_>, trigger: &Trigger) -> bool {
+        let Some(t) = step(raiser, &self.subject, &self.state, self.open.as_ref(), trigger) else {
+            return false;
+        };
+        self.state = t.state;
+        for write in t.writes {
+            self.open = (write.alarm.status != AlarmStatus::Cleared).then(|| write.alarm.clone());
+            self.writes.push(write);
+        }
+        true
+    }
+
+    fn kinds(&self) -> Vec<AlarmTransition> {
+        self.writes
+            .iter()
+            .flat_map(|w| w.history.iter().map(|h| h.kind))
+            .collect()
+    }
+}
+
+#[test]
+fn for_seconds_counts_device_time() {
+    let r = rule(
+        json!({"attributeCode": "wind", "severity": "MAJOR", "condition": {"op": ">", "value": 20}, "forSeconds": 10}),
+    )
+    .unwrap();
+    let mut run = Run::new();
+    run.feed(Raiser::Rule(&r), json!(25), 100, None);
+    run.feed(Raiser::Rule(&r), json!(26), 105, None);
+    assert!(run.open.is_none(), "5 s of 10");
+    run.feed(Raiser::Rule(&r), json!(10), 108, None);
+    run.feed(Raiser::Rule(&r), json!(27), 109, None);
+    run.feed(Raiser::Rule(&r), json!(27), 118, None);
+    assert!(run.open.is_none(), "the window restarted at 109");
+    run.feed(Raiser::Rule(&r), json!(28), 119, None);
+    let alarm = run.open.clone().expect("raised at 10 s");
+    assert_eq!(
+        (alarm.count, alarm.first_event_time, alarm.value),
+        (1, 119_000, json!(28))
+    );
+    run.feed(Raiser::Rule(&r), json!(29), 120, None);
+    assert_eq!(run.open.as_ref().unwrap().count, 2);
+    run.feed(Raiser::Rule(&r), json!(3), 121, None);
+    assert!(run.open.is_none());
+    assert_eq!(run.kinds(), [AlarmTransition::Raised, AlarmTransition::Cleared]);
+}
+
+#[test]
+fn escalation_goes_up_and_back_inside_one_alarm() {
+    let r = rule(
+        json!({"attributeCode": "wind", "severity": "MINOR", "condition": {"op": ">", "value": 20},
+        "escalations": [{"severity": "MAJOR", "condition": {"op": ">", "value": 30}},
+                        {"severity": "CRITICAL", "condition": {"op": ">", "value": 40}, "forSeconds": 5}]}),
+    )
+    .unwrap();
+    let mut run = Run::new();
+    for (v, s) in [(25, 1), (35, 2), (45, 3), (45, 8), (35, 9), (25, 10)] {
+        run.feed(Raiser::Rule(&r), json!(v), s, None);
+    }
+    let ids: std::collections::HashSet<_> = run.writes.iter().map(|w| w.alarm.id.clone()).collect();
+    assert_eq!(ids.len(), 1, "one alarm");
+    use AlarmTransition::*;
+    assert_eq!(run.kinds(), [Raised, Escalated, Escalated, Deescalated, Deescalated]);
+    let severities: Vec<_> = run
+        .writes
+        .iter()
+        .flat_map(|w| w.history.iter().map(|h| h.severity))
+        .collect();
+    use Severity::*;
+    assert_eq!(severities, [Minor, Major, Critical, Major, Minor]);
+    assert_eq!(run.open.unwrap().count, 6);
+}
+
+#[test]
+fn hysteresis_and_clear_for_seconds() {
+    let r = rule(
+        json!({"attributeCode": "wind", "severity": "MAJOR", "condition": {"op": ">", "value": 20},
+        "clearCondition": {"op": "<", "value": 15}, "clearForSeconds": 10}),
+    )
+    .unwrap();
+    let mut run = Run::new();
+    run.feed(Raiser::Rule(&r), json!(21), 1, None);
+    run.feed(Raiser::Rule(&r), json!(17), 2, None);
+    assert!(run.open.is_some(), "17 neither raises nor clears");
+    run.feed(Raiser::Rule(&r), json!(14), 3, None);
+    run.feed(Raiser::Rule(&r), json!(12), 12, None);
+    assert!(run.open.is_some(), "9 s of 10");
+    run.feed(Raiser::Rule(&r), json!(16), 13, None);
+    run.feed(Raiser::Rule(&r), json!(10), 14, None);
+    run.feed(Raiser::Rule(&r), json!(10), 24, None);
+    assert!(run.open.is_none(), "10 s below 15");
+    assert_eq!(
+        run.writes.last().unwrap().alarm.cleared_by.as_deref(),
+        Some(&*format!("rule:{}", r.id))
+    );
+    run.feed(Raiser::Rule(&r), json!(30), 25, None);
+    assert!(run.open.is_some(), "a new alarm after the clear");
+    assert_ne!(run.open.as_ref().unwrap().id, run.writes[0].alarm.id);
+}
+
+#[test]
+fn a_redelivered_message_and_late_events() {
+    let r = rule(json!({"attributeCode": "wind", "severity": "MAJOR", "condition": {"op": ">", "value": 20}})).unwrap();
+    let mut run = Run::new();
+    assert!(run.feed(Raiser::Rule(&r), json!(25), 10, Some("m1")));
+    assert!(
+        !run.feed(Raiser::Rule(&r), json!(25), 10, Some("m1")),
+        "the same message again"
+    );
+    assert!(
+        run.feed(Raiser::Rule(&r), json!(26), 9, Some("m2")),
+        "a late event still counts"
+    );
+    let alarm = run.open.clone().unwrap();
+    assert_eq!(
+        (alarm.count, alarm.last_event_time, alarm.value),
+        (2, 10_000, json!(25))
+    );
+    assert!(
+        !run.feed(Raiser::Rule(&r), json!(1), 5, Some("m3")),
+        "a late value does not clear"
+    );
+    assert!(run.open.is_some());
+}
+
+#[test]
+fn device_alarms_from_channel_w() {
+    let mut run = Run::new();
+    let device = Raiser::Device("overload");
+    assert!(!run.feed(device, json!(false), 1, None));
+    run.feed(device, json!(true), 2, None);
+    run.feed(device, json!("jammed"), 3, None);
+    let alarm = run.open.clone().unwrap();
+    assert_eq!(
+        (alarm.severity, alarm.source, alarm.count),
+        (Severity::Major, AlarmSource::Device, 2)
+    );
+    assert_eq!(
+        (alarm.name.as_str(), alarm.value.clone()),
+        ("overload", json!("jammed"))
+    );
+    run.feed(device, json!(0), 4, None);
+    assert!(run.open.is_none());
+    for off in [json!(false), json!(0), json!("")] {
+        assert!(is_off(&off));
+    }
+}
+
+#[test]
+fn no_data_raises_after_the_silence_and_clears_on_the_next_value() {
+    let r = rule(json!({"attributeCode": "wind", "severity": "WARNING", "noDataSeconds": 30})).unwrap();
+    let mut run = Run::new();
+    run.feed(Raiser::Rule(&r), json!(5), 100, None);
+    assert!(!run.apply(Raiser::Rule(&r), &Trigger::Silence { now: 129_000 }));
+    assert!(run.apply(Raiser::Rule(&r), &Trigger::Silence { now: 130_000 }));
+    assert_eq!(run.open.as_ref().unwrap().value, Value::Null);
+    assert!(
+        !run.apply(Raiser::Rule(&r), &Trigger::Silence { now: 200_000 }),
+        "raised once"
+    );
+    run.feed(Raiser::Rule(&r), json!(6), 201, None);
+    assert!(run.open.is_none());
+    assert_eq!(run.kinds(), [AlarmTransition::Raised, AlarmTransition::Cleared]);
+}
+
+#[test]
+fn devices_without_the_metadata_key_are_not_evaluated() {
+    let r =
+        rule(json!({"attributeCode": "load", "severity": "MAJOR", "condition": {"op": ">", "valueFrom": "maxLoad"}}))
+            .unwrap();
+    let mut run = Run::new();
+    assert!(!run.feed(Raiser::Rule(&r), json!(1000), 1, None));
+    run.subject.metadata = serde_json::from_value(json!({"maxLoad": 10})).unwrap();
+    assert!(run.feed(Raiser::Rule(&r), json!(11), 2, None));
+    assert!(run.open.is_some());
+}

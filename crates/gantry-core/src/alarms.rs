@@ -1,0 +1,243 @@
+//! Alarms as a service: rules on a model's attributes, their evaluation after each ingest
+//! commit (MQTT and REST alike) and by the no-data sweep, and what operators do with alarms.
+//! Every transition goes through `AlarmStore` (one transaction with its webhook events), then
+//! onto the project's push stream and into the metrics.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::alarm::{
+    Alarm, AlarmFilter, AlarmHistoryEntry, AlarmQuery, AlarmSort, AlarmWrite, Raiser, Subject, Trigger, step,
+};
+use crate::alarm_rule::{AlarmRule, AlarmRuleFields, AlarmRuleView, RuleStatus};
+use crate::cache::TtlCache;
+use crate::catalog::CatalogService;
+use crate::enums::{AlarmStatus, AlarmTransition, Channel, SortOrder};
+use crate::event::DeviceEvent;
+use crate::feed::Feeds;
+use crate::ids::{AlarmId, AlarmRuleId, DeviceId, ModelId, ProjectId, TenantId};
+use crate::paging::{Page, PageRequest};
+use crate::principal::Principal;
+use crate::query::DeviceQuery;
+use crate::records::{Device, RecordMeta};
+use crate::store::{AlarmStore, DeviceStore};
+use crate::stream::StreamType;
+use crate::time::{now_ms, parse_timestamp};
+use crate::webhooks::WebhookService;
+use crate::{Error, Result};
+
+/// How long a model's rules stay cached. A rule write in this process drops them at once; this
+/// bounds how late another node's rule write is applied.
+const RULE_CACHE_TTL: Duration = Duration::from_secs(5);
+/// The longest comment.
+pub const MAX_COMMENT: usize = 4096;
+
+/// Counters of alarm transitions, by kind, exported at `/metrics`.
+#[derive(Debug, Default)]
+pub struct AlarmStats {
+    transitions: [AtomicU64; 6],
+    /// Evaluations that failed (the events stay committed).
+    pub failed: AtomicU64,
+}
+
+impl AlarmStats {
+    fn count(&self, kind: AlarmTransition) {
+        let at = AlarmTransition::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+        self.transitions[at].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Transitions so far, by kind.
+    pub fn transitions(&self) -> Vec<(AlarmTransition, u64)> {
+        AlarmTransition::ALL
+            .iter()
+            .zip(&self.transitions)
+            .map(|(k, n)| (*k, n.load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
+pub struct AlarmService {
+    store: Arc<dyn AlarmStore>,
+    /// The devices of a model, for a rule's status.
+    devices: Arc<dyn DeviceStore>,
+    catalog: Arc<CatalogService>,
+    webhooks: Arc<WebhookService>,
+    feeds: Arc<Feeds>,
+    rules: TtlCache<(TenantId, ModelId), Arc<Vec<AlarmRule>>>,
+    stats: AlarmStats,
+}
+
+impl AlarmService {
+    pub fn new(
+        store: Arc<dyn AlarmStore>,
+        devices: Arc<dyn DeviceStore>,
+        catalog: Arc<CatalogService>,
+        webhooks: Arc<WebhookService>,
+        feeds: Arc<Feeds>,
+    ) -> Self {
+        Self {
+            store,
+            devices,
+            catalog,
+            webhooks,
+            feeds,
+            rules: TtlCache::new(RULE_CACHE_TTL),
+            stats: AlarmStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> &AlarmStats {
+        &self.stats
+    }
+
+    /// Alarms not cleared, by severity (of every tenant).
+    pub async fn open_by_severity(&self) -> Result<Vec<(crate::enums::Severity, u64)>> {
+        self.store.count_open_alarms().await
+    }
+
+    // ---- rules -------------------------------------------------------------------------------
+
+    /// Creates a rule on a model: tenant administrators.
+    pub async fn create_rule(&self, who: &Principal, model: &ModelId, input: AlarmRuleFields) -> Result<AlarmRuleView> {
+        let tenant = who.require_admin()?;
+        let model = self.catalog.load_model(tenant, model).await?;
+        let record = RecordMeta::created(tenant.clone(), &who.actor(), now_ms());
+        let rule = AlarmRule::parse(AlarmRuleId::generate(), &model, input, record)?;
+        self.store.insert_alarm_rule(&rule).await?;
+        self.rules.remove(&(tenant.clone(), model.id.clone()));
+        self.view(rule).await
+    }
+
+    /// The model's rules, oldest first: administrators and applications (who read models).
+    pub async fn list_rules(&self, who: &Principal, model: &ModelId) -> Result<Vec<AlarmRuleView>> {
+        who.require_model_read()?;
+        let model = self.catalog.load_model(who.tenant(), model).await?;
+        let rules = self.store.model_alarm_rules(who.tenant(), &model.id).await?;
+        let mut views = Vec::with_capacity(rules.len());
+        for rule in rules {
+            views.push(self.view(rule).await?);
+        }
+        Ok(views)
+    }
+
+    pub async fn get_rule(&self, who: &Principal, id: &AlarmRuleId) -> Result<AlarmRuleView> {
+        let rule = self.load_rule(who, id).await?;
+        self.view(rule).await
+    }
+
+    /// Replaces a rule (PUT takes the whole rule): administrators. Disabling it clears its open
+    /// alarms, and so does a change of its conditions (their timers started under the old ones).
+    pub async fn update_rule(
+        &self,
+        who: &Principal,
+        id: &AlarmRuleId,
+        input: AlarmRuleFields,
+    ) -> Result<AlarmRuleView> {
+        let tenant = who.require_admin()?.clone();
+        let old = self.load_rule(who, id).await?;
+        let model = self.catalog.load_model(&tenant, &old.model_id).await?;
+        let mut record = old.record.clone();
+        record.updated_by = Some(who.actor());
+        record.updated_time = Some(now_ms());
+        let rule = AlarmRule::parse(old.id.clone(), &model, input, record)?;
+        self.store.update_alarm_rule(&rule).await?;
+        self.rules.remove(&(tenant.clone(), model.id.clone()));
+        let changed = old.definition_changed(&rule);
+        if changed || (old.enabled && !rule.enabled) {
+            let why = if rule.enabled { "changed" } else { "disabled" };
+            self.clear_rule_alarms(&tenant, &rule.id, &format!("rule:{} {why}", rule.id))
+                .await?;
+        }
+        self.view(rule).await
+    }
+
+    /// Deletes a rule and clears its open alarms: administrators.
+    pub async fn delete_rule(&self, who: &Principal, id: &AlarmRuleId) -> Result<()> {
+        let tenant = who.require_admin()?.clone();
+        let rule = self.load_rule(who, id).await?;
+        self.clear_rule_alarms(&tenant, &rule.id, &format!("rule:{} deleted", rule.id))
+            .await?;
+        self.store
+            .delete_alarm_rule(&tenant, &rule.id, &who.actor(), now_ms())
+            .await?;
+        self.rules.remove(&(tenant, rule.model_id.clone()));
+        Ok(())
+    }
+
+    async fn clear_rule_alarms(&self, tenant: &TenantId, rule: &AlarmRuleId, by: &str) -> Result<()> {
+        let webhooks = self.webhooks.subscribers_by_project(StreamType::Alarm).await?;
+        let cleared = self
+            .store
+            .clear_rule_alarms(tenant, rule, by, now_ms(), &webhooks)
+            .await?;
+        for alarm in &cleared {
+            self.announce(alarm, AlarmTransition::Cleared);
+        }
+        if !cleared.is_empty() && !webhooks.is_empty() {
+            self.webhooks.wake();
+        }
+        Ok(())
+    }
+
+    async fn load_rule(&self, who: &Principal, id: &AlarmRuleId) -> Result<AlarmRule> {
+        who.require_model_read()?;
+        self.store
+            .get_alarm_rule(who.tenant(), id)
+            .await?
+            .ok_or_else(|| Error::not_found("alarm rule", id))
+    }
+
+    /// The rule as shown, with how many of its model's devices it cannot evaluate.
+    async fn view(&self, rule: AlarmRule) -> Result<AlarmRuleView> {
+        let query = DeviceQuery {
+            model: Some(rule.model_id.clone()),
+            ..DeviceQuery::default()
+        };
+        let (mut devices, mut not_evaluated, mut page_no) = (0, 0, 1);
+        loop {
+            let page = PageRequest {
+                page_no,
+                page_size: crate::paging::MAX_PAGE_SIZE,
+            };
+            let listed = self.devices.list_devices(&rule.record.tenant_id, &query, page).await?;
+            devices += listed.items.len() as u64;
+            not_evaluated += listed.items.iter().filter(|d| !rule.evaluates(&d.metadata)).count() as u64;
+            if listed.items.len() < page.page_size as usize {
+                break;
+            }
+            page_no += 1;
+        }
+        let status = RuleStatus {
+            devices,
+            devices_not_evaluated: not_evaluated,
+        };
+        Ok(rule.view(Some(status)))
+    }
+
+    async fn model_rules(&self, tenant: &TenantId, model: &ModelId) -> Result<Arc<Vec<AlarmRule>>> {
+        let key = (tenant.clone(), model.clone());
+        if let Some(rules) = self.rules.get(&key) {
+            return Ok(rules);
+        }
+        let rules = Arc::new(self.store.model_alarm_rules(tenant, model).await?);
+        self.rules.put(key, rules.clone());
+        Ok(rules)
+    }
+}
+
+impl AlarmRule {
+    /// Whether `other` tests anything differently (its name, description or enabled flag aside).
+    fn definition_changed(&self, other: &AlarmRule) -> bool {
+        let (mut a, mut b) = (self.definition(), other.definition());
+        a.description = None;
+        b.description = None;
+        serde_json::to_value(a).ok() != serde_json::to_value(b).ok() || self.attribute_code != other.attribute_code
+    }
+}
+
+mod evaluation;
+mod operations;
+
+pub use evaluation::NO_DATA_SWEEP;

@@ -1,0 +1,145 @@
+//! Where alarms are raised: committed events through the rules of their device's model (and
+//! channel w), and the no-data sweep.
+
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+use super::*;
+use crate::alarm::AlarmState;
+use crate::webhook::Audience;
+
+/// How often the no-data sweep looks for devices gone quiet.
+pub const NO_DATA_SWEEP: Duration = Duration::from_secs(1);
+
+impl AlarmService {
+    /// Evaluates one device's committed events (ingest calls it after the commit, on MQTT and
+    /// REST alike). A failure is logged and counted: the events stay committed.
+    pub async fn evaluate(&self, events: &[DeviceEvent]) {
+        if let Err(e) = self.try_evaluate(events).await {
+            self.stats.failed.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, cause = ?e, "alarm evaluation failed");
+        }
+    }
+
+    /// Whether any of `events` (one device's) may change an alarm: a cache lookup, so that
+    /// ingest pays nothing more for models without rules.
+    pub async fn concerns(&self, events: &[DeviceEvent]) -> Result<bool> {
+        let Some(first) = events.first() else {
+            return Ok(false);
+        };
+        let rules = self.model_rules(&first.tenant_id, &first.model_id).await?;
+        Ok(events.iter().any(|e| {
+            e.channel == Channel::W || rules.iter().any(|r| r.enabled && r.attribute_code == e.attribute_code)
+        }))
+    }
+
+    async fn try_evaluate(&self, events: &[DeviceEvent]) -> Result<()> {
+        let Some(first) = events.first() else {
+            return Ok(());
+        };
+        if !self.concerns(events).await? {
+            return Ok(());
+        }
+        let rules = self.model_rules(&first.tenant_id, &first.model_id).await?;
+        let device = self.catalog.load_device(&first.tenant_id, &first.device_id).await?;
+        let subject = subject_of(&device);
+        let webhooks = self.webhooks.subscribers(&first.project_id, StreamType::Alarm).await?;
+        for event in events {
+            let trigger = Trigger::Reading {
+                value: event.attribute_data.clone(),
+                device_time: event.device_timestamp,
+                arrival: event.ingress_time_stamp,
+                message: event.correlation_id.as_deref().map(|id| message_key(id, event)),
+            };
+            for rule in rules
+                .iter()
+                .filter(|r| r.enabled && r.attribute_code == event.attribute_code)
+            {
+                self.apply(Raiser::Rule(rule), &subject, &trigger, webhooks).await?;
+            }
+            if event.channel == Channel::W {
+                self.apply(Raiser::Device(&event.attribute_code), &subject, &trigger, webhooks)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Raises no-data alarms whose clock ran out at `now`; returns how many.
+    pub async fn sweep_no_data(&self, now: i64) -> Result<usize> {
+        let mut raised = 0;
+        for rule in self.store.no_data_rules().await? {
+            let limit = rule.no_data_seconds.unwrap_or_default() * 1000;
+            for device in self.store.silent_devices(&rule, now - limit).await? {
+                let device = match self.catalog.load_device(&rule.record.tenant_id, &device).await {
+                    Ok(device) if device.model_id == rule.model_id => device,
+                    Ok(_) | Err(Error::NotFound { .. }) => continue,
+                    Err(e) => return Err(e),
+                };
+                let webhooks = self.webhooks.subscribers(&device.project_id, StreamType::Alarm).await?;
+                let subject = subject_of(&device);
+                raised += self
+                    .apply(Raiser::Rule(&rule), &subject, &Trigger::Silence { now }, webhooks)
+                    .await?;
+            }
+        }
+        Ok(raised)
+    }
+
+    /// Runs one step through the store and announces what it wrote; returns how many transitions.
+    async fn apply(
+        &self,
+        raiser: Raiser<'_>,
+        subject: &Subject,
+        trigger: &Trigger,
+        webhooks: Audience,
+    ) -> Result<usize> {
+        let run = |state: &AlarmState, open: Option<&Alarm>| step(raiser, subject, state, open, trigger);
+        let written = self
+            .store
+            .apply_alarm_step(&subject.tenant, &subject.device, &raiser.key(), &run, webhooks)
+            .await?;
+        Ok(self.announce_writes(&written, webhooks))
+    }
+
+    fn announce_writes(&self, written: &[AlarmWrite], webhooks: Audience) -> usize {
+        let mut transitions = 0;
+        for write in written {
+            for entry in &write.history {
+                self.announce(&write.alarm, entry.kind);
+                transitions += 1;
+            }
+        }
+        if transitions > 0 && !webhooks.is_empty() {
+            self.webhooks.wake();
+        }
+        transitions
+    }
+
+    /// A transition of `alarm`: counted, and pushed on its project's stream.
+    pub(super) fn announce(&self, alarm: &Alarm, kind: AlarmTransition) {
+        self.stats.count(kind);
+        self.feeds
+            .publish(&alarm.project_id, StreamType::Alarm, &alarm.device_id, || {
+                serde_json::to_string(alarm).unwrap_or_default()
+            });
+    }
+}
+
+pub(super) fn subject_of(device: &Device) -> Subject {
+    Subject {
+        tenant: device.record.tenant_id.clone(),
+        project: device.project_id.clone(),
+        device: device.id.clone(),
+        device_name: device.device_name.clone(),
+        metadata: device.metadata.clone(),
+    }
+}
+
+/// What tells a redelivered message from another: its id, device time and value (a REST client
+/// may send one correlationId with every event).
+fn message_key(id: &str, event: &DeviceEvent) -> String {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (id, event.device_timestamp, event.attribute_data.to_string()).hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}

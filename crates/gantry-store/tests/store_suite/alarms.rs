@@ -1,0 +1,259 @@
+//! Alarm rules, alarms, their history and the rules' state: `AlarmStore`.
+
+use gantry_core::alarm::{Alarm, AlarmHistoryEntry, AlarmQuery, AlarmSort, Raiser, Subject, Trigger, step};
+use gantry_core::alarm_rule::{AlarmRule, AlarmRuleFields, ConditionSpec};
+use gantry_core::enums::{AlarmStatus, AlarmTransition, Severity};
+use gantry_core::ids::AlarmRuleId;
+use gantry_core::store::AlarmStore;
+use gantry_core::webhook::Audience;
+
+use super::*;
+
+fn rule_on(model: &DeviceModel, over: f64) -> AlarmRule {
+    let fields = AlarmRuleFields {
+        name: Some("hot".into()),
+        attribute_code: Some("temp".into()),
+        severity: Some("MAJOR".into()),
+        condition: Some(ConditionSpec {
+            op: Some(">".into()),
+            value: Some(json!(over)),
+            ..ConditionSpec::default()
+        }),
+        ..AlarmRuleFields::default()
+    };
+    AlarmRule::parse(
+        AlarmRuleId::generate(),
+        model,
+        fields,
+        RecordMeta::created(model.record.tenant_id.clone(), "admin", 1_000),
+    )
+    .unwrap()
+}
+
+fn subject_of(device: &Device) -> Subject {
+    Subject {
+        tenant: device.record.tenant_id.clone(),
+        project: device.project_id.clone(),
+        device: device.id.clone(),
+        device_name: device.device_name.clone(),
+        metadata: device.metadata.clone(),
+    }
+}
+
+/// Evaluates one reading of `raiser` on `device` through the store, as ingest does.
+async fn feed(
+    store: &SqlStore,
+    raiser: Raiser<'_>,
+    device: &Device,
+    value: serde_json::Value,
+    second: i64,
+    message: &str,
+) {
+    let subject = subject_of(device);
+    let trigger = Trigger::Reading {
+        value,
+        device_time: second * 1000,
+        arrival: second * 1000,
+        message: Some(message.to_owned()),
+    };
+    let run = |state: &_, open: Option<&Alarm>| step(raiser, &subject, state, open, &trigger);
+    store
+        .apply_alarm_step(
+            &device.record.tenant_id,
+            &device.id,
+            &raiser.key(),
+            &run,
+            Audience::default(),
+        )
+        .await
+        .unwrap();
+}
+
+fn query(project: &Project) -> AlarmQuery {
+    AlarmQuery {
+        project: project.id.clone(),
+        device: None,
+        statuses: Vec::new(),
+        severities: Vec::new(),
+        start: None,
+        end: None,
+        sort_by: AlarmSort::UpdatedTime,
+        sort_order: SortOrder::Desc,
+    }
+}
+
+pub(crate) async fn alarm_rules_are_kept_per_tenant(store: SqlStore) {
+    let (t1, t2) = (new_tenant(&store, "one").await, new_tenant(&store, "two").await);
+    let model = new_model(&store, &t1, "m", DeviceType::Crane, false).await;
+    let mut rule = rule_on(&model, 20.0);
+    store.insert_alarm_rule(&rule).await.unwrap();
+    assert_eq!(store.get_alarm_rule(&t1, &rule.id).await.unwrap(), Some(rule.clone()));
+    assert_eq!(
+        store.get_alarm_rule(&t2, &rule.id).await.unwrap(),
+        None,
+        "another tenant's"
+    );
+    rule.enabled = false;
+    rule.no_data_seconds = Some(60);
+    rule.record.updated_by = Some("admin".into());
+    rule.record.updated_time = Some(2_000);
+    store.update_alarm_rule(&rule).await.unwrap();
+    assert_eq!(
+        store.model_alarm_rules(&t1, &model.id).await.unwrap(),
+        vec![rule.clone()]
+    );
+    assert!(store.model_alarm_rules(&t2, &model.id).await.unwrap().is_empty());
+    assert!(store.no_data_rules().await.unwrap().is_empty(), "disabled");
+    assert_not_found(store.delete_alarm_rule(&t2, &rule.id, "admin", 3_000).await);
+    store.delete_alarm_rule(&t1, &rule.id, "admin", 3_000).await.unwrap();
+    assert_eq!(store.get_alarm_rule(&t1, &rule.id).await.unwrap(), None);
+    assert_not_found(store.update_alarm_rule(&rule).await);
+}
+
+/// Many writers evaluating one device's readings at once raise one alarm, which counts every
+/// reading; a message evaluated twice counts once.
+pub(crate) async fn concurrent_readings_raise_one_alarm(store: SqlStore) {
+    let tenant = new_tenant(&store, "t").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let project = new_project(&store, &tenant, "p").await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let rule = rule_on(&model, 20.0);
+    store.insert_alarm_rule(&rule).await.unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..24 {
+        let (store, rule, device) = (store.clone(), rule.clone(), device.clone());
+        tasks.spawn(async move {
+            let message = format!("m{}", i % 12);
+            feed(
+                &store,
+                Raiser::Rule(&rule),
+                &device,
+                json!(30.0 + i as f64),
+                100,
+                &message,
+            )
+            .await;
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    let page = store.list_alarms(&tenant, &query(&project), all()).await.unwrap();
+    assert_eq!(page.items.len(), 1, "one alarm: {:?}", page.items);
+    let alarm = &page.items[0];
+    assert_eq!(
+        (alarm.count, alarm.status),
+        (12, AlarmStatus::Active),
+        "12 distinct messages"
+    );
+    let history = store.alarm_history(&tenant, &alarm.id).await.unwrap();
+    assert_eq!(
+        history.iter().map(|h| h.kind).collect::<Vec<_>>(),
+        [AlarmTransition::Raised]
+    );
+}
+
+/// The unique index holds even for a writer that did not see the open alarm: its raise counts
+/// on the open one. Once that one is cleared, a new one may open.
+pub(crate) async fn the_store_holds_one_open_alarm_per_key(store: SqlStore) {
+    let tenant = new_tenant(&store, "t").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let project = new_project(&store, &tenant, "p").await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let subject = subject_of(&device);
+    let trigger = Trigger::Reading {
+        value: json!(true),
+        device_time: 5_000,
+        arrival: 5_000,
+        message: None,
+    };
+    // Blind to the open alarm: each call raises anew.
+    let blind = |state: &_, _: Option<&Alarm>| step(Raiser::Device("jam"), &subject, state, None, &trigger);
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let written = store
+            .apply_alarm_step(&tenant, &device.id, "attribute:jam", &blind, Audience::default())
+            .await
+            .unwrap();
+        ids.extend(written.into_iter().map(|w| (w.alarm.id, w.new, w.alarm.count)));
+    }
+    let first = ids[0].0.clone();
+    assert_eq!(
+        ids,
+        [(first.clone(), true, 1), (first.clone(), false, 2), (first, false, 3)]
+    );
+    let open = store.list_alarms(&tenant, &query(&project), all()).await.unwrap();
+    assert_eq!(open.items.len(), 1);
+    let mut q = query(&project);
+    q.statuses = vec![AlarmStatus::Active];
+    let alarm = &open.items[0];
+    let cleared = |a: &Alarm| -> gantry_core::Result<(Alarm, AlarmHistoryEntry)> {
+        let mut a = a.clone();
+        a.status = AlarmStatus::Cleared;
+        a.cleared_by = Some("admin".into());
+        a.cleared_time = Some(9_000);
+        let entry = AlarmHistoryEntry::of(&a, AlarmTransition::Cleared, "admin", 9_000, None);
+        Ok((a, entry))
+    };
+    store
+        .change_alarm(&tenant, &alarm.id, &cleared, &Default::default())
+        .await
+        .unwrap();
+    feed(&store, Raiser::Device("jam"), &device, json!(true), 10, "again").await;
+    let all_alarms = store.list_alarms(&tenant, &query(&project), all()).await.unwrap();
+    assert_eq!(all_alarms.items.len(), 2, "a new alarm after the clear");
+    assert_eq!(store.list_alarms(&tenant, &q, all()).await.unwrap().items.len(), 1);
+}
+
+pub(crate) async fn alarms_are_listed_changed_and_isolated(store: SqlStore) {
+    let (tenant, other) = (new_tenant(&store, "t").await, new_tenant(&store, "o").await);
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let project = new_project(&store, &tenant, "p").await;
+    let d1 = new_device(&store, &tenant, "d1", &project, &model).await;
+    let d2 = new_device(&store, &tenant, "d2", &project, &model).await;
+    let rule = rule_on(&model, 20.0);
+    store.insert_alarm_rule(&rule).await.unwrap();
+    feed(&store, Raiser::Rule(&rule), &d1, json!(25.0), 100, "a").await;
+    feed(&store, Raiser::Device("jam"), &d2, json!("stuck"), 200, "b").await;
+    let all_alarms = store.list_alarms(&tenant, &query(&project), all()).await.unwrap();
+    assert_eq!(all_alarms.total, 2);
+    assert_eq!(all_alarms.items[0].device_id, d2.id, "newest updatedTime first");
+    let mut q = query(&project);
+    q.device = Some(d1.id.clone());
+    assert_eq!(store.list_alarms(&tenant, &q, all()).await.unwrap().total, 1);
+    let mut q = query(&project);
+    q.start = Some(150_000);
+    assert_eq!(
+        store.list_alarms(&tenant, &q, all()).await.unwrap().items[0].device_id,
+        d2.id
+    );
+    q.end = Some(199_999);
+    assert_eq!(store.list_alarms(&tenant, &q, all()).await.unwrap().total, 0);
+    let mut q = query(&project);
+    q.severities = vec![Severity::Critical, Severity::Minor];
+    assert_eq!(store.list_alarms(&tenant, &q, all()).await.unwrap().total, 0);
+    assert_eq!(
+        store.list_alarms(&other, &query(&project), all()).await.unwrap().total,
+        0
+    );
+    let alarm = all_alarms.items[1].clone();
+    assert_eq!(store.get_alarm(&other, &alarm.id).await.unwrap(), None);
+    assert!(store.alarm_history(&other, &alarm.id).await.unwrap().is_empty());
+    let noop = |_: &Alarm| -> gantry_core::Result<(Alarm, AlarmHistoryEntry)> { unreachable!() };
+    assert!(matches!(
+        store.change_alarm(&other, &alarm.id, &noop, &Default::default()).await,
+        Err(Error::NotFound { .. })
+    ));
+    let open: u64 = store.count_open_alarms().await.unwrap().iter().map(|(_, n)| n).sum();
+    assert!(open >= 2);
+    // Deleting the rule clears its alarm and forgets its state.
+    let cleared = store
+        .clear_rule_alarms(&tenant, &rule.id, "rule deleted", 5_000, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(cleared.len(), 1);
+    assert_eq!(cleared[0].cleared_by.as_deref(), Some("rule deleted"));
+    let history = store.alarm_history(&tenant, &alarm.id).await.unwrap();
+    let kinds: Vec<_> = history.iter().map(|h| h.kind).collect();
+    assert_eq!(kinds, [AlarmTransition::Raised, AlarmTransition::Cleared]);
+}
