@@ -101,6 +101,9 @@ pub fn svg(series: &Series, window: Window) -> Markup {
             text.tick x="2" y=(y(low)) { (short(low)) }
             polygon.band points=(band.join(" ")) {}
             polyline.line points=(line.join(" ")) {}
+            @for p in &points {
+                circle.dot cx=(format!("{:.1}", x(p.0))) cy=(format!("{:.1}", y(p.1))) r="2.5" {}
+            }
         }
     }
 }

@@ -129,8 +129,18 @@ impl Browser {
             .find(Locator::XPath(&format!("//button[normalize-space(.)='{label}']")))
             .await
             .unwrap_or_else(|e| panic!("a button {label}: {e}"));
+        // Every console form loads a new page: mark this one, and wait until it is gone.
+        self.client.execute("window.gantryOldPage = true;", vec![]).await.expect("script runs");
         button.click().await.expect("clicked");
-        self.client.wait().for_element(Locator::Css("body")).await.expect("a page");
+        let loaded = crate::eventually(Duration::from_secs(15), async || {
+            let state = self
+                .client
+                .execute("return !window.gantryOldPage && document.readyState === 'complete';", vec![])
+                .await;
+            state.ok().and_then(|v| v.as_bool()) == Some(true)
+        })
+        .await;
+        assert!(loaded, "pressing {label} loads a page");
     }
 
     /// The checks every page must pass, then its screenshot as docs/console/<name>-<width>.png.
@@ -170,7 +180,17 @@ impl Browser {
             .await
             .expect("script runs");
         assert_eq!(small, serde_json::json!([]), "{name}: touch targets under 44 px");
+        // The whole page in one picture: the window grows to the page's height for the shot.
+        let height = self
+            .client
+            .execute("return document.documentElement.scrollHeight;", vec![])
+            .await
+            .expect("script runs");
+        let (_, _, w, h) = self.client.get_window_rect().await.expect("window");
+        let full = height.as_u64().unwrap_or(h).clamp(h, 4000) as u32;
+        self.client.set_window_size(w as u32, full).await.ok();
         let png = self.client.screenshot().await.expect("screenshot");
+        self.client.set_window_size(w as u32, h as u32).await.ok();
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/console");
         std::fs::create_dir_all(&dir).expect("docs/console");
         std::fs::write(dir.join(format!("{name}-{}.png", self.width_name)), png).expect("screenshot written");

@@ -5,6 +5,7 @@
 mod admin;
 mod auth;
 mod catalog;
+mod console;
 mod crash;
 mod errors;
 mod events;
