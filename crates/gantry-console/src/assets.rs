@@ -81,7 +81,7 @@ pub async fn serve(Path(file): Path<String>) -> Response {
             asset.bytes,
         )
             .into_response(),
-        None => crate::error::not_found().await,
+        None => (axum::http::StatusCode::NOT_FOUND, "no such asset").into_response(),
     }
 }
 

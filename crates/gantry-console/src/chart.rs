@@ -22,7 +22,10 @@ impl Window {
     pub const ALL: [Window; 3] = [Window::Hour, Window::Day, Window::Week];
 
     pub fn parse(text: &str) -> Self {
-        Self::ALL.into_iter().find(|w| w.as_str() == text).unwrap_or(Window::Day)
+        Self::ALL
+            .into_iter()
+            .find(|w| w.as_str() == text)
+            .unwrap_or(Window::Day)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -86,14 +89,22 @@ pub fn svg(series: &Series, window: Window) -> Markup {
     let start = end - window.span_ms();
     let low = points.iter().map(|p| p.2).fold(f64::INFINITY, f64::min);
     let high = points.iter().map(|p| p.3).fold(f64::NEG_INFINITY, f64::max);
-    let (low, high) = if high > low { (low, high) } else { (low - 1.0, high + 1.0) };
+    let (low, high) = if high > low {
+        (low, high)
+    } else {
+        (low - 1.0, high + 1.0)
+    };
     let x = |t: i64| PAD + (t - start) as f64 / (end - start) as f64 * (WIDTH - 2.0 * PAD);
     let y = |v: f64| HEIGHT - PAD / 2.0 - (v - low) / (high - low) * (HEIGHT - PAD);
     let line: Vec<String> = points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1))).collect();
     let band_top = points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.3)));
     let band_bottom = points.iter().rev().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.2)));
     let band: Vec<String> = band_top.chain(band_bottom).collect();
-    let label = format!("{} over the {}: from {low} to {high}", series.attribute_code, window.label().to_lowercase());
+    let label = format!(
+        "{} over the {}: from {low} to {high}",
+        series.attribute_code,
+        window.label().to_lowercase()
+    );
     html! {
         svg.chart viewBox={ "0 0 " (WIDTH) " " (HEIGHT) } role="img" aria-label=(label) {
             line.axis x1=(PAD) y1=(HEIGHT - PAD / 2.0) x2=(WIDTH - PAD) y2=(HEIGHT - PAD / 2.0) {}
@@ -109,5 +120,9 @@ pub fn svg(series: &Series, window: Window) -> Markup {
 }
 
 fn short(v: f64) -> String {
-    if v.fract() == 0.0 { format!("{v:.0}") } else { format!("{v:.2}") }
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
 }

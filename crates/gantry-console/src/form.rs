@@ -3,7 +3,7 @@
 use gantry_core::Error;
 use maud::{Markup, html};
 
-use crate::error::words;
+use crate::refusal::words;
 use crate::session::Signed;
 
 /// Why a form was refused: the field the service named (the form's inputs carry the API's
@@ -31,7 +31,8 @@ impl Problem {
     /// The message when it concerns `field` (or a part of it, like `attributesMap.t.dataType`).
     fn about(&self, field: &str) -> Option<&str> {
         let named = self.field.as_deref()?;
-        let concerns = named == field || named.starts_with(&format!("{field}.")) || named.starts_with(&format!("{field}["));
+        let concerns =
+            named == field || named.starts_with(&format!("{field}.")) || named.starts_with(&format!("{field}["));
         concerns.then_some(self.message.as_str())
     }
 }

@@ -8,15 +8,22 @@ use axum::response::Response;
 use gantry_core::ids::ProjectId;
 use maud::{DOCTYPE, Markup, html};
 
-use crate::assets::{HTMX, HTMX_SSE, ICON, STYLE};
+pub use crate::shell::bare;
+
 use crate::session::Signed;
+use crate::shell::head;
 use crate::{Console, form};
 
 /// Strict CSP (no inline script or style, nothing from elsewhere but configured map tiles), no
 /// framing, no sniffing, no referrer, and no caching of pages (they show live data and tokens).
 pub async fn security_headers(State(console): State<Console>, request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
-    let tiles = console.config.map_tiles.as_deref().and_then(tile_origin).unwrap_or_default();
+    let tiles = console
+        .config
+        .map_tiles
+        .as_deref()
+        .and_then(tile_origin)
+        .unwrap_or_default();
     let csp = format!(
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:{tiles}; \
          connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
@@ -57,36 +64,6 @@ pub enum Section {
     Devices,
     Logs,
     Webhooks,
-}
-
-fn head(title: &str) -> Markup {
-    html! {
-        head {
-            meta charset="utf-8";
-            meta name="viewport" content="width=device-width, initial-scale=1";
-            // htmx would add an inline <style> and may evaluate attributes: both off under the CSP.
-            meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false}"#;
-            title { (title) " · Gantry" }
-            link rel="icon" href=(ICON.url());
-            link rel="stylesheet" href=(STYLE.url());
-            script src=(HTMX.url()) defer {}
-            script src=(HTMX_SSE.url()) defer {}
-        }
-    }
-}
-
-/// A page without navigation (sign-in, errors).
-pub fn bare(title: &str, body: Markup) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            (head(title))
-            body {
-                header.top { a.brand href="/console/" { "Gantry" } }
-                main.narrow { (body) }
-            }
-        }
-    }
 }
 
 /// A signed-in page: navigation, sign-out, and `body`.

@@ -13,7 +13,9 @@ mod layout;
 mod live;
 mod map;
 mod pages;
+mod refusal;
 mod session;
+mod shell;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,6 +87,7 @@ pub fn router(console: Console) -> Router {
         .merge(pages::overview::routes())
         .merge(pages::devices::routes())
         .merge(pages::device::routes())
+        .merge(pages::device_actions::routes())
         .merge(pages::models::routes())
         .merge(pages::logs::routes())
         .merge(pages::webhooks::routes())
@@ -94,6 +97,9 @@ pub fn router(console: Console) -> Router {
     Router::new()
         .nest("/console", pages)
         .route("/console/", get(pages::home))
-        .layer(axum::middleware::from_fn_with_state(console.clone(), layout::security_headers))
+        .layer(axum::middleware::from_fn_with_state(
+            console.clone(),
+            layout::security_headers,
+        ))
         .with_state(console)
 }

@@ -26,7 +26,6 @@ use crate::session::Signed;
 /// How often a stream checks its session.
 const CHECK_PERIOD: Duration = Duration::from_secs(1);
 
-
 /// `GET /console/projects/{id}/live`: the presence of the project's devices.
 pub async fn project(State(c): State<Console>, signed: Signed, Path(id): Path<String>) -> PageResult<Response> {
     let project = ProjectId::from_string(id);
@@ -36,7 +35,11 @@ pub async fn project(State(c): State<Console>, signed: Signed, Path(id): Path<St
 
 /// `GET /console/devices/{id}/live`: a device's presence, shadow and event logs.
 pub async fn device(State(c): State<Console>, signed: Signed, Path(id): Path<String>) -> PageResult<Response> {
-    let device = c.services.catalog.get_device(&signed.who, &DeviceId::from_string(id)).await?;
+    let device = c
+        .services
+        .catalog
+        .get_device(&signed.who, &DeviceId::from_string(id))
+        .await?;
     follow(c, signed, device.project_id, Some(device.id)).await
 }
 
@@ -56,7 +59,9 @@ async fn follow(c: Console, signed: Signed, project: ProjectId, device: Option<D
         let event = state.next().await?;
         Some((Ok::<_, Infallible>(event), state))
     });
-    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
 }
 
 struct Follower {
@@ -97,7 +102,11 @@ impl Follower {
 
     /// The HTML fragments one feed event changes on the page.
     async fn fragments(&self, event: &StreamEvent) -> Vec<Event> {
-        let fragment = |name: String, markup: Markup| Event::default().event(name).data(markup.into_string().replace('\n', " "));
+        let fragment = |name: String, markup: Markup| {
+            Event::default()
+                .event(name)
+                .data(markup.into_string().replace('\n', " "))
+        };
         match event.kind {
             StreamType::Connection => {
                 let Ok(c) = serde_json::from_str::<Connection>(&event.data) else {

@@ -130,7 +130,12 @@ mod tests {
 
     #[test]
     fn the_centre_is_in_the_middle() {
-        let pin = Pin { device: "d".into(), name: "n".into(), lat: 31.2, lng: 121.5 };
+        let pin = Pin {
+            device: "d".into(),
+            name: "n".into(),
+            lat: 31.2,
+            lng: 121.5,
+        };
         let svg = svg(&[pin], Some((31.2, 121.5, 12.0)), None).into_string();
         assert!(svg.contains(r#"cx="300.0" cy="300.0""#), "{svg}");
     }

@@ -108,7 +108,11 @@ impl Sessions {
     /// The credential of an open session, without marking it used (a live stream checks it
     /// and ends when the session is closed).
     pub fn credential(&self, id: &str) -> Option<Credential> {
-        self.map.lock().expect("sessions lock").get(id).map(|s| s.credential.clone())
+        self.map
+            .lock()
+            .expect("sessions lock")
+            .get(id)
+            .map(|s| s.credential.clone())
     }
 }
 

@@ -308,6 +308,7 @@ impl Application {
         let public = self.public_rest.trim_end_matches('/');
         println!("gantry api docs: {public}/swagger-ui/ (OpenAPI document {public}/api-docs/openapi.json)");
         println!("gantry metrics: {public}/metrics");
+        println!("gantry console: {public}/console/");
         println!("gantry administrator token: {}", self.admin_token_at);
         if let Some(tls) = &self.tls {
             match &tls.generated_ca {
@@ -337,7 +338,9 @@ impl Application {
             let serve = http::serve(
                 listener,
                 // The console's session cookie is Secure on this listener.
-                self.router.clone().layer(axum::Extension(gantry_console::Transport::Https)),
+                self.router
+                    .clone()
+                    .layer(axum::Extension(gantry_console::Transport::Https)),
                 timeouts,
                 self.tasks.tracker().clone(),
                 stopped,
@@ -404,7 +407,10 @@ impl Application {
 }
 
 /// Gives the console the client's address the HTTP loop put on the request, for the login guard.
-async fn console_client_ip(mut request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+async fn console_client_ip(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
     if let Some(peer) = request.extensions().get::<gantry_api::PeerAddr>().copied() {
         request.extensions_mut().insert(gantry_console::ClientIp(peer.0.ip()));
     }

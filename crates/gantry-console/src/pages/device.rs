@@ -20,20 +20,19 @@ use serde::Deserialize;
 use crate::Console;
 use crate::chart::{self, Window};
 use crate::error::PageResult;
-use crate::form::{self, Problem};
+use crate::form::{self};
 use crate::layout::{self, Nav, Section};
 use crate::pages::{badge, can_manage, devices, pager, query};
 use crate::session::{Posted, Signed};
 
 pub use super::device_control::event_log_rows;
+pub use super::device_outcome::{Outcome, outcome_of};
 
 pub fn routes() -> Router<Console> {
     Router::new()
         .route("/devices/{id}", get(show))
         .route("/devices/{id}/status", post(set_status))
         .route("/devices/{id}/token", post(rotate_token))
-        .merge(super::device_control::routes())
-        .merge(super::device_routes::routes())
 }
 
 /// The page's choices: the chart's attribute and window, the events' page.
@@ -46,28 +45,24 @@ pub struct ShowParams {
     events: Option<i64>,
 }
 
-/// What a form on the page just did, shown at its place.
-#[derive(Default)]
-pub struct Outcome {
-    /// A refusal, and which form it belongs to (`control`, `routes`, `manage`).
-    pub problem: Option<(&'static str, Problem)>,
-    /// Shown once at the top: a new token, a route's temporary identity, a sent control.
-    pub notice: Option<Markup>,
-}
-
-impl Outcome {
-    pub fn problem_of(&self, form: &str) -> Option<&Problem> {
-        self.problem.as_ref().filter(|(f, _)| *f == form).map(|(_, p)| p)
-    }
-}
-
 /// `GET /console/devices/{id}`.
-async fn show(State(c): State<Console>, signed: Signed, Path(id): Path<String>, Query(q): Query<ShowParams>) -> PageResult<Response> {
+async fn show(
+    State(c): State<Console>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Query(q): Query<ShowParams>,
+) -> PageResult<Response> {
     render(&c, &signed, &DeviceId::from_string(id), &q, Outcome::default()).await
 }
 
 /// The device page with `outcome` of a form.
-pub async fn render(c: &Console, signed: &Signed, id: &DeviceId, q: &ShowParams, outcome: Outcome) -> PageResult<Response> {
+pub async fn render(
+    c: &Console,
+    signed: &Signed,
+    id: &DeviceId,
+    q: &ShowParams,
+    outcome: Outcome,
+) -> PageResult<Response> {
     let who = &signed.who;
     let device = c.services.catalog.get_device(who, id).await?;
     let model = c.services.catalog.get_model(who, &device.model_id).await?;
@@ -75,7 +70,11 @@ pub async fn render(c: &Console, signed: &Signed, id: &DeviceId, q: &ShowParams,
     let shadow = c.services.telemetry.shadow(who, id).await?;
     let manage = can_manage(who, &device.project_id);
     let events_page = PageRequest::parse(q.events, Some(10), 10)?;
-    let events = c.services.telemetry.list_events(who, id, EventFilter::default(), events_page).await?;
+    let events = c
+        .services
+        .telemetry
+        .list_events(who, id, EventFilter::default(), events_page)
+        .await?;
     let chart = chart_section(c, who, &device, &model, q).await?;
     let controls = match manage {
         true => Some(super::device_control::section(c, signed, &device, &model, &outcome).await?),
@@ -89,52 +88,36 @@ pub async fn render(c: &Console, signed: &Signed, id: &DeviceId, q: &ShowParams,
         div.live hx-ext="sse" sse-connect={ "/console/devices/" (id) "/live" } {
             (header(signed, &device, &connection, manage, &outcome))
             @if let Some(notice) = &outcome.notice { section.notice role="status" { (notice) } }
-            section {
-                h2 { "Shadow" }
-                table.list.shadow {
-                    thead { tr { th { "Attribute" } th { "Value" } } }
-                    tbody {
-                        @for (code, attribute) in &model.attributes_map {
-                            tr {
-                                th scope="row" data-label="Attribute" { (attribute.name.as_deref().unwrap_or(code)) " " small { "(" (code) ")" } }
-                                td data-label="Value" id={ "shadow-" (code) } sse-swap={ "attr-" (code) } {
-                                    (shadow_value(shadow.attribute_map.get(code)))
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            (shadow_section(&model, &shadow))
             (chart)
             @if let Some(controls) = controls { (controls) }
-            section {
-                h2 { "Latest events" }
-                table.list {
-                    thead { tr { th { "Attribute" } th { "Value" } th { "Device time" } th { "Arrived" } } }
-                    tbody {
-                        @for e in &events.items {
-                            tr {
-                                td data-label="Attribute" { (e.attribute_code) }
-                                td data-label="Value" { (value_text(&e.attribute_data)) }
-                                td data-label="Device time" { (layout::time(Some(e.device_timestamp))) }
-                                td data-label="Arrived" { (layout::time(Some(e.ingress_time_stamp))) }
-                            }
-                        }
-                    }
-                }
-                @if events.items.is_empty() { p.empty { "No events yet." } }
-                (pager(&events, |n| format!("/console/devices/{id}{}", query(&[("attr", &q.attr), ("window", &q.window), ("events", &n.to_string())]))))
-            }
+            (events_section(id, q, &events))
             @if let Some(routes) = routes { (routes) }
         }
     };
-    let status = outcome.problem.as_ref().map(|(_, p)| if p.field.is_some() { 400 } else { 409 });
-    let status = status.and_then(|s| axum::http::StatusCode::from_u16(s).ok()).unwrap_or_default();
-    let page = layout::page(signed, &device.device_name, Nav::Project(&device.project_id, Section::Devices), body);
+    let status = outcome
+        .problem
+        .as_ref()
+        .map(|(_, p)| if p.field.is_some() { 400 } else { 409 });
+    let status = status
+        .and_then(|s| axum::http::StatusCode::from_u16(s).ok())
+        .unwrap_or_default();
+    let page = layout::page(
+        signed,
+        &device.device_name,
+        Nav::Project(&device.project_id, Section::Devices),
+        body,
+    );
     Ok((status, page).into_response())
 }
 
-fn header(signed: &Signed, device: &Device, connection: &gantry_core::connection::Connection, manage: bool, outcome: &Outcome) -> Markup {
+fn header(
+    signed: &Signed,
+    device: &Device,
+    connection: &gantry_core::connection::Connection,
+    manage: bool,
+    outcome: &Outcome,
+) -> Markup {
     let problem = outcome.problem_of("manage");
     html! {
         header.device {
@@ -171,6 +154,56 @@ fn status_button(signed: &Signed, device: &Device, to: &str, label: &str) -> Mar
     }
 }
 
+/// The shadow: every attribute of the model, its value cell replaced live (`attr-<code>`).
+fn shadow_section(model: &DeviceModel, shadow: &gantry_core::event::Shadow) -> Markup {
+    html! {
+            section {
+                h2 { "Shadow" }
+                table.list.shadow {
+                    thead { tr { th { "Attribute" } th { "Value" } } }
+                    tbody {
+                        @for (code, attribute) in &model.attributes_map {
+                            tr {
+                                th scope="row" data-label="Attribute" { (attribute.name.as_deref().unwrap_or(code)) " " small { "(" (code) ")" } }
+                                td data-label="Value" id={ "shadow-" (code) } sse-swap={ "attr-" (code) } {
+                                    (shadow_value(shadow.attribute_map.get(code)))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+    }
+}
+
+/// The latest events, paged.
+fn events_section(
+    id: &DeviceId,
+    q: &ShowParams,
+    events: &gantry_core::paging::Page<gantry_core::event::DeviceEvent>,
+) -> Markup {
+    html! {
+            section {
+                h2 { "Latest events" }
+                table.list {
+                    thead { tr { th { "Attribute" } th { "Value" } th { "Device time" } th { "Arrived" } } }
+                    tbody {
+                        @for e in &events.items {
+                            tr {
+                                td data-label="Attribute" { (e.attribute_code) }
+                                td data-label="Value" { (value_text(&e.attribute_data)) }
+                                td data-label="Device time" { (layout::time(Some(e.device_timestamp))) }
+                                td data-label="Arrived" { (layout::time(Some(e.ingress_time_stamp))) }
+                            }
+                        }
+                    }
+                }
+                @if events.items.is_empty() { p.empty { "No events yet." } }
+                (pager(events, |n| format!("/console/devices/{id}{}", query(&[("attr", &q.attr), ("window", &q.window), ("events", &n.to_string())]))))
+            }
+    }
+}
+
 /// A shadow value for its cell: the value and the device time it has.
 pub fn shadow_value(attribute: Option<&ShadowAttribute>) -> Markup {
     match attribute {
@@ -187,7 +220,13 @@ pub fn value_text(value: &serde_json::Value) -> String {
     }
 }
 
-async fn chart_section(c: &Console, who: &Principal, device: &Device, model: &DeviceModel, q: &ShowParams) -> PageResult<Markup> {
+async fn chart_section(
+    c: &Console,
+    who: &Principal,
+    device: &Device,
+    model: &DeviceModel,
+    q: &ShowParams,
+) -> PageResult<Markup> {
     let numeric: Vec<(&str, &str)> = model
         .attributes_map
         .values()
@@ -199,7 +238,11 @@ async fn chart_section(c: &Console, who: &Principal, device: &Device, model: &De
     };
     let code = numeric.iter().find(|(c, _)| *c == q.attr).unwrap_or(first).0;
     let window = Window::parse(&q.window);
-    let series = c.services.telemetry.series(who, &device.id, window.filter(code)).await?;
+    let series = c
+        .services
+        .telemetry
+        .series(who, &device.id, window.filter(code))
+        .await?;
     let windows: Vec<(&str, &str)> = Window::ALL.iter().map(|w| (w.as_str(), w.label())).collect();
     Ok(html! {
         section {
@@ -220,14 +263,23 @@ pub struct StatusForm {
 }
 
 /// `POST /console/devices/{id}/status`: lock or unlock.
-async fn set_status(State(c): State<Console>, Path(id): Path<String>, posted: Posted<StatusForm>) -> PageResult<Response> {
+async fn set_status(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    posted: Posted<StatusForm>,
+) -> PageResult<Response> {
     let id = DeviceId::from_string(id);
     let fields = DeviceStatus::parse_field(&posted.form.status, "status").map(|status| DeviceFields {
         status: Some(status),
         ..Default::default()
     });
     let result = match fields {
-        Ok(fields) => c.services.catalog.update_device(&posted.signed.who, &id, fields).await.map(|_| ()),
+        Ok(fields) => c
+            .services
+            .catalog
+            .update_device(&posted.signed.who, &id, fields)
+            .await
+            .map(|_| ()),
         Err(e) => Err(e),
     };
     let outcome = outcome_of(result, "manage", |_| html! { "Status changed." })?;
@@ -240,25 +292,13 @@ pub struct Empty {}
 /// `POST /console/devices/{id}/token`: a new access token, shown once; the old one stops at once.
 async fn rotate_token(State(c): State<Console>, Path(id): Path<String>, posted: Posted<Empty>) -> PageResult<Response> {
     let id = DeviceId::from_string(id);
-    let result = c.services.catalog.rotate_device_token(&posted.signed.who, &id, None).await;
+    let result = c
+        .services
+        .catalog
+        .rotate_device_token(&posted.signed.who, &id, None)
+        .await;
     let outcome = outcome_of(result, "manage", |d| {
         html! { p { "New access token (shown once here): " code.token id="new-token" { (d.access_token) } } }
     })?;
     render(&c, &posted.signed, &id, &ShowParams::default(), outcome).await
-}
-
-/// A form's result as the page shows it: a notice, or a refusal at its form. What the caller may
-/// not do, and failures of the service, are error pages.
-pub fn outcome_of<T>(result: gantry_core::Result<T>, form: &'static str, notice: impl FnOnce(T) -> Markup) -> PageResult<Outcome> {
-    match result {
-        Ok(value) => Ok(Outcome {
-            notice: Some(notice(value)),
-            problem: None,
-        }),
-        Err(e @ (gantry_core::Error::Invalid { .. } | gantry_core::Error::Conflict(_) | gantry_core::Error::Duplicate(_))) => Ok(Outcome {
-            problem: Some((form, Problem::of(&e))),
-            notice: None,
-        }),
-        Err(e) => Err(e.into()),
-    }
 }

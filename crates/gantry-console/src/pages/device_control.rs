@@ -4,10 +4,6 @@
 
 use std::collections::HashMap;
 
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::response::Response;
-use axum::routing::post;
 use gantry_core::enums::{DataType, SortOrder};
 use gantry_core::fields::ControlFields;
 use gantry_core::ids::DeviceId;
@@ -24,18 +20,24 @@ use crate::error::PageResult;
 use crate::form::{self, Problem};
 use crate::layout;
 use crate::pages::badge;
-use crate::pages::device::{Outcome, ShowParams, outcome_of, render};
-use crate::session::{Posted, Signed};
-
-pub fn routes() -> Router<Console> {
-    Router::new().route("/devices/{id}/control", post(send))
-}
+use crate::pages::device_outcome::Outcome;
+use crate::session::Signed;
 
 /// The control forms and the event logs.
-pub async fn section(c: &Console, signed: &Signed, device: &Device, model: &DeviceModel, outcome: &Outcome) -> PageResult<Markup> {
+pub async fn section(
+    c: &Console,
+    signed: &Signed,
+    device: &Device,
+    model: &DeviceModel,
+    outcome: &Outcome,
+) -> PageResult<Markup> {
     let rows = event_log_rows(c, &signed.who, &device.id).await?;
     let problem = outcome.problem_of("control");
-    let writable: Vec<_> = model.attributes_map.values().filter(|a| a.readable.writable()).collect();
+    let writable: Vec<_> = model
+        .attributes_map
+        .values()
+        .filter(|a| a.readable.writable())
+        .collect();
     let action_url = format!("/console/devices/{}/control", device.id);
     Ok(html! {
         section {
@@ -82,7 +84,13 @@ pub async fn section(c: &Console, signed: &Signed, device: &Device, model: &Devi
 /// An input for a value of `data_type`: a number, a yes/no choice, or text.
 fn typed_input(label: &str, name: &str, data_type: DataType, problem: Option<&Problem>) -> Markup {
     match data_type {
-        DataType::Boolean => form::select(label, name, &[("", "—"), ("true", "true"), ("false", "false")], "", problem),
+        DataType::Boolean => form::select(
+            label,
+            name,
+            &[("", "—"), ("true", "true"), ("false", "false")],
+            "",
+            problem,
+        ),
         DataType::Integer => form::input(label, name, "number", "", problem),
         DataType::Float => form::input(label, name, "text", "", problem),
         DataType::String => form::input(label, name, "text", "", problem),
@@ -100,7 +108,11 @@ pub async fn event_log_rows(c: &Console, who: &Principal, device: &DeviceId) -> 
         sort_by: EventLogSort::CreatedTime,
         sort_order: SortOrder::Desc,
     };
-    let logs = c.services.control.list_logs(who, query, PageRequest::parse(None, Some(10), 10)?).await?;
+    let logs = c
+        .services
+        .control
+        .list_logs(who, query, PageRequest::parse(None, Some(10), 10)?)
+        .await?;
     Ok(html! {
         @for log in &logs.items {
             tr id={ "log-" (log.event_id) } {
@@ -126,29 +138,17 @@ fn summary(data: &serde_json::Value) -> String {
     text
 }
 
-/// `POST /console/devices/{id}/control`.
-async fn send(State(c): State<Console>, Path(id): Path<String>, posted: Posted<HashMap<String, String>>) -> PageResult<Response> {
-    let id = DeviceId::from_string(id);
-    let device = c.services.catalog.get_device(&posted.signed.who, &id).await?;
-    let model = c.services.catalog.get_model(&posted.signed.who, &device.model_id).await?;
-    let result = match control_fields(&model, &posted.form) {
-        Ok((fields, names)) => c.services.control.send_control(&posted.signed.who, &id, fields).await.map_err(|e| rename(e, &names)),
-        Err(e) => Err(e),
-    };
-    let outcome = outcome_of(result, "control", |(message, _)| {
-        html! { p { "Control sent (message " code { (message.meta.id) } ")." } }
-    })?;
-    render(&c, &posted.signed, &id, &ShowParams::default(), outcome).await
-}
-
 /// The control the form asks for, and the input name of each payload entry (for errors).
-fn control_fields(model: &DeviceModel, form: &HashMap<String, String>) -> Result<(ControlFields, Vec<String>)> {
+pub fn control_fields(model: &DeviceModel, form: &HashMap<String, String>) -> Result<(ControlFields, Vec<String>)> {
     let mut payload = Payload::default();
     let mut names = Vec::new();
     let needack;
     if form.get("kind").map(String::as_str) == Some("action") {
         let code = form.get("action").cloned().unwrap_or_default();
-        let action = model.actions_map.get(&code).ok_or_else(|| Error::invalid("action", "is not an action of the model"))?;
+        let action = model
+            .actions_map
+            .get(&code)
+            .ok_or_else(|| Error::invalid("action", "is not an action of the model"))?;
         let mut params = serde_json::Map::new();
         for p in action.params_map.iter().flat_map(|m| m.values()) {
             let name = format!("param.{code}.{}", p.code);
@@ -189,20 +189,36 @@ fn typed(name: &str, data_type: DataType, text: &str) -> Result<serde_json::Valu
     let text = text.trim();
     let value = match data_type {
         DataType::Integer => text.parse::<i64>().ok().map(serde_json::Value::from),
-        DataType::Float => text.parse::<f64>().ok().and_then(|f| serde_json::Number::from_f64(f).map(serde_json::Value::Number)),
+        DataType::Float => text
+            .parse::<f64>()
+            .ok()
+            .and_then(|f| serde_json::Number::from_f64(f).map(serde_json::Value::Number)),
         DataType::Boolean => text.parse::<bool>().ok().map(serde_json::Value::from),
         DataType::String => Some(serde_json::Value::from(text)),
     };
-    value.ok_or_else(|| Error::invalid(name, format!("is not a{} {}", if data_type == DataType::Integer { "n" } else { "" }, data_type.as_str())))
+    value.ok_or_else(|| {
+        Error::invalid(
+            name,
+            format!(
+                "is not a{} {}",
+                if data_type == DataType::Integer { "n" } else { "" },
+                data_type.as_str()
+            ),
+        )
+    })
 }
 
 /// A service's refusal of `payload.attrs[i]...` or `payload.actions[0].params.p`, renamed to the
 /// input that holds the value.
-fn rename(e: Error, names: &[String]) -> Error {
+pub fn rename(e: Error, names: &[String]) -> Error {
     let Error::Invalid { field, reason } = e else { return e };
     let renamed = if let Some(rest) = field.strip_prefix("payload.actions[0].params.") {
         format!("{}.{rest}", names.first().map_or("param", String::as_str))
-    } else if let Some(i) = field.strip_prefix("payload.attrs[").and_then(|r| r.split(']').next()).and_then(|i| i.parse::<usize>().ok()) {
+    } else if let Some(i) = field
+        .strip_prefix("payload.attrs[")
+        .and_then(|r| r.split(']').next())
+        .and_then(|i| i.parse::<usize>().ok())
+    {
         names.get(i).cloned().unwrap_or(field)
     } else {
         field
@@ -216,10 +232,18 @@ mod tests {
 
     #[test]
     fn typed_values_and_their_refusals() {
-        assert_eq!(typed("attr.t", DataType::Integer, " 42 ").unwrap(), serde_json::json!(42));
+        assert_eq!(
+            typed("attr.t", DataType::Integer, " 42 ").unwrap(),
+            serde_json::json!(42)
+        );
         assert_eq!(typed("attr.t", DataType::Float, "1.5").unwrap(), serde_json::json!(1.5));
-        assert_eq!(typed("attr.t", DataType::Boolean, "true").unwrap(), serde_json::json!(true));
-        let Err(Error::Invalid { field, reason }) = typed("attr.t", DataType::Integer, "4.2") else { panic!() };
+        assert_eq!(
+            typed("attr.t", DataType::Boolean, "true").unwrap(),
+            serde_json::json!(true)
+        );
+        let Err(Error::Invalid { field, reason }) = typed("attr.t", DataType::Integer, "4.2") else {
+            panic!()
+        };
         assert_eq!((field.as_str(), reason.as_str()), ("attr.t", "is not an Integer"));
     }
 

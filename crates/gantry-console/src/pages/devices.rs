@@ -51,14 +51,22 @@ impl ListParams {
         let text = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
         Ok(DeviceQuery {
             device_name: text(&self.name),
-            status: text(&self.status).map(|s| DeviceStatus::parse_field(&s, "status")).transpose()?,
+            status: text(&self.status)
+                .map(|s| DeviceStatus::parse_field(&s, "status"))
+                .transpose()?,
             connected: match self.presence.as_str() {
                 "online" => Some(true),
                 "offline" => Some(false),
                 _ => None,
             },
-            sort_by: text(&self.sort).map(|s| DeviceSort::parse(&s)).transpose()?.unwrap_or(DeviceSort::DeviceName),
-            sort_order: text(&self.order).map(|s| SortOrder::parse_field(&s, "order")).transpose()?.unwrap_or(SortOrder::Asc),
+            sort_by: text(&self.sort)
+                .map(|s| DeviceSort::parse(&s))
+                .transpose()?
+                .unwrap_or(DeviceSort::DeviceName),
+            sort_order: text(&self.order)
+                .map(|s| SortOrder::parse_field(&s, "order"))
+                .transpose()?
+                .unwrap_or(SortOrder::Asc),
             ..Default::default()
         })
     }
@@ -97,15 +105,29 @@ struct Outcome {
     draft: DeviceForm,
 }
 
-async fn render(c: &Console, signed: &Signed, id: &ProjectId, q: &ListParams, outcome: Outcome) -> PageResult<Response> {
+async fn render(
+    c: &Console,
+    signed: &Signed,
+    id: &ProjectId,
+    q: &ListParams,
+    outcome: Outcome,
+) -> PageResult<Response> {
     let project = c.services.catalog.get_project(&signed.who, id).await?;
     let page = PageRequest::parse(q.page, Some(25), 25)?;
-    let devices = c.services.catalog.project_devices(&signed.who, id, q.query()?, page).await?;
+    let devices = c
+        .services
+        .catalog
+        .project_devices(&signed.who, id, q.query()?, page)
+        .await?;
     let mut presence = Vec::with_capacity(devices.items.len());
     for d in &devices.items {
         presence.push(c.services.presence.connection(&signed.who, &d.id).await?);
     }
-    let models = c.services.catalog.list_models(&signed.who, PageRequest::parse(None, Some(1000), 1000)?).await?;
+    let models = c
+        .services
+        .catalog
+        .list_models(&signed.who, PageRequest::parse(None, Some(1000), 1000)?)
+        .await?;
     let manage = can_manage(&signed.who, id);
     let body = html! {
         h1 { (project.name) ": devices" }
@@ -132,8 +154,16 @@ async fn render(c: &Console, signed: &Signed, id: &ProjectId, q: &ListParams, ou
         (pager(&devices, |n| q.link(id, n)))
         @if manage { (create_forms(signed, &project, &models.items, &outcome)) }
     };
-    let status = outcome.problem.as_ref().map(|_| axum::http::StatusCode::BAD_REQUEST).unwrap_or_default();
-    Ok((status, layout::page(signed, "Devices", Nav::Project(id, Section::Devices), body)).into_response())
+    let status = outcome
+        .problem
+        .as_ref()
+        .map(|_| axum::http::StatusCode::BAD_REQUEST)
+        .unwrap_or_default();
+    Ok((
+        status,
+        layout::page(signed, "Devices", Nav::Project(id, Section::Devices), body),
+    )
+        .into_response())
 }
 
 /// Online or offline, as a badge.
@@ -144,7 +174,12 @@ pub fn presence_badge(c: &Connection) -> Markup {
 fn filters(id: &ProjectId, q: &ListParams) -> Markup {
     let statuses = [("", "Any"), ("Active", "Active"), ("Locked", "Locked")];
     let presences = [("", "Any"), ("online", "Online"), ("offline", "Offline")];
-    let sorts = [("deviceName", "Name"), ("createdTime", "Created"), ("updatedTime", "Updated"), ("status", "Status")];
+    let sorts = [
+        ("deviceName", "Name"),
+        ("createdTime", "Created"),
+        ("updatedTime", "Updated"),
+        ("status", "Status"),
+    ];
     let orders = [("ASC", "Ascending"), ("DESC", "Descending")];
     html! {
         form.filters method="get" action={ "/console/projects/" (id) "/devices" } {
@@ -248,7 +283,11 @@ pub struct ImportForm {
 async fn import(State(c): State<Console>, Path(id): Path<String>, posted: Posted<ImportForm>) -> PageResult<Response> {
     let id = ProjectId::from_string(id);
     let who = &posted.signed.who;
-    let models = c.services.catalog.list_models(who, PageRequest::parse(None, Some(1000), 1000)?).await?;
+    let models = c
+        .services
+        .catalog
+        .list_models(who, PageRequest::parse(None, Some(1000), 1000)?)
+        .await?;
     let model_id = |text: &str| {
         models
             .items
@@ -257,7 +296,10 @@ async fn import(State(c): State<Console>, Path(id): Path<String>, posted: Posted
             .map(|m| m.id.to_string())
             .unwrap_or_else(|| text.to_owned())
     };
-    let mut reader = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(posted.form.csv.as_bytes());
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(posted.form.csv.as_bytes());
     let mut lines: Vec<(usize, String, Result<DeviceId, String>)> = Vec::new();
     for (n, record) in reader.records().enumerate() {
         let line = n + 2;
@@ -268,9 +310,21 @@ async fn import(State(c): State<Console>, Path(id): Path<String>, posted: Posted
                 continue;
             }
         };
-        let (name, model, comments) = (record.get(0).unwrap_or(""), record.get(1).unwrap_or(""), record.get(2).unwrap_or(""));
-        let result = c.services.catalog.create_device(who, fields(&id, name, &model_id(model), comments)).await;
-        lines.push((line, name.to_owned(), result.map(|d| d.id).map_err(|e| Problem::of(&e).message)));
+        let (name, model, comments) = (
+            record.get(0).unwrap_or(""),
+            record.get(1).unwrap_or(""),
+            record.get(2).unwrap_or(""),
+        );
+        let result = c
+            .services
+            .catalog
+            .create_device(who, fields(&id, name, &model_id(model), comments))
+            .await;
+        lines.push((
+            line,
+            name.to_owned(),
+            result.map(|d| d.id).map_err(|e| Problem::of(&e).message),
+        ));
     }
     let ok = lines.iter().filter(|l| l.2.is_ok()).count();
     let report = html! {

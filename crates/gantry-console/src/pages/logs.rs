@@ -35,7 +35,12 @@ pub struct LogParams {
 }
 
 /// `GET /console/projects/{id}/logs`.
-async fn list(State(c): State<Console>, signed: Signed, Path(id): Path<String>, Query(q): Query<LogParams>) -> PageResult<Response> {
+async fn list(
+    State(c): State<Console>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Query(q): Query<LogParams>,
+) -> PageResult<Response> {
     let id = ProjectId::from_string(id);
     let text = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
     let filter = EventLogQuery {
@@ -50,7 +55,12 @@ async fn list(State(c): State<Console>, signed: Signed, Path(id): Path<String>, 
     let logs = c.services.control.list_logs(&signed.who, filter, page).await?;
     let link = |n: u32| {
         let n = n.to_string();
-        let q = query(&[("deviceId", &q.device_id), ("eventId", &q.event_id), ("contextId", &q.context_id), ("page", &n)]);
+        let q = query(&[
+            ("deviceId", &q.device_id),
+            ("eventId", &q.event_id),
+            ("contextId", &q.context_id),
+            ("page", &n),
+        ]);
         format!("/console/projects/{id}/logs{q}")
     };
     let body = html! {

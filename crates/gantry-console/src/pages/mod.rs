@@ -2,7 +2,9 @@
 //! calls the core services with the caller's principal, and renders the answer.
 
 pub mod device;
+pub mod device_actions;
 mod device_control;
+mod device_outcome;
 mod device_routes;
 pub mod devices;
 pub mod logs;
@@ -23,7 +25,9 @@ use crate::session::Signed;
 pub async fn home(signed: Result<Signed, crate::error::PageError>) -> Response {
     match signed.ok().map(|s| s.who) {
         None => Redirect::to("/console/sign-in").into_response(),
-        Some(Principal::Application { project, .. }) => Redirect::to(&format!("/console/projects/{project}")).into_response(),
+        Some(Principal::Application { project, .. }) => {
+            Redirect::to(&format!("/console/projects/{project}")).into_response()
+        }
         Some(_) => Redirect::to("/console/projects").into_response(),
     }
 }

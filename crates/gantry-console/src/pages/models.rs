@@ -37,8 +37,17 @@ async fn list(State(c): State<Console>, signed: Signed) -> PageResult<Response> 
     render_list(&c, &signed, &NewModel::default(), None).await
 }
 
-async fn render_list(c: &Console, signed: &Signed, draft: &NewModel, problem: Option<&Problem>) -> PageResult<Response> {
-    let models = c.services.catalog.list_models(&signed.who, PageRequest::parse(None, Some(200), 200)?).await?;
+async fn render_list(
+    c: &Console,
+    signed: &Signed,
+    draft: &NewModel,
+    problem: Option<&Problem>,
+) -> PageResult<Response> {
+    let models = c
+        .services
+        .catalog
+        .list_models(&signed.who, PageRequest::parse(None, Some(200), 200)?)
+        .await?;
     let types: Vec<(&str, &str)> = DeviceType::ALL.iter().map(|t| (t.as_str(), t.as_str())).collect();
     let body = html! {
         h1 { "Models" }
@@ -118,7 +127,11 @@ fn refusal(e: &Error) -> bool {
 
 /// `GET /console/models/{id}`.
 async fn show(State(c): State<Console>, signed: Signed, Path(id): Path<String>) -> PageResult<Response> {
-    let model = c.services.catalog.get_model(&signed.who, &ModelId::from_string(id)).await?;
+    let model = c
+        .services
+        .catalog
+        .get_model(&signed.who, &ModelId::from_string(id))
+        .await?;
     Ok(render(&signed, &model, None).into_response())
 }
 
@@ -195,8 +208,16 @@ fn attribute_form(signed: &Signed, model: &DeviceModel, problem: Option<&Problem
 /// The inputs of one attribute.
 fn attribute_fields(draft: &AttributeForm, problem: Option<&Problem>) -> Markup {
     let types: Vec<(&str, &str)> = DataType::ALL.iter().map(|t| (t.as_str(), t.as_str())).collect();
-    let readable = [("R", "R (device to server)"), ("RW", "RW (both ways)"), ("W", "W (server to device)")];
-    let channels = [("m", "m (measurement)"), ("w", "w (alarm)"), ("g", "g (position, a String \"lat,lng\")")];
+    let readable = [
+        ("R", "R (device to server)"),
+        ("RW", "RW (both ways)"),
+        ("W", "W (server to device)"),
+    ];
+    let channels = [
+        ("m", "m (measurement)"),
+        ("w", "w (alarm)"),
+        ("g", "g (position, a String \"lat,lng\")"),
+    ];
     let or = |v: &str, default: &'static str| if v.is_empty() { default.to_owned() } else { v.to_owned() };
     html! {
         (form::input("Attribute code", "code", "text", &draft.code, problem))
@@ -221,7 +242,10 @@ fn add(fields: &mut ModelFields, f: &AttributeForm) -> Result<()> {
     };
     let map = fields.attributes_map.get_or_insert_default();
     if map.insert(code.clone(), attribute).is_some() {
-        return Err(Error::invalid("code", format!("`{code}` is an attribute of the model already")));
+        return Err(Error::invalid(
+            "code",
+            format!("`{code}` is an attribute of the model already"),
+        ));
     }
     Ok(())
 }
@@ -256,7 +280,11 @@ pub struct AttributeForm {
 }
 
 /// `POST /console/models/{id}/attributes`.
-async fn add_attribute(State(c): State<Console>, Path(id): Path<String>, posted: Posted<AttributeForm>) -> PageResult<Response> {
+async fn add_attribute(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    posted: Posted<AttributeForm>,
+) -> PageResult<Response> {
     let f = posted.form;
     apply(&c, &posted.signed, id, "attribute", |fields| add(fields, &f)).await
 }
@@ -273,7 +301,11 @@ pub struct ActionForm {
 }
 
 /// `POST /console/models/{id}/actions`.
-async fn add_action(State(c): State<Console>, Path(id): Path<String>, posted: Posted<ActionForm>) -> PageResult<Response> {
+async fn add_action(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    posted: Posted<ActionForm>,
+) -> PageResult<Response> {
     let f = posted.form;
     let change = |fields: &mut ModelFields| -> Result<()> {
         let code = required("actionCode", &f.action_code)?;
@@ -286,7 +318,10 @@ async fn add_action(State(c): State<Console>, Path(id): Path<String>, posted: Po
         };
         let map = fields.actions_map.get_or_insert_default();
         if map.insert(code.clone(), action).is_some() {
-            return Err(Error::invalid("actionCode", format!("`{code}` is an action of the model already")));
+            return Err(Error::invalid(
+                "actionCode",
+                format!("`{code}` is an action of the model already"),
+            ));
         }
         Ok(())
     };
@@ -309,7 +344,10 @@ async fn remove(State(c): State<Console>, Path(id): Path<String>, posted: Posted
         };
         match removed {
             true => Ok(()),
-            false => Err(Error::invalid("code", format!("the model has no {} `{}`", f.kind, f.code))),
+            false => Err(Error::invalid(
+                "code",
+                format!("the model has no {} `{}`", f.kind, f.code),
+            )),
         }
     };
     apply(&c, &posted.signed, id, "remove", change).await
@@ -332,13 +370,17 @@ async fn apply(
     };
     match result {
         Ok(m) => Ok(Redirect::to(&format!("/console/models/{}", m.id)).into_response()),
-        Err(e) if refusal(&e) => Ok((status_of(&e), render(signed, &model, Some((form, &Problem::of(&e))))).into_response()),
+        Err(e) if refusal(&e) => {
+            Ok((status_of(&e), render(signed, &model, Some((form, &Problem::of(&e))))).into_response())
+        }
         Err(e) => Err(e.into()),
     }
 }
 
 fn required(field: &str, text: &str) -> Result<String> {
-    Some(text.trim().to_owned()).filter(|t| !t.is_empty()).ok_or_else(|| Error::invalid(field, "is required"))
+    Some(text.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| Error::invalid(field, "is required"))
 }
 
 /// `code:Type[:required]` a line.
@@ -351,9 +393,20 @@ fn parse_params(text: &str) -> Result<BTreeMap<String, ParamFields>> {
         let required = match parts.next() {
             None => false,
             Some("required") => true,
-            Some(other) => return Err(Error::invalid("params", format!("`{other}` in `{line}`: write required or nothing"))),
+            Some(other) => {
+                return Err(Error::invalid(
+                    "params",
+                    format!("`{other}` in `{line}`: write required or nothing"),
+                ));
+            }
         };
-        let param = ParamFields { name: None, code: Some(code.clone()), description: None, required: Some(required), data_type };
+        let param = ParamFields {
+            name: None,
+            code: Some(code.clone()),
+            description: None,
+            required: Some(required),
+            data_type,
+        };
         params.insert(code, param);
     }
     Ok(params)
@@ -387,7 +440,12 @@ fn fields_of(model: &DeviceModel) -> ModelFields {
                 })
                 .collect()
         });
-        let fields = ActionFields { name: a.name.clone(), code: Some(a.code.clone()), description: a.description.clone(), params_map: params };
+        let fields = ActionFields {
+            name: a.name.clone(),
+            code: Some(a.code.clone()),
+            description: a.description.clone(),
+            params_map: params,
+        };
         (k.clone(), fields)
     });
     ModelFields {

@@ -37,8 +37,16 @@ async fn show(State(c): State<Console>, signed: Signed, Path(id): Path<String>) 
         Ok(c.services.catalog.project_devices(who, &id, query, one).await?.total)
     };
     let total = count(DeviceQuery::default()).await?;
-    let online = count(DeviceQuery { connected: Some(true), ..Default::default() }).await?;
-    let locked = count(DeviceQuery { status: Some(DeviceStatus::Locked), ..Default::default() }).await?;
+    let online = count(DeviceQuery {
+        connected: Some(true),
+        ..Default::default()
+    })
+    .await?;
+    let locked = count(DeviceQuery {
+        status: Some(DeviceStatus::Locked),
+        ..Default::default()
+    })
+    .await?;
     let pins = positions(&c, who, &project).await?;
     let centre = centre(&project);
     let body = html! {
@@ -97,9 +105,18 @@ async fn positions(c: &Console, who: &Principal, project: &Project) -> gantry_co
         if codes.is_empty() {
             continue;
         }
-        let query = DeviceQuery { model: Some(model.id.clone()), ..Default::default() };
+        let query = DeviceQuery {
+            model: Some(model.id.clone()),
+            ..Default::default()
+        };
         let page = PageRequest::parse(None, Some(i64::from(MAP_DEVICES)), MAP_DEVICES)?;
-        for device in c.services.catalog.project_devices(who, &project.id, query, page).await?.items {
+        for device in c
+            .services
+            .catalog
+            .project_devices(who, &project.id, query, page)
+            .await?
+            .items
+        {
             let shadow = c.services.telemetry.shadow(who, &device.id).await?;
             let position = codes
                 .iter()
@@ -107,7 +124,12 @@ async fn positions(c: &Console, who: &Principal, project: &Project) -> gantry_co
                 .max_by_key(|a| a.timestamp)
                 .and_then(|a| map::parse_position(a.value.as_str()?));
             if let Some((lat, lng)) = position {
-                pins.push(Pin { device: device.id.to_string(), name: device.device_name.clone(), lat, lng });
+                pins.push(Pin {
+                    device: device.id.to_string(),
+                    name: device.device_name.clone(),
+                    lat,
+                    lng,
+                });
             }
         }
     }

@@ -12,12 +12,12 @@ use gantry_core::records::{JsonMap, Project};
 use maud::{Markup, html};
 use serde::Deserialize;
 
+use crate::Console;
 use crate::error::{PageResult, status_of};
 use crate::form::{self, Problem};
 use crate::layout::{self, Nav, Section};
 use crate::pages::{badge, pager, query};
 use crate::session::{Posted, Signed};
-use crate::Console;
 
 pub fn routes() -> Router<Console> {
     Router::new()
@@ -138,7 +138,9 @@ impl ProjectForm {
         Ok(ProjectFields {
             name: text(&self.name),
             description: text(&self.description),
-            status: text(&self.status).map(|s| ProjectStatus::parse_field(&s, "status")).transpose()?,
+            status: text(&self.status)
+                .map(|s| ProjectStatus::parse_field(&s, "status"))
+                .transpose()?,
             address: text(&self.address),
             map_info: Some(map_info),
             ..Default::default()
@@ -148,7 +150,11 @@ impl ProjectForm {
 
 fn project_form(signed: &Signed, action: &str, draft: &ProjectForm, problem: Option<&Problem>, submit: &str) -> Markup {
     let statuses: Vec<(&str, &str)> = ProjectStatus::ALL.iter().map(|s| (s.as_str(), s.as_str())).collect();
-    let status = if draft.status.is_empty() { "development" } else { &draft.status };
+    let status = if draft.status.is_empty() {
+        "development"
+    } else {
+        &draft.status
+    };
     html! {
         form.card method="post" action=(action) {
             (form::csrf(signed))
@@ -211,7 +217,14 @@ async fn create(State(c): State<Console>, posted: Posted<Posted2>) -> PageResult
     match result {
         Ok(p) => Ok(Redirect::to(&format!("/console/projects/{}", p.id)).into_response()),
         Err(e) if status_of(&e).is_client_error() && !matches!(e, gantry_core::Error::Forbidden(_)) => {
-            render_list(&c, &posted.signed, &ListParams::default(), &draft, Some(&Problem::of(&e))).await
+            render_list(
+                &c,
+                &posted.signed,
+                &ListParams::default(),
+                &draft,
+                Some(&Problem::of(&e)),
+            )
+            .await
         }
         Err(e) => Err(e.into()),
     }
@@ -230,7 +243,12 @@ fn render_edit(signed: &Signed, project: &Project, draft: &ProjectForm, problem:
         h1 { "Edit " (project.name) }
         (project_form(signed, &format!("/console/projects/{}", project.id), draft, problem, "Save"))
     };
-    layout::page(signed, "Edit project", Nav::Project(&project.id, Section::Overview), body)
+    layout::page(
+        signed,
+        "Edit project",
+        Nav::Project(&project.id, Section::Overview),
+        body,
+    )
 }
 
 /// `POST /console/projects/{id}`.

@@ -105,7 +105,12 @@ pub async fn create(State(console): State<Console>, parts: Parts, Form(sign_in):
     if let (Some(a), Error::Invalid { .. }) = (attempt, &refusal) {
         a.failed();
     }
-    fresh(crate::error::status_of(&refusal), https, Some(&Problem::of(&refusal)), None)
+    fresh(
+        crate::error::status_of(&refusal),
+        https,
+        Some(&Problem::of(&refusal)),
+        None,
+    )
 }
 
 /// The form again with a new CSRF pair, and what was wrong.
@@ -122,8 +127,14 @@ fn opened(console: &Console, credential: Credential, who: &Principal, https: boo
         _ => "/console/projects".to_owned(),
     };
     let mut headers = HeaderMap::new();
-    headers.append(SET_COOKIE, session::set_cookie(COOKIE, &id, https).parse().expect("cookie"));
-    headers.append(SET_COOKIE, session::set_cookie(SIGN_IN_COOKIE, "", https).parse().expect("cookie"));
+    headers.append(
+        SET_COOKIE,
+        session::set_cookie(COOKIE, &id, https).parse().expect("cookie"),
+    );
+    headers.append(
+        SET_COOKIE,
+        session::set_cookie(SIGN_IN_COOKIE, "", https).parse().expect("cookie"),
+    );
     headers.insert(LOCATION, home.parse().expect("location"));
     (StatusCode::SEE_OTHER, headers).into_response()
 }
@@ -138,7 +149,15 @@ pub async fn end(State(console): State<Console>, parts: Parts, posted: session::
     let https = session::is_https(&parts);
     let csrf = session::random_token();
     let mut headers = HeaderMap::new();
-    headers.append(SET_COOKIE, session::set_cookie(COOKIE, "", https).parse().expect("cookie"));
-    headers.append(SET_COOKIE, session::set_cookie(SIGN_IN_COOKIE, &csrf, https).parse().expect("cookie"));
+    headers.append(
+        SET_COOKIE,
+        session::set_cookie(COOKIE, "", https).parse().expect("cookie"),
+    );
+    headers.append(
+        SET_COOKIE,
+        session::set_cookie(SIGN_IN_COOKIE, &csrf, https)
+            .parse()
+            .expect("cookie"),
+    );
     (headers, render(&csrf, None, Some("You are signed out."))).into_response()
 }

@@ -30,9 +30,20 @@ async fn list(State(c): State<Console>, signed: Signed, Path(id): Path<String>) 
     render(&c, &signed, &ProjectId::from_string(id), None, None).await
 }
 
-async fn render(c: &Console, signed: &Signed, id: &ProjectId, problem: Option<&Problem>, notice: Option<Markup>) -> PageResult<Response> {
-    let hooks = c.services.webhooks.list(&signed.who, id, PageRequest::parse(None, Some(100), 100)?).await?;
-    let admin = signed.who.require_project(id).is_ok() && !matches!(signed.who, gantry_core::principal::Principal::Device { .. });
+async fn render(
+    c: &Console,
+    signed: &Signed,
+    id: &ProjectId,
+    problem: Option<&Problem>,
+    notice: Option<Markup>,
+) -> PageResult<Response> {
+    let hooks = c
+        .services
+        .webhooks
+        .list(&signed.who, id, PageRequest::parse(None, Some(100), 100)?)
+        .await?;
+    let admin = signed.who.require_project(id).is_ok()
+        && !matches!(signed.who, gantry_core::principal::Principal::Device { .. });
     let body = html! {
         h1 { "Webhooks" }
         @if let Some(n) = notice { section.notice role="status" { (n) } }
@@ -66,7 +77,11 @@ async fn render(c: &Console, signed: &Signed, id: &ProjectId, problem: Option<&P
         }
     };
     let status = problem.map(|_| axum::http::StatusCode::BAD_REQUEST).unwrap_or_default();
-    Ok((status, layout::page(signed, "Webhooks", Nav::Project(id, Section::Webhooks), body)).into_response())
+    Ok((
+        status,
+        layout::page(signed, "Webhooks", Nav::Project(id, Section::Webhooks), body),
+    )
+        .into_response())
 }
 
 #[derive(Deserialize)]
@@ -86,10 +101,21 @@ pub struct WebhookForm {
 async fn create(State(c): State<Console>, Path(id): Path<String>, posted: Posted<WebhookForm>) -> PageResult<Response> {
     let id = ProjectId::from_string(id);
     let f = posted.form;
-    let ticked = [(&f.telemetry, "telemetry"), (&f.shadow, "shadow"), (&f.event_log, "eventLog"), (&f.connection, "connection")];
+    let ticked = [
+        (&f.telemetry, "telemetry"),
+        (&f.shadow, "shadow"),
+        (&f.event_log, "eventLog"),
+        (&f.connection, "connection"),
+    ];
     let fields = WebhookFields {
         url: Some(f.url.trim().to_owned()),
-        types: Some(ticked.iter().filter(|(v, _)| v.is_some()).map(|(_, n)| (*n).to_owned()).collect()),
+        types: Some(
+            ticked
+                .iter()
+                .filter(|(v, _)| v.is_some())
+                .map(|(_, n)| (*n).to_owned())
+                .collect(),
+        ),
         description: Some(f.description.trim().to_owned()).filter(|d| !d.is_empty()),
         ..Default::default()
     };
@@ -109,7 +135,11 @@ async fn create(State(c): State<Console>, Path(id): Path<String>, posted: Posted
 async fn deliveries(State(c): State<Console>, signed: Signed, Path(id): Path<String>) -> PageResult<Response> {
     let id = WebhookId::from_string(id);
     let hook = c.services.webhooks.get(&signed.who, &id).await?;
-    let list = c.services.webhooks.deliveries(&signed.who, &id, PageRequest::parse(None, Some(50), 50)?).await?;
+    let list = c
+        .services
+        .webhooks
+        .deliveries(&signed.who, &id, PageRequest::parse(None, Some(50), 50)?)
+        .await?;
     let body = html! {
         p.crumbs { a href={ "/console/projects/" (hook.project_id) "/webhooks" } { "Webhooks" } " / " }
         h1 { (hook.url) }
@@ -130,5 +160,11 @@ async fn deliveries(State(c): State<Console>, signed: Signed, Path(id): Path<Str
         }
         @if list.items.is_empty() { p.empty { "No deliveries yet." } }
     };
-    Ok(layout::page(&signed, "Webhook", Nav::Project(&hook.project_id, Section::Webhooks), body).into_response())
+    Ok(layout::page(
+        &signed,
+        "Webhook",
+        Nav::Project(&hook.project_id, Section::Webhooks),
+        body,
+    )
+    .into_response())
 }

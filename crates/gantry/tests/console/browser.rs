@@ -49,7 +49,10 @@ impl Browser {
     /// chromedriver is not installed.
     pub async fn start(test: &str, (width, height, name): (u32, u32, &'static str)) -> Option<Browser> {
         let Some(driver_path) = chromedriver() else {
-            say_skipped(test, "chromedriver is not on the PATH (apt-get install chromium chromium-driver)");
+            say_skipped(
+                test,
+                "chromedriver is not on the PATH (apt-get install chromium chromium-driver)",
+            );
             return None;
         };
         let port = free_port();
@@ -90,7 +93,10 @@ impl Browser {
 
     /// Opens a console path.
     pub async fn open(&self, path: &str) {
-        self.client.goto(&format!("{}{path}", self.base)).await.expect("page loads");
+        self.client
+            .goto(&format!("{}{path}", self.base))
+            .await
+            .expect("page loads");
     }
 
     /// The visible text of the first element `css` selects.
@@ -130,12 +136,18 @@ impl Browser {
             .await
             .unwrap_or_else(|e| panic!("a button {label}: {e}"));
         // Every console form loads a new page: mark this one, and wait until it is gone.
-        self.client.execute("window.gantryOldPage = true;", vec![]).await.expect("script runs");
+        self.client
+            .execute("window.gantryOldPage = true;", vec![])
+            .await
+            .expect("script runs");
         button.click().await.expect("clicked");
         let loaded = crate::eventually(Duration::from_secs(15), async || {
             let state = self
                 .client
-                .execute("return !window.gantryOldPage && document.readyState === 'complete';", vec![])
+                .execute(
+                    "return !window.gantryOldPage && document.readyState === 'complete';",
+                    vec![],
+                )
                 .await;
             state.ok().and_then(|v| v.as_bool()) == Some(true)
         })

@@ -1,7 +1,8 @@
 //! The console in a real browser: headless Chromium driven over WebDriver (Debian's `chromium`
 //! and `chromium-driver`) against the whole application on port 0, at desktop width and at a
 //! phone's 390 px. The tests assert what the pages show, and write a screenshot of each page
-//! into docs/console/. Without chromedriver on the PATH they say so and skip.
+//! into docs/console/. Without chromedriver on the PATH they say so and skip. They are marked
+//! ignored; `.ci/run` installs Chromium and runs them with `--include-ignored`.
 
 mod browser;
 mod walk;
@@ -15,6 +16,7 @@ const DESKTOP: (u32, u32, &str) = (1280, 900, "desktop");
 const PHONE: (u32, u32, &str) = (390, 844, "phone");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs chromium and chromium-driver: .ci/run's browser stage runs it"]
 async fn console_at_desktop_width() {
     let Some(browser) = Browser::start("console_at_desktop_width", DESKTOP).await else {
         return;
@@ -24,6 +26,7 @@ async fn console_at_desktop_width() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs chromium and chromium-driver: .ci/run's browser stage runs it"]
 async fn console_at_phone_width() {
     let Some(browser) = Browser::start("console_at_phone_width", PHONE).await else {
         return;

@@ -27,7 +27,10 @@ fn cookie_pair(set_cookie: &str) -> String {
 
 impl Console {
     fn client() -> reqwest::Client {
-        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
     }
 
     /// Signs in with `token`; Err(the sign-in page's status and body) when refused.
@@ -53,13 +56,26 @@ impl Console {
             .map(|v| v.to_str().unwrap().to_owned())
             .find(|v| v.starts_with("gantry_console="))
             .expect("a session cookie");
-        assert!(session.contains("HttpOnly") && session.contains("SameSite=Strict"), "{session}");
+        assert!(
+            session.contains("HttpOnly") && session.contains("SameSite=Strict"),
+            "{session}"
+        );
         assert!(!session.contains("Secure"), "not Secure over plain HTTP: {session}");
-        Ok(Console { base: app.base.clone(), http, cookie: cookie_pair(&session) })
+        Ok(Console {
+            base: app.base.clone(),
+            http,
+            cookie: cookie_pair(&session),
+        })
     }
 
     async fn get(&self, path: &str) -> (StatusCode, String) {
-        let r = self.http.get(format!("{}{path}", self.base)).header(COOKIE, &self.cookie).send().await.unwrap();
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header(COOKIE, &self.cookie)
+            .send()
+            .await
+            .unwrap();
         (r.status(), r.text().await.unwrap())
     }
 
@@ -73,7 +89,14 @@ impl Console {
     }
 
     async fn post_raw(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
-        let r = self.http.post(format!("{}{path}", self.base)).header(COOKIE, &self.cookie).form(form).send().await.unwrap();
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header(COOKIE, &self.cookie)
+            .form(form)
+            .send()
+            .await
+            .unwrap();
         (r.status(), r.text().await.unwrap())
     }
 }
@@ -82,8 +105,13 @@ impl Console {
 async fn a_session_is_a_cookie_and_every_form_needs_its_csrf_token() {
     let app = spawn_app().await;
     let world = app.world().await;
-    let (project, device) = (world.project["id"].as_str().unwrap(), world.device["id"].as_str().unwrap());
-    let console = Console::sign_in(&app, &app.admin).await.expect("the administrator signs in");
+    let (project, device) = (
+        world.project["id"].as_str().unwrap(),
+        world.device["id"].as_str().unwrap(),
+    );
+    let console = Console::sign_in(&app, &app.admin)
+        .await
+        .expect("the administrator signs in");
     let (status, page) = console.get(&format!("/console/devices/{device}")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains(world.device["deviceName"].as_str().unwrap()));
@@ -91,24 +119,37 @@ async fn a_session_is_a_cookie_and_every_form_needs_its_csrf_token() {
 
     // Without the token, or with another, a form changes nothing.
     let path = format!("/console/devices/{device}/status");
-    for form in [vec![("status", "Locked")], vec![("csrf", "forged"), ("status", "Locked")]] {
+    for form in [
+        vec![("status", "Locked")],
+        vec![("csrf", "forged"), ("status", "Locked")],
+    ] {
         let (status, page) = console.post_raw(&path, &form).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
     }
     let stored = app.get(format!("/api/v1/devices/{device}"), &app.admin).await.result();
     assert_eq!(stored["status"], "Active", "a refused form changed nothing");
-    let (status, _) = console.post(&format!("/console/devices/{device}"), &path, &[("status", "Locked")]).await;
+    let (status, _) = console
+        .post(&format!("/console/devices/{device}"), &path, &[("status", "Locked")])
+        .await;
     assert_eq!(status, StatusCode::OK);
     let stored = app.get(format!("/api/v1/devices/{device}"), &app.admin).await.result();
     assert_eq!(stored["status"], "Locked");
 
     // A field the service refuses is named next to its input.
-    let (status, page) = console.post(&format!("/console/projects/{project}/devices"), &format!("/console/projects/{project}/devices"), &[("deviceName", ""), ("modelId", world.model["id"].as_str().unwrap())]).await;
+    let (status, page) = console
+        .post(
+            &format!("/console/projects/{project}/devices"),
+            &format!("/console/projects/{project}/devices"),
+            &[("deviceName", ""), ("modelId", world.model["id"].as_str().unwrap())],
+        )
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(page.contains(r#"id="f-deviceName-error""#), "{page}");
 
     // Signed out, the session is gone: pages send to the sign-in form, forms are refused.
-    let (status, _) = console.post(&format!("/console/devices/{device}"), "/console/session/end", &[]).await;
+    let (status, _) = console
+        .post(&format!("/console/devices/{device}"), "/console/session/end", &[])
+        .await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = console.get(&format!("/console/devices/{device}")).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
@@ -130,9 +171,19 @@ async fn sign_in_refuses_wrong_and_device_tokens_and_a_rotated_token_ends_the_se
 
     let project = world.project["id"].as_str().unwrap();
     let app_token = world.project["applicationAccessToken"].as_str().unwrap();
-    let console = Console::sign_in(&app, app_token).await.expect("an application signs in");
-    assert_eq!(console.get(&format!("/console/projects/{project}")).await.0, StatusCode::OK);
-    app.post(format!("/api/v1/projects/{project}/applicationAccessToken/rotate"), &app.admin, json!({})).await;
+    let console = Console::sign_in(&app, app_token)
+        .await
+        .expect("an application signs in");
+    assert_eq!(
+        console.get(&format!("/console/projects/{project}")).await.0,
+        StatusCode::OK
+    );
+    app.post(
+        format!("/api/v1/projects/{project}/applicationAccessToken/rotate"),
+        &app.admin,
+        json!({}),
+    )
+    .await;
     let (status, _) = console.get(&format!("/console/projects/{project}")).await;
     assert_eq!(status, StatusCode::SEE_OTHER, "the rotated token's session is over");
 }
@@ -149,22 +200,50 @@ async fn an_application_sees_its_project_alone_and_cannot_do_what_its_token_cann
     let (status, page) = console.get("/console/projects").await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains(world.project["name"].as_str().unwrap()));
-    assert!(!page.contains(other.project["name"].as_str().unwrap()), "another project is not listed");
+    assert!(
+        !page.contains(other.project["name"].as_str().unwrap()),
+        "another project is not listed"
+    );
     assert!(!page.contains("Create project"), "no form for what it may not do");
-    let (status, _) = console.get(&format!("/console/projects/{}", other.project["id"].as_str().unwrap())).await;
+    let (status, _) = console
+        .get(&format!("/console/projects/{}", other.project["id"].as_str().unwrap()))
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    let (status, _) = console.get(&format!("/console/devices/{}", other.device["id"].as_str().unwrap())).await;
+    let (status, _) = console
+        .get(&format!("/console/devices/{}", other.device["id"].as_str().unwrap()))
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     // The server refuses what the page does not offer.
     let name = unique("p");
-    let (status, _) = console.post(&format!("/console/projects/{project}"), "/console/projects", &[("name", &name)]).await;
+    let (status, _) = console
+        .post(
+            &format!("/console/projects/{project}"),
+            "/console/projects",
+            &[("name", &name)],
+        )
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    let (status, _) = console.post(&format!("/console/projects/{project}"), "/console/models", &[("name", &name), ("deviceType", "ROOT"), ("code", "t"), ("dataType", "Float"), ("readable", "R"), ("channel", "m")]).await;
+    let (status, _) = console
+        .post(
+            &format!("/console/projects/{project}"),
+            "/console/models",
+            &[
+                ("name", &name),
+                ("deviceType", "ROOT"),
+                ("code", "t"),
+                ("dataType", "Float"),
+                ("readable", "R"),
+                ("channel", "m"),
+            ],
+        )
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     let listed = app.get("/api/v1/projects?pageSize=100", &app.admin).await.result();
     assert!(!listed.to_string().contains(&name), "nothing was created");
     // Its own devices it manages: the control form is there.
-    let (_, page) = console.get(&format!("/console/devices/{}", world.device["id"].as_str().unwrap())).await;
+    let (_, page) = console
+        .get(&format!("/console/devices/{}", world.device["id"].as_str().unwrap()))
+        .await;
     assert!(page.contains("Control"));
 }
 
@@ -172,8 +251,13 @@ async fn an_application_sees_its_project_alone_and_cannot_do_what_its_token_cann
 async fn another_tenants_records_are_not_found() {
     let app = spawn_app().await;
     let world = app.world().await;
-    let tenant = app.post("/api/v1/tenants", &app.admin, json!({"name": unique("tenant")})).await.result();
-    let console = Console::sign_in(&app, tenant["adminToken"].as_str().unwrap()).await.expect("signed in");
+    let tenant = app
+        .post("/api/v1/tenants", &app.admin, json!({"name": unique("tenant")}))
+        .await
+        .result();
+    let console = Console::sign_in(&app, tenant["adminToken"].as_str().unwrap())
+        .await
+        .expect("signed in");
     for path in [
         format!("/console/projects/{}", world.project["id"].as_str().unwrap()),
         format!("/console/projects/{}/devices", world.project["id"].as_str().unwrap()),
@@ -186,7 +270,13 @@ async fn another_tenants_records_are_not_found() {
     let (_, page) = console.get("/console/projects").await;
     assert!(!page.contains(world.project["name"].as_str().unwrap()));
     let device = world.device["id"].as_str().unwrap();
-    let (status, _) = console.post("/console/projects", &format!("/console/devices/{device}/status"), &[("status", "Locked")]).await;
+    let (status, _) = console
+        .post(
+            "/console/projects",
+            &format!("/console/devices/{device}/status"),
+            &[("status", "Locked")],
+        )
+        .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
@@ -196,7 +286,10 @@ async fn pages_carry_a_strict_policy_and_a_first_load_is_small() {
     let http = Console::client();
     let page = http.get(format!("{}/console/sign-in", app.base)).send().await.unwrap();
     let csp = page.headers()[CONTENT_SECURITY_POLICY].to_str().unwrap().to_owned();
-    assert!(csp.contains("default-src 'self'") && csp.contains("script-src 'self';") && csp.contains("style-src 'self';"), "{csp}");
+    assert!(
+        csp.contains("default-src 'self'") && csp.contains("script-src 'self';") && csp.contains("style-src 'self';"),
+        "{csp}"
+    );
     assert_eq!(page.headers()["x-frame-options"], "DENY");
     let html = page.text().await.unwrap();
     assert!(!html.contains("style=") && !html.contains("<style"), "no inline style");
@@ -214,7 +307,11 @@ async fn pages_carry_a_strict_policy_and_a_first_load_is_small() {
         bytes += answer.bytes().await.unwrap().len();
     }
     assert!(bytes < 150 * 1024, "a first load is {bytes} bytes");
-    let stale = http.get(format!("{}/console/assets/htmx.000000000000.js", app.base)).send().await.unwrap();
+    let stale = http
+        .get(format!("{}/console/assets/htmx.000000000000.js", app.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(stale.status(), StatusCode::NOT_FOUND);
     let anonymous = http.get(format!("{}/console/projects", app.base)).send().await.unwrap();
     assert_eq!(anonymous.status(), StatusCode::SEE_OTHER);
