@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::report::Settings;
 use crate::scenarios::control::Burst;
 use crate::scenarios::stream::StreamLoad;
-use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
+use crate::scenarios::{connections, console, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,6 +45,9 @@ pub enum Command {
     Stream,
     /// As many device connections as the open-file limit allows, held; memory per connection.
     Connections,
+    /// Each page of the operator console at /console/ with 10,000 devices in the project, and
+    /// the bytes of a first load.
+    Console,
     /// Every scenario.
     All,
 }
@@ -132,6 +135,7 @@ impl Options {
             Command::Control => vec![control::SCENARIO],
             Command::Stream => vec![stream::SCENARIO],
             Command::Connections => vec![connections::SCENARIO],
+            Command::Console => vec![console::SCENARIO],
             Command::All => vec![
                 read::SCENARIO,
                 series::SCENARIO,
@@ -141,6 +145,7 @@ impl Options {
                 control::SCENARIO,
                 stream::SCENARIO,
                 connections::SCENARIO,
+                console::SCENARIO,
             ],
         }
         .into_iter()
@@ -182,6 +187,7 @@ impl Options {
             } else {
                 StreamLoad::FULL
             },
+            console_devices: if q { 1_000 } else { 10_000 },
         };
         ensure!(settings.connections > 0, "--connections must be at least 1");
         ensure!(settings.duration_seconds > 0.0, "--duration must be positive");

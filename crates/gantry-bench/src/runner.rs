@@ -13,7 +13,9 @@ use crate::db::{Backend, Database};
 use crate::http::{Api, Target};
 use crate::report::{BackendRun, Settings};
 use crate::scenarios::ingest_mqtt::MqttTarget;
-use crate::scenarios::{Ctx, baseline, connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
+use crate::scenarios::{
+    Ctx, baseline, connections, console, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks,
+};
 use crate::seed::{self, DeviceRef, Fleet, FleetSize};
 use crate::server::{self, Server, ServerOptions};
 use crate::{mqtt, scenarios};
@@ -376,6 +378,11 @@ async fn measure_all(
         if settings.wants(webhooks::SCENARIO) {
             run.measurements
                 .extend(webhooks::run(ctx, &fleet.project_id, &fleet.ingest).await?);
+        }
+        if settings.wants(console::SCENARIO) {
+            let devices = settings.console_devices;
+            run.measurements
+                .extend(console::run(ctx, &fleet.project_id, &fleet.model_id, devices, &tag).await?);
         }
         let mqtt_scenarios = [
             ingest_mqtt::SCENARIO,

@@ -3,6 +3,7 @@
 
 pub mod baseline;
 pub mod connections;
+pub mod console;
 pub mod control;
 pub mod ingest_mqtt;
 pub mod ingest_rest;
