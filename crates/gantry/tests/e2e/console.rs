@@ -317,3 +317,25 @@ async fn pages_carry_a_strict_policy_and_a_first_load_is_small() {
     assert_eq!(anonymous.status(), StatusCode::SEE_OTHER);
     assert_eq!(anonymous.headers()[LOCATION], "/console/sign-in");
 }
+
+#[tokio::test]
+async fn over_https_the_cookies_are_secure() {
+    let app = spawn_app().await;
+    let (Some(https), Some(ca)) = (app.https, app.tls_ca.as_ref()) else {
+        panic!("spawn_app serves HTTPS with a generated CA");
+    };
+    let client = crate::helpers::https_client(ca);
+    let page = client
+        .get(format!("https://localhost:{}/console/sign-in", https.port()))
+        .send()
+        .await
+        .unwrap();
+    let cookie = page.headers()[SET_COOKIE].to_str().unwrap().to_owned();
+    assert!(cookie.contains("; Secure") && cookie.contains("HttpOnly"), "{cookie}");
+    let plain = Console::client()
+        .get(format!("{}/console/sign-in", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(!plain.headers()[SET_COOKIE].to_str().unwrap().contains("Secure"));
+}
