@@ -239,9 +239,11 @@ mod tests {
                 "ingest-mqtt",
                 "control",
                 "stream",
-                "connections"
+                "connections",
+                "console"
             ]
         );
+        assert_eq!(s.console_devices, 1_000);
         assert_eq!((s.stream.subscribers, s.stream.rate), (200, 2_000.0));
         assert_eq!(s.series_events, 43_200);
         assert_eq!((s.mqtt_rate, s.held_connections), (5_000.0, 2_000));
