@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::report::Settings;
 use crate::scenarios::control::Burst;
 use crate::scenarios::stream::StreamLoad;
-use crate::scenarios::{alarms, connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
+use crate::scenarios::{alarms, connections, console, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -47,6 +47,9 @@ pub enum Command {
     Stream,
     /// As many device connections as the open-file limit allows, held; memory per connection.
     Connections,
+    /// Each page of the operator console at /console/ with 10,000 devices in the project, and
+    /// the bytes of a first load.
+    Console,
     /// Every scenario.
     All,
 }
@@ -135,6 +138,7 @@ impl Options {
             Command::Control => vec![control::SCENARIO],
             Command::Stream => vec![stream::SCENARIO],
             Command::Connections => vec![connections::SCENARIO],
+            Command::Console => vec![console::SCENARIO],
             Command::All => vec![
                 read::SCENARIO,
                 series::SCENARIO,
@@ -145,6 +149,7 @@ impl Options {
                 control::SCENARIO,
                 stream::SCENARIO,
                 connections::SCENARIO,
+                console::SCENARIO,
             ],
         }
         .into_iter()
@@ -186,6 +191,7 @@ impl Options {
             } else {
                 StreamLoad::FULL
             },
+            console_devices: if q { 1_000 } else { 10_000 },
         };
         ensure!(settings.connections > 0, "--connections must be at least 1");
         ensure!(settings.duration_seconds > 0.0, "--duration must be positive");
@@ -238,9 +244,11 @@ mod tests {
                 "ingest-mqtt",
                 "control",
                 "stream",
-                "connections"
+                "connections",
+                "console"
             ]
         );
+        assert_eq!(s.console_devices, 1_000);
         assert_eq!((s.stream.subscribers, s.stream.rate), (200, 2_000.0));
         assert_eq!(s.series_events, 43_200);
         assert_eq!((s.mqtt_rate, s.held_connections), (5_000.0, 2_000));

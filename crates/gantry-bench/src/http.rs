@@ -115,11 +115,21 @@ impl Conn {
 
     /// Sends a request and reads the whole answer.
     pub async fn send(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<(StatusCode, Bytes)> {
+        let (status, _, body) = self.send_full(request).await?;
+        Ok((status, body))
+    }
+
+    /// As `send`, with the answer's headers (the console's cookies).
+    pub async fn send_full(
+        &mut self,
+        request: Request<Full<Bytes>>,
+    ) -> anyhow::Result<(StatusCode, hyper::HeaderMap, Bytes)> {
         self.sender.ready().await?;
         let response = self.sender.send_request(request).await?;
         let status = response.status();
+        let headers = response.headers().clone();
         let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
+        Ok((status, headers, body))
     }
 }
 

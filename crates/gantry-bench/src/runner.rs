@@ -14,7 +14,7 @@ use crate::http::{Api, Target};
 use crate::report::{BackendRun, Settings};
 use crate::scenarios::ingest_mqtt::MqttTarget;
 use crate::scenarios::{
-    Ctx, alarms, baseline, connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks,
+    Ctx, alarms, baseline, connections, console, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks,
 };
 use crate::seed::{self, DeviceRef, Fleet, FleetSize};
 use crate::server::{self, Server, ServerOptions};
@@ -386,6 +386,11 @@ async fn measure_all(
         if settings.wants(alarms::SCENARIO) {
             run.measurements
                 .extend(alarms::run(ctx, &fleet.model_id, &fleet.ingest).await?);
+        }
+        if settings.wants(console::SCENARIO) {
+            let devices = settings.console_devices;
+            run.measurements
+                .extend(console::run(ctx, &fleet.project_id, &fleet.model_id, devices, &tag).await?);
         }
         let mqtt_scenarios = [
             ingest_mqtt::SCENARIO,

@@ -187,6 +187,11 @@ pub struct ServeConfig {
     /// with each try). For tests; not documented.
     #[arg(long, env = "GANTRY_WEBHOOK_RETRY_BASE_MS", default_value_t = 5000, hide = true)]
     pub webhook_retry_base_ms: u64,
+    /// A map tile URL template (`https://tiles.example/{z}/{x}/{y}.png`) for the console's
+    /// overview map; unset, the map is a plain SVG plot that needs no network. The console's
+    /// Content-Security-Policy lets images in from the template's origin.
+    #[arg(long, env = "GANTRY_CONSOLE_MAP_TILES")]
+    pub console_map_tiles: Option<String>,
     /// Bootstrap token of the system administrator (environment only); generated when unset.
     #[arg(skip = std::env::var("GANTRY_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))]
     pub admin_token: Option<String>,
@@ -235,6 +240,7 @@ impl ServeConfig {
             login_ban: 60,
             webhook_allow_private: false,
             webhook_retry_base_ms: 5000,
+            console_map_tiles: None,
             admin_token: None,
         }
     }

@@ -211,7 +211,17 @@ impl Application {
             openapi: broker_auth::openapi(),
             ..ApiConfig::default()
         };
-        let router = gantry_api::router(state, &api_config).merge(broker_auth::routes(policy));
+        let console = gantry_console::Console::new(
+            services.clone(),
+            gantry_console::ConsoleConfig {
+                map_tiles: config.console_map_tiles.clone(),
+                ..Default::default()
+            },
+        );
+        let console = gantry_console::router(console).layer(axum::middleware::from_fn(console_client_ip));
+        let router = gantry_api::router(state, &api_config)
+            .merge(broker_auth::routes(policy))
+            .merge(console);
         Ok(Self {
             http,
             https,
@@ -299,6 +309,7 @@ impl Application {
         let public = self.public_rest.trim_end_matches('/');
         println!("gantry api docs: {public}/swagger-ui/ (OpenAPI document {public}/api-docs/openapi.json)");
         println!("gantry metrics: {public}/metrics");
+        println!("gantry console: {public}/console/");
         println!("gantry administrator token: {}", self.admin_token_at);
         if let Some(tls) = &self.tls {
             match &tls.generated_ca {
@@ -327,7 +338,10 @@ impl Application {
             let stopped = listeners.clone().cancelled_owned();
             let serve = http::serve(
                 listener,
-                self.router.clone(),
+                // The console's session cookie is Secure on this listener.
+                self.router
+                    .clone()
+                    .layer(axum::Extension(gantry_console::Transport::Https)),
                 timeouts,
                 self.tasks.tracker().clone(),
                 stopped,
@@ -392,6 +406,17 @@ impl Application {
         tracing::info!("gantry stopped");
         Ok(())
     }
+}
+
+/// Gives the console the client's address the HTTP loop put on the request, for the login guard.
+async fn console_client_ip(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if let Some(peer) = request.extensions().get::<gantry_api::PeerAddr>().copied() {
+        request.extensions_mut().insert(gantry_console::ClientIp(peer.0.ip()));
+    }
+    next.run(request).await
 }
 
 /// Binds the HTTP and HTTPS listeners that are on and checks that the embedded broker's

@@ -67,6 +67,8 @@ pub struct Settings {
     pub held_connections: usize,
     /// The stream scenario's subscribers and rate.
     pub stream: crate::scenarios::stream::StreamLoad,
+    /// Devices in the project whose console pages the console scenario measures.
+    pub console_devices: usize,
 }
 
 impl Settings {

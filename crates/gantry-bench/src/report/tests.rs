@@ -73,6 +73,7 @@ fn sample_report() -> Report {
         burst: control::Burst::FULL,
         held_connections: 19_000,
         stream: crate::scenarios::stream::StreamLoad::FULL,
+        console_devices: 10_000,
     };
     let mut run = BackendRun::new(Store::Sqlite);
     run.measurements = vec![

@@ -4,6 +4,7 @@
 pub mod alarms;
 pub mod baseline;
 pub mod connections;
+pub mod console;
 pub mod control;
 pub mod ingest_mqtt;
 pub mod ingest_rest;

@@ -6,6 +6,7 @@ mod admin;
 mod alarms;
 mod auth;
 mod catalog;
+mod console;
 mod crash;
 mod desired;
 mod errors;

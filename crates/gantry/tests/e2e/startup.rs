@@ -109,6 +109,7 @@ mqtt-max-packet-size = 65536
     // restfulApiAddr, which is the bound address here.
     assert!(line("gantry api docs: ").starts_with(&format!("{base}/swagger-ui/")));
     assert_eq!(line("gantry metrics: "), format!("{base}/metrics"));
+    assert_eq!(line("gantry console: "), format!("{base}/console/"));
     assert_eq!(line("gantry administrator token: "), "GANTRY_ADMIN_TOKEN");
     let ca = data.join("tls").join("ca.pem");
     assert!(line("gantry tls: ").ends_with(&ca.display().to_string()));

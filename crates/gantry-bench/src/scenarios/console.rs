@@ -1,0 +1,153 @@
+//! The operator console: each page's latency at one connection (on loopback, the server's time
+//! plus a round trip) with the project holding many devices, and the bytes of a first load (the
+//! sign-in page and the assets it pulls in).
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use hyper::header::{CONTENT_TYPE, COOKIE, HeaderValue, SET_COOKIE};
+use hyper::{Method, StatusCode};
+use serde_json::json;
+
+use super::{Ctx, Measurement, measure};
+use crate::http::Conn;
+use crate::load::RequestFn;
+
+pub const SCENARIO: &str = "console";
+
+/// Tops the project up to `devices`, signs in to the console with the administrator's token and
+/// measures each page.
+pub async fn run(
+    ctx: &Ctx<'_>,
+    project: &str,
+    model: &str,
+    devices: usize,
+    tag: &str,
+) -> anyhow::Result<Vec<Measurement>> {
+    let sample = top_up(ctx, project, model, devices, tag).await?;
+    let (cookie, first_load) = sign_in(ctx).await?;
+    eprintln!("[console] a first load is {first_load} bytes");
+    let pages = [
+        ("projects", "/console/projects".to_owned()),
+        ("overview", format!("/console/projects/{project}")),
+        ("devices, first page", format!("/console/projects/{project}/devices")),
+        (
+            "devices, page 200 by name",
+            format!("/console/projects/{project}/devices?page=200"),
+        ),
+        (
+            "devices, name filter",
+            format!("/console/projects/{project}/devices?name={tag}-console-0777"),
+        ),
+        ("device", format!("/console/devices/{sample}")),
+        ("models", "/console/models".to_owned()),
+        ("model", format!("/console/models/{model}")),
+        ("event logs", format!("/console/projects/{project}/logs")),
+    ];
+    let mut out = Vec::new();
+    for (i, (variant, path)) in pages.into_iter().enumerate() {
+        let target = ctx.target.clone();
+        let cookie = cookie.clone();
+        let make: RequestFn = Arc::new(move |_, _| {
+            let mut request = target.request(Method::GET, &path, None);
+            request.headers_mut().insert(COOKIE, cookie.clone());
+            request
+        });
+        let (mut m, _) = measure(ctx, SCENARIO, variant, 1, make).await?;
+        m.note = Some(match i {
+            0 => format!("{devices} devices in the project; a first load is {first_load} bytes"),
+            _ => format!("{devices} devices in the project"),
+        });
+        out.push(m);
+    }
+    Ok(out)
+}
+
+/// Creates devices until the project holds `devices`; returns one of them.
+async fn top_up(ctx: &Ctx<'_>, project: &str, model: &str, devices: usize, tag: &str) -> anyhow::Result<String> {
+    let listed = ctx
+        .api
+        .get(&format!("/api/v1/projects/{project}/devices?pageSize=1"))
+        .await?;
+    let held = listed["totalResults"].as_u64().unwrap_or(0) as usize;
+    let names: Vec<String> = (held..devices).map(|i| format!("bench-{tag}-console-{i:04}")).collect();
+    eprintln!("[console] creating {} devices", names.len());
+    let created: Vec<String> = futures::stream::iter(names)
+        .map(|name| {
+            let body = json!({"deviceName": name, "projectId": project, "modelId": model});
+            async move {
+                Ok::<_, anyhow::Error>(
+                    ctx.api.post("/api/v1/devices", &body).await?["id"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                )
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect()
+        .await
+        .context("creating the console's devices")?;
+    match created.first() {
+        Some(id) => Ok(id.clone()),
+        None => Ok(listed["results"][0]["id"]
+            .as_str()
+            .context("the project has no device")?
+            .to_owned()),
+    }
+}
+
+/// Signs in as a browser would; returns the session cookie and the bytes of a first load.
+async fn sign_in(ctx: &Ctx<'_>) -> anyhow::Result<(HeaderValue, usize)> {
+    let mut conn = Conn::connect(ctx.target.addr).await?;
+    let (_, headers, page) = conn
+        .send_full(ctx.target.request(Method::GET, "/console/sign-in", None))
+        .await?;
+    let pre = cookie_of(&headers, "gantry_console_sign_in")?;
+    let page = String::from_utf8_lossy(&page).into_owned();
+    let mut first_load = page.len();
+    for asset in page.split('"').filter(|s| s.starts_with("/console/assets/")) {
+        let (status, body) = conn.send(ctx.target.request(Method::GET, asset, None)).await?;
+        if status != StatusCode::OK {
+            bail!("{asset} answered {status}");
+        }
+        first_load += body.len();
+    }
+    let csrf = page
+        .split(r#"name="csrf" value=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .context("the sign-in form has no CSRF token")?;
+    let token = ctx.target.bearer_str().trim_start_matches("Bearer ");
+    let form = serde_urlencoded::to_string([("csrf", csrf), ("token", token)])?;
+    let mut request = ctx
+        .target
+        .request(Method::POST, "/console/session", Some(Bytes::from(form)));
+    request.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/x-www-form-urlencoded"),
+    );
+    request.headers_mut().insert(COOKIE, HeaderValue::from_str(&pre)?);
+    let (status, headers, _) = conn.send_full(request).await?;
+    if status != StatusCode::SEE_OTHER {
+        bail!("signing in to the console answered {status}");
+    }
+    Ok((
+        HeaderValue::from_str(&cookie_of(&headers, "gantry_console")?)?,
+        first_load,
+    ))
+}
+
+/// `name=value` of the `Set-Cookie` header that sets `name`.
+fn cookie_of(headers: &hyper::HeaderMap, name: &str) -> anyhow::Result<String> {
+    headers
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| v.split(';').next())
+        .find(|pair| pair.split_once('=').is_some_and(|(k, _)| k == name))
+        .map(str::to_owned)
+        .with_context(|| format!("no {name} cookie was set"))
+}

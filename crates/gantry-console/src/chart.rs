@@ -1,0 +1,128 @@
+//! The device page's chart: a numeric attribute over a window, from the series service, drawn
+//! as inline SVG. The window's interval keeps the points below the chart's width in pixels.
+
+use gantry_core::series::{Series, SeriesFilter};
+use gantry_core::time::{format_timestamp, now_ms};
+use maud::{Markup, html};
+
+/// The chart's width and height in SVG units (pixels at 1:1).
+const WIDTH: f64 = 600.0;
+const HEIGHT: f64 = 200.0;
+const PAD: f64 = 36.0;
+
+/// The windows offered, each with an interval that gives at most a few hundred points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    Hour,
+    Day,
+    Week,
+}
+
+impl Window {
+    pub const ALL: [Window; 3] = [Window::Hour, Window::Day, Window::Week];
+
+    pub fn parse(text: &str) -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|w| w.as_str() == text)
+            .unwrap_or(Window::Day)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Window::Hour => "hour",
+            Window::Day => "day",
+            Window::Week => "week",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Window::Hour => "Last hour",
+            Window::Day => "Last day",
+            Window::Week => "Last week",
+        }
+    }
+
+    fn span_ms(self) -> i64 {
+        match self {
+            Window::Hour => 3_600_000,
+            Window::Day => 86_400_000,
+            Window::Week => 7 * 86_400_000,
+        }
+    }
+
+    /// 60, 288 and 168 buckets: never more than the chart's pixels.
+    fn interval(self) -> &'static str {
+        match self {
+            Window::Hour => "1m",
+            Window::Day => "5m",
+            Window::Week => "1h",
+        }
+    }
+
+    /// The series the chart asks for.
+    pub fn filter(self, code: &str) -> SeriesFilter {
+        let end = now_ms();
+        SeriesFilter {
+            attribute_code: Some(code.to_owned()),
+            start_date: Some(format_timestamp(end - self.span_ms())),
+            end_date: Some(format_timestamp(end)),
+            interval: Some(self.interval().to_owned()),
+            aggregates: Some("avg,min,max".to_owned()),
+            ..Default::default()
+        }
+    }
+}
+
+/// The series as an SVG line of averages over the min..max band.
+pub fn svg(series: &Series, window: Window) -> Markup {
+    let points: Vec<(i64, f64, f64, f64)> = series
+        .points
+        .iter()
+        .filter_map(|p| Some((p.bucket.start, p.bucket.avg()?, p.bucket.min?, p.bucket.max?)))
+        .collect();
+    if points.is_empty() {
+        return html! { p.empty { "No values in this window." } };
+    }
+    let end = now_ms();
+    let start = end - window.span_ms();
+    let low = points.iter().map(|p| p.2).fold(f64::INFINITY, f64::min);
+    let high = points.iter().map(|p| p.3).fold(f64::NEG_INFINITY, f64::max);
+    let (low, high) = if high > low {
+        (low, high)
+    } else {
+        (low - 1.0, high + 1.0)
+    };
+    let x = |t: i64| PAD + (t - start) as f64 / (end - start) as f64 * (WIDTH - 2.0 * PAD);
+    let y = |v: f64| HEIGHT - PAD / 2.0 - (v - low) / (high - low) * (HEIGHT - PAD);
+    let line: Vec<String> = points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1))).collect();
+    let band_top = points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.3)));
+    let band_bottom = points.iter().rev().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.2)));
+    let band: Vec<String> = band_top.chain(band_bottom).collect();
+    let label = format!(
+        "{} over the {}: from {low} to {high}",
+        series.attribute_code,
+        window.label().to_lowercase()
+    );
+    html! {
+        svg.chart viewBox={ "0 0 " (WIDTH) " " (HEIGHT) } role="img" aria-label=(label) {
+            line.axis x1=(PAD) y1=(HEIGHT - PAD / 2.0) x2=(WIDTH - PAD) y2=(HEIGHT - PAD / 2.0) {}
+            text.tick x="2" y=(y(high) + 4.0) { (short(high)) }
+            text.tick x="2" y=(y(low)) { (short(low)) }
+            polygon.band points=(band.join(" ")) {}
+            polyline.line points=(line.join(" ")) {}
+            @for p in &points {
+                circle.dot cx=(format!("{:.1}", x(p.0))) cy=(format!("{:.1}", y(p.1))) r="2.5" {}
+            }
+        }
+    }
+}
+
+fn short(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}

@@ -1,0 +1,137 @@
+//! A project's overview: its devices online, offline and locked, and a map of the devices that
+//! report a position.
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use gantry_core::enums::{Channel, DataType, DeviceStatus};
+use gantry_core::ids::ProjectId;
+use gantry_core::paging::PageRequest;
+use gantry_core::principal::Principal;
+use gantry_core::query::DeviceQuery;
+use gantry_core::records::Project;
+use maud::{Markup, html};
+
+use crate::Console;
+use crate::error::PageResult;
+use crate::layout::{self, Nav, Section};
+use crate::map::{self, Pin};
+use crate::pages::badge;
+use crate::session::Signed;
+
+/// Devices whose positions the map reads at most (one shadow read each).
+const MAP_DEVICES: u32 = 100;
+
+pub fn routes() -> Router<Console> {
+    Router::new().route("/projects/{id}", get(show))
+}
+
+/// `GET /console/projects/{id}`.
+async fn show(State(c): State<Console>, signed: Signed, Path(id): Path<String>) -> PageResult<Response> {
+    let id = ProjectId::from_string(id);
+    let who = &signed.who;
+    let project = c.services.catalog.get_project(who, &id).await?;
+    let count = async |query: DeviceQuery| -> gantry_core::Result<u64> {
+        let one = PageRequest::parse(None, Some(1), 1)?;
+        Ok(c.services.catalog.project_devices(who, &id, query, one).await?.total)
+    };
+    let total = count(DeviceQuery::default()).await?;
+    let online = count(DeviceQuery {
+        connected: Some(true),
+        ..Default::default()
+    })
+    .await?;
+    let locked = count(DeviceQuery {
+        status: Some(DeviceStatus::Locked),
+        ..Default::default()
+    })
+    .await?;
+    let pins = positions(&c, who, &project).await?;
+    let centre = centre(&project);
+    let body = html! {
+        h1 { (project.name) }
+        p { (badge(project.status.as_str())) " " (project.address.as_deref().unwrap_or_default()) }
+        @if who.require_admin().is_ok() { p { a href={ "/console/projects/" (id) "/edit" } { "Edit the project" } } }
+        ul.counts {
+            li { span.count id="count-online" { (online) } " online" }
+            li { span.count id="count-offline" { (total - online) } " offline" }
+            li { span.count id="count-locked" { (locked) } " locked" }
+            li { span.count { (total) } " devices" }
+        }
+        section {
+            h2 { "Map" }
+            (map::svg(&pins, centre, c.config.map_tiles.as_deref()))
+            p.hint { (pins.len()) " devices report a position." }
+        }
+        @if let Principal::Application { .. } = who {} @else {
+            (app_token(&project))
+        }
+    };
+    Ok(layout::page(&signed, &project.name, Nav::Project(&id, Section::Overview), body).into_response())
+}
+
+fn app_token(project: &Project) -> Markup {
+    html! {
+        details {
+            summary { "Application access" }
+            dl.facts {
+                dt { "REST API" } dd { code { (project.restful_api_addr) } }
+                dt { "MQTT" } dd { code { (project.mq_api_addr) } }
+                dt { "Application token" } dd { code.token { (project.application_access_token) } }
+            }
+        }
+    }
+}
+
+/// `mapInfo`'s `lat`, `lng` and `zoom` (default 12), when it has the first two.
+fn centre(project: &Project) -> Option<(f64, f64, f64)> {
+    let info = project.map_info.as_ref()?;
+    let num = |k: &str| info.get(k).and_then(serde_json::Value::as_f64);
+    Some((num("lat")?, num("lng")?, num("zoom").unwrap_or(12.0).clamp(0.0, 19.0)))
+}
+
+/// The positions of the project's devices whose model has a String attribute on channel `g`.
+async fn positions(c: &Console, who: &Principal, project: &Project) -> gantry_core::Result<Vec<Pin>> {
+    let models = c.services.catalog.project_models(who, &project.id).await?;
+    let mut pins = Vec::new();
+    for model in models {
+        let codes: Vec<&str> = model
+            .attributes_map
+            .values()
+            .filter(|a| a.channel == Channel::G && a.data_type == DataType::String)
+            .map(|a| a.code.as_str())
+            .collect();
+        if codes.is_empty() {
+            continue;
+        }
+        let query = DeviceQuery {
+            model: Some(model.id.clone()),
+            ..Default::default()
+        };
+        let page = PageRequest::parse(None, Some(i64::from(MAP_DEVICES)), MAP_DEVICES)?;
+        for device in c
+            .services
+            .catalog
+            .project_devices(who, &project.id, query, page)
+            .await?
+            .items
+        {
+            let shadow = c.services.telemetry.shadow(who, &device.id).await?;
+            let position = codes
+                .iter()
+                .filter_map(|code| shadow.attribute_map.get(*code))
+                .max_by_key(|a| a.timestamp)
+                .and_then(|a| map::parse_position(a.value.as_str()?));
+            if let Some((lat, lng)) = position {
+                pins.push(Pin {
+                    device: device.id.to_string(),
+                    name: device.device_name.clone(),
+                    lat,
+                    lng,
+                });
+            }
+        }
+    }
+    Ok(pins)
+}

@@ -1,0 +1,278 @@
+//! An operator's walk through the console: sign in with the administrator token, create a
+//! project, a model (an attribute, a position, an action) and a device, watch the device page
+//! follow its telemetry and a control's ack live, then sign out and be refused.
+
+use std::time::Duration;
+
+use fantoccini::Locator;
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::browser::Browser;
+use crate::eventually;
+
+const LIVE: Duration = Duration::from_secs(15);
+
+pub async fn operator_walk(b: &Browser) {
+    sign_in(b).await;
+    let project = create_project(b).await;
+    create_model(b).await;
+    let (device, token) = create_device(b, &project).await;
+    let mut mqtt = Device::connect(b, &device, &token).await;
+    watch_device(b, &device, &mut mqtt).await;
+    control_device(b, &mut mqtt).await;
+    other_pages(b, &project).await;
+    sign_out(b, &device).await;
+}
+
+async fn sign_in(b: &Browser) {
+    b.open("/console/").await;
+    assert_eq!(
+        b.text("h1").await,
+        "Sign in",
+        "an anonymous visitor is sent to the sign-in form"
+    );
+    b.fill("token", "not-a-token").await;
+    b.press("Sign in").await;
+    assert!(
+        b.text("#f-token-error").await.contains("is not a valid token"),
+        "a wrong token is refused next to its field"
+    );
+    b.check_and_shoot("sign-in").await;
+    b.fill("token", &b.admin).await;
+    b.press("Sign in").await;
+    assert_eq!(b.text("h1").await, "Projects");
+}
+
+async fn create_project(b: &Browser) -> String {
+    b.press("Create project").await;
+    assert!(
+        b.text("#f-name-error").await.contains("required"),
+        "a project needs a name: {}",
+        b.text("main").await
+    );
+    b.fill("name", "Harbour site").await;
+    b.fill("address", "Pier 4").await;
+    b.fill("mapInfo.lat", "31.2304").await;
+    b.fill("mapInfo.lng", "121.4737").await;
+    b.fill("mapInfo.zoom", "14").await;
+    b.press("Create project").await;
+    assert_eq!(b.text("h1").await, "Harbour site");
+    let url = b.client.current_url().await.expect("url");
+    let id = url.path().rsplit('/').next().expect("project id").to_owned();
+    b.open("/console/projects").await;
+    assert!(b.text("table").await.contains("Harbour site"));
+    b.check_and_shoot("projects").await;
+    id
+}
+
+async fn create_model(b: &Browser) {
+    b.open("/console/models").await;
+    b.fill("name", "Tower crane T1").await;
+    b.choose("deviceType", "TowerCrane").await;
+    let attributes = [
+        ("load", "Load (t)", "Float", "RW", "m"),
+        ("pos", "Position", "String", "R", "g"),
+    ];
+    for (i, (code, name, data_type, readable, channel)) in attributes.into_iter().enumerate() {
+        b.fill("code", code).await;
+        b.fill("attributeName", name).await;
+        b.choose("dataType", data_type).await;
+        b.choose("readable", readable).await;
+        b.choose("channel", channel).await;
+        b.press(if i == 0 { "Create model" } else { "Add attribute" }).await;
+        assert_eq!(b.text("h1").await, "Tower crane T1", "{}", b.text("main").await);
+    }
+    b.fill("code", "bad code").await;
+    b.press("Add attribute").await;
+    assert!(
+        !b.text("#f-code-error").await.is_empty(),
+        "a bad code is refused next to its field"
+    );
+    b.open("/console/models").await;
+    b.client
+        .find(Locator::LinkText("Tower crane T1"))
+        .await
+        .expect("model link")
+        .click()
+        .await
+        .expect("open");
+    b.fill("actionCode", "slew").await;
+    b.fill("params", "angle:Integer:required").await;
+    b.press("Add action").await;
+    let page = b.text("main").await;
+    assert!(
+        page.contains("load") && page.contains("pos") && page.contains("angle:Integer (required)"),
+        "{page}"
+    );
+    b.check_and_shoot("model").await;
+}
+
+async fn create_device(b: &Browser, project: &str) -> (String, String) {
+    b.open(&format!("/console/projects/{project}/devices")).await;
+    b.fill("deviceName", "crane-07").await;
+    b.press("Create device").await;
+    let token = b.text("#new-token").await;
+    assert!(
+        token.len() >= 32 && token.chars().all(|c| c.is_ascii_hexdigit()),
+        "the new token is shown: {}",
+        b.text("main").await
+    );
+    assert!(b.text("table").await.contains("crane-07"));
+    b.check_and_shoot("devices").await;
+    b.client
+        .find(Locator::LinkText("Open the device"))
+        .await
+        .expect("link")
+        .click()
+        .await
+        .expect("open");
+    let url = b.client.current_url().await.expect("url");
+    let device = url.path().rsplit('/').next().expect("device id").to_owned();
+    assert_eq!(b.text("h1").await, "crane-07");
+    assert!(
+        !b.text("main").await.contains(&token),
+        "the device page does not show the token"
+    );
+    (device, token)
+}
+
+/// The device over MQTT: its publishes, and the messages to its inbox.
+struct Device {
+    client: AsyncClient,
+    id: String,
+    inbox: mpsc::UnboundedReceiver<Value>,
+}
+
+impl Device {
+    async fn connect(b: &Browser, id: &str, token: &str) -> Device {
+        let mut options = MqttOptions::new(id, b.mqtt.ip().to_string(), b.mqtt.port());
+        options.set_credentials(id, token);
+        let (client, mut events) = AsyncClient::new(options, 10);
+        let (tx, inbox) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(event) = events.poll().await {
+                if let Event::Incoming(Packet::Publish(p)) = event
+                    && let Ok(v) = serde_json::from_slice(&p.payload)
+                {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        client
+            .subscribe(format!("gantry/out/json/{id}"), QoS::AtLeastOnce)
+            .await
+            .expect("subscribe");
+        Device {
+            client,
+            id: id.to_owned(),
+            inbox,
+        }
+    }
+
+    async fn publish(&self, message: Value) {
+        let topic = format!("gantry/in/json/{}", self.id);
+        self.client
+            .publish(topic, QoS::AtLeastOnce, false, message.to_string())
+            .await
+            .expect("publish");
+    }
+}
+
+async fn watch_device(b: &Browser, device: &str, mqtt: &mut Device) {
+    let online = eventually(LIVE, async || b.text("#presence").await == "online").await;
+    assert!(
+        online,
+        "the open page shows the device online: {}",
+        b.text("#presence").await
+    );
+    b.publish_and_wait(mqtt, "load", json!(12.5), "12.5").await;
+    b.publish_and_wait(mqtt, "load", json!(17.25), "17.25").await;
+    b.publish_and_wait(mqtt, "pos", json!("31.2310,121.4740"), "31.2310,121.4740")
+        .await;
+    b.open(&format!("/console/devices/{device}?window=hour")).await;
+    assert!(
+        b.client.find(Locator::Css("svg.chart polyline")).await.is_ok(),
+        "the chart draws the values"
+    );
+}
+
+impl Browser {
+    /// Publishes a value of `code` and waits for the open page's shadow to show `shown`.
+    async fn publish_and_wait(&self, mqtt: &Device, code: &str, value: Value, shown: &str) {
+        let before = self.client.current_url().await.expect("url");
+        mqtt.publish(json!({"meta": {"type": "m"}, "payload": {"attrs": [{"code": code, "value": value}]}}))
+            .await;
+        let cell = format!("#shadow-{code} .value");
+        let live = eventually(LIVE, async || self.text(&cell).await == shown).await;
+        assert!(
+            live,
+            "the shadow of {code} shows {shown} live: {}",
+            self.text(&cell).await
+        );
+        assert_eq!(
+            self.client.current_url().await.expect("url"),
+            before,
+            "without a reload"
+        );
+    }
+}
+
+async fn control_device(b: &Browser, mqtt: &mut Device) {
+    b.fill("attr.load", "not a number").await;
+    b.press("Send").await;
+    assert!(
+        !b.text("#f-attr\\.load-error").await.is_empty(),
+        "a bad value is refused next to its input"
+    );
+    b.fill("attr.load", "30").await;
+    b.press("Send").await;
+    let sent = tokio::time::timeout(LIVE, mqtt.inbox.recv())
+        .await
+        .expect("a control")
+        .expect("inbox open");
+    assert_eq!(sent["payload"]["attrs"][0]["value"], json!(30.0), "{sent}");
+    let id = sent["meta"]["id"].as_str().expect("meta.id").to_owned();
+    let row = format!("#log-{id} .log-status");
+    assert_eq!(b.text(&row).await, "processing", "the control's log awaits the ack");
+    mqtt.publish(json!({"meta": {"type": "ack", "correlationId": id}}))
+        .await;
+    let completed = eventually(LIVE, async || b.text(&row).await == "completed").await;
+    assert!(
+        completed,
+        "the log turns completed on the open page: {}",
+        b.text(&row).await
+    );
+    b.check_and_shoot("device").await;
+}
+
+async fn other_pages(b: &Browser, project: &str) {
+    b.open(&format!("/console/projects/{project}")).await;
+    assert_eq!(b.text("#count-online").await, "1");
+    assert!(
+        b.client.find(Locator::Css("svg.map circle.pin")).await.is_ok(),
+        "the map shows the device"
+    );
+    b.check_and_shoot("overview").await;
+    b.open(&format!("/console/projects/{project}/logs")).await;
+    assert!(b.text("table").await.contains("completed"));
+    b.check_and_shoot("event-logs").await;
+    b.open(&format!("/console/projects/{project}/webhooks")).await;
+    b.fill("url", "https://hooks.example.com/gantry").await;
+    b.press("Create webhook").await;
+    assert!(
+        b.text("table").await.contains("https://hooks.example.com/gantry"),
+        "{}",
+        b.text("main").await
+    );
+    b.check_and_shoot("webhooks").await;
+}
+
+async fn sign_out(b: &Browser, device: &str) {
+    b.press("Sign out").await;
+    assert!(b.text("main").await.contains("You are signed out"));
+    b.open(&format!("/console/devices/{device}")).await;
+    assert_eq!(b.text("h1").await, "Sign in", "a page refuses without a session");
+    assert!(!b.text("body").await.contains("crane-07"));
+}
