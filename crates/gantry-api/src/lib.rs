@@ -1,6 +1,7 @@
 //! Gantry's REST API: the axum router over the core services, its error mapping and its
 //! OpenAPI document.
 
+mod audit;
 mod control;
 mod devices;
 mod envelope;
@@ -17,20 +18,24 @@ mod projects;
 pub mod request_log;
 mod routes;
 mod series;
+mod sign_in;
 mod stream;
 mod tenants;
+mod users;
 mod webhooks;
 pub mod wire;
 
 /// The query-parameter types of the listings, so the fuzz targets parse query strings into the
 /// very types the handlers take.
 pub mod query {
+    pub use crate::audit::AuditParams;
     pub use crate::control::LogParams;
     pub use crate::events::{AttributeParams, EventParams};
     pub use crate::models::ModelListParams;
     pub use crate::projects::{DeviceParams, ProjectListParams};
     pub use crate::routes::RouteListParams;
     pub use crate::series::SeriesParams;
+    pub use crate::users::UserListParams;
     pub use crate::webhooks::WebhookListParams;
 }
 
@@ -86,6 +91,9 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(routes::routes())
         .merge(stream::routes())
         .merge(webhooks::routes())
+        .merge(users::routes())
+        .merge(sign_in::routes())
+        .merge(audit::routes())
         .layer(DefaultBodyLimit::max(config.body_limit));
     Router::new()
         .nest("/api/v1", api)
@@ -93,6 +101,10 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", config.openapi.clone()))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            (state.clone(), config.body_limit),
+            audit::record_changes,
+        ))
         .layer(axum::middleware::from_fn(extract::checked_path))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(axum::middleware::from_fn(request_log::log_request))

@@ -7,7 +7,10 @@ use utoipa::openapi::schema::{Schema, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
-use crate::{control, devices, events, health, models, projects, routes, series, stream, tenants, webhooks};
+use crate::{
+    audit, control, devices, events, health, models, projects, routes, series, sign_in, stream, tenants, users,
+    webhooks,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -23,7 +26,9 @@ parameter, 40001 malformed body, 40002 not valid HTTP/1.1), 401 (40100), 403 (40
 500 (50000), 503 (50300 shutting down, 50301 store unavailable: retry). Text holding a NUL character \
 is refused with 400 on every store.\n\n\
 Every request carries `Authorization: Bearer <token>`: a tenant administrator token, a project's \
-`applicationAccessToken` or a device's `accessToken`."
+`applicationAccessToken`, a device's `accessToken`, or the token of a user's sign-in session \
+(`POST /api/v1/auth/login`). A user's role (ADMIN, OPERATOR, VIEWER) limits what its session may do; \
+the matrix is in the user guide's chapter \"Users, roles and the audit log\"."
     ),
     paths(
         tenants::create, tenants::list, tenants::rotate,
@@ -36,6 +41,9 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         routes::create, routes::list, routes::refresh, routes::revoke,
         stream::stream,
         webhooks::create, webhooks::list, webhooks::read, webhooks::update, webhooks::delete, webhooks::deliveries,
+        users::create, users::list, users::read, users::update, users::delete, users::lock, users::unlock,
+        sign_in::login, sign_in::logout, sign_in::me, sign_in::password,
+        audit::list,
         health::healthz, health::metrics,
     ),
     components(schemas(
@@ -45,6 +53,8 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         gantry_core::enums::SortOrder, gantry_core::enums::EventSource, gantry_core::enums::MessageType,
         gantry_core::enums::EventLogStatus, gantry_core::enums::Classification, gantry_core::enums::SourceType,
         gantry_core::enums::DeliveryStatus, gantry_core::stream::StreamType,
+        gantry_core::user::Role, gantry_core::user::UserStatus, gantry_core::audit::PrincipalType,
+        gantry_core::audit::AuditOutcome,
     )),
     modifiers(&BearerAuth, &CommonResponses, &CreateBodies),
     security(("bearer" = []))
@@ -52,7 +62,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
 pub struct ApiDoc;
 
 /// Paths served without a token.
-const PUBLIC_PATHS: &[&str] = &["/healthz", "/metrics"];
+const PUBLIC_PATHS: &[&str] = &["/healthz", "/metrics", "/api/v1/auth/login"];
 
 struct BearerAuth;
 

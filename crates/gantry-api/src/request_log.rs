@@ -58,6 +58,7 @@ impl Caller {
             Principal::Admin { tenant, .. } => ("admin", tenant.to_string()),
             Principal::Application { project, .. } => ("application", project.to_string()),
             Principal::Device { device, .. } => ("device", device.to_string()),
+            Principal::User { user, .. } => ("user", user.to_string()),
         };
         tracing::Span::current().record("tenant", principal.tenant().as_str());
         let _ = self.0.set((kind, id));

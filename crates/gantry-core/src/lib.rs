@@ -14,6 +14,7 @@
 //! `.ci/import-cycles.sh` checks that no module imports, through others, itself.
 
 // The domain.
+pub mod audit;
 pub mod connection;
 pub mod enums;
 pub mod error;
@@ -33,6 +34,7 @@ pub mod stream;
 pub mod text;
 pub mod time;
 pub mod token;
+pub mod user;
 pub mod webhook;
 
 // The ports.
@@ -41,6 +43,7 @@ pub mod outbound;
 pub mod store;
 
 // The services.
+pub mod auditing;
 pub mod auth;
 pub mod cache;
 pub mod catalog;
@@ -54,6 +57,7 @@ pub mod presence;
 pub mod publish;
 pub mod routes;
 pub mod telemetry;
+pub mod users;
 pub mod webhooks;
 
 pub use catalog::PublicAddrs;
@@ -76,6 +80,10 @@ pub struct Services {
     pub login_guard: Arc<guard::LoginGuard>,
     /// Projects' webhooks, and which of them an event goes to.
     pub webhooks: Arc<webhooks::WebhookService>,
+    /// User accounts and their sign-in sessions.
+    pub users: Arc<users::UserService>,
+    /// The audit log: every change's record.
+    pub audit: Arc<auditing::AuditService>,
 }
 
 impl Services {
@@ -92,6 +100,7 @@ impl Services {
         ack_timeout: std::time::Duration,
         route_config: routes::RouteConfig,
         login_guard: guard::LoginGuardConfig,
+        sessions: user::SessionConfig,
         webhooks: webhooks::WebhookConfig,
         feed_limits: feed::FeedLimits,
         tasks: &tokio_util::task::TaskTracker,
@@ -120,8 +129,17 @@ impl Services {
             feeds.clone(),
             webhooks.clone(),
         ));
+        let login_guard = Arc::new(guard::LoginGuard::new(login_guard));
+        let audit = Arc::new(auditing::AuditService::new(store.clone()));
+        let users = Arc::new(users::UserService::new(
+            store.clone(),
+            tokens.clone(),
+            audit.clone(),
+            login_guard.clone(),
+            sessions,
+        ));
         Self {
-            auth: auth::AuthService::new(store.clone(), tokens),
+            auth: auth::AuthService::new(store.clone(), tokens, sessions),
             telemetry: telemetry::TelemetryService::new(
                 store.clone(),
                 catalog.clone(),
@@ -139,8 +157,10 @@ impl Services {
             routes: routes::RouteService::new(store, catalog.clone(), control.clone(), downlink, route_config),
             catalog,
             control,
-            login_guard: Arc::new(guard::LoginGuard::new(login_guard)),
+            login_guard,
             webhooks,
+            users,
+            audit,
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The SQL both engines run as it is: tenants and tokens, device models, projects, devices,
-//! device connections, routes, event logs and webhooks. It reads through `SqlStore::pool` and writes through
+//! device connections, routes, event logs, webhooks, users, their sessions and the audit log. It reads through `SqlStore::pool` and writes through
 //! `SqlStore::begin_write` / `writes`; what differs between the engines' dialects (text
 //! collation, row locks) comes from `Dialect`, fixed at connect, never from a branch here.
 
+mod audit;
 mod connections;
 mod devices;
 mod event_logs;
@@ -11,6 +12,7 @@ mod projects;
 mod routes;
 mod soft_delete;
 mod tenants;
+mod users;
 mod webhooks;
 
 /// "1 device", "3 devices".

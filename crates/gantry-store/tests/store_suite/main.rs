@@ -31,6 +31,7 @@ mod events;
 mod routes;
 mod series;
 mod tenants;
+mod users;
 mod webhooks;
 
 use catalog::*;
@@ -39,6 +40,7 @@ use events::*;
 use routes::*;
 use series::*;
 use tenants::*;
+use users::*;
 use webhooks::*;
 
 macro_rules! store_suite {
@@ -104,7 +106,10 @@ store_suite!(
     deep_pages_list_in_order,
     series_match_the_raw_events,
     series_hold_while_rollups_fold,
-    device_sessions_start_end_and_survive_a_restart;
+    device_sessions_start_end_and_survive_a_restart,
+    users_are_unique_scoped_and_filtered,
+    sessions_live_until_they_end,
+    audit_records_list_newest_first_per_tenant;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
     device_inserts_and_parent_deletes_serialize,
