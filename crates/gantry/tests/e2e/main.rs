@@ -3,6 +3,7 @@
 //! `GANTRY_E2E_POSTGRES_URL` names a server.
 
 mod admin;
+mod audit;
 mod auth;
 mod catalog;
 mod crash;
@@ -25,4 +26,5 @@ mod series;
 mod startup;
 mod stream;
 mod tls;
+mod users;
 mod webhooks;
