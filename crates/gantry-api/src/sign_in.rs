@@ -89,7 +89,8 @@ pub struct Me {
 /// address's login ban (429, returnCode 42901); five failures in a row for one username make
 /// that username wait 30 seconds (429, returnCode 42900), whatever address it comes from.
 #[utoipa::path(post, path = "/api/v1/auth/login", operation_id = "login", tag = "Sign-in", request_body = LoginInput,
-    responses((status = 200, body = Envelope<Session>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody)))]
+    responses((status = 200, body = Envelope<Session>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 #[tracing::instrument(name = "login", skip_all)]
 pub async fn login(
     State(s): State<AppState>,
