@@ -3,6 +3,7 @@
 //! `GANTRY_E2E_POSTGRES_URL` names a server.
 
 mod admin;
+mod admin_users;
 mod audit;
 mod auth;
 mod catalog;
