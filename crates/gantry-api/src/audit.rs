@@ -242,9 +242,12 @@ async fn created_id(response: Response) -> (Response, Option<String>) {
 mod tests {
     use super::*;
 
+    /// A target's resource type, id and action.
+    type Want = Option<(&'static str, Option<&'static str>, &'static str)>;
+
     #[test]
     fn targets_follow_the_paths() {
-        let cases: [(Method, &str, Option<(&str, Option<&str>, &str)>); 14] = [
+        let cases: [(Method, &str, Want); 14] = [
             (Method::GET, "/api/v1/devices/d1", None),
             (Method::POST, "/api/v1/deviceEvents", None),
             (Method::POST, "/api/v1/auth/login", None),

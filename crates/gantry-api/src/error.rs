@@ -77,7 +77,7 @@ impl ApiError {
                 Error::Duplicate(_) => (StatusCode::CONFLICT, ReturnCode::Duplicate, e.to_string()),
                 Error::Conflict(_) => (StatusCode::CONFLICT, ReturnCode::Conflict, e.to_string()),
                 Error::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::Busy, e.to_string()),
-                Error::Banned => return ApiError::Banned.parts(),
+                Error::Banned => ApiError::Banned.parts(),
                 Error::LimitReached { .. } => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::LimitReached, e.to_string()),
                 Error::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, ReturnCode::Unavailable, e.to_string()),
                 Error::StoreUnavailable(source) => {
