@@ -8,8 +8,6 @@
 //! the store's error instead (the change itself may stand). Sign-ins are recorded by the user
 //! service, which knows the username; telemetry (`POST /deviceEvents`) is not recorded.
 
-use std::sync::{Arc, OnceLock};
-
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, header::CONTENT_TYPE};
@@ -25,6 +23,7 @@ use crate::AppState;
 use crate::envelope::{Envelope, Paged, paged};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{AppQuery, Auth, PeerAddr, page};
+use crate::request_log::AuditCaller;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/auditLogs", get(list))
@@ -76,16 +75,6 @@ pub async fn list(
         end: date("endDate", q.end_date)?,
     };
     Ok(paged(s.services.audit.list(&who, query, page).await?))
-}
-
-/// The principal of a request, filled by the `Auth` extractor for the audit layer.
-#[derive(Clone, Default)]
-pub struct AuditCaller(Arc<OnceLock<Principal>>);
-
-impl AuditCaller {
-    pub fn set(&self, principal: &Principal) {
-        let _ = self.0.set(principal.clone());
-    }
 }
 
 /// What a request changes, read from its method and its path under `/api/v1`.
@@ -176,7 +165,7 @@ pub async fn record_changes(State((s, limit)): State<(AppState, usize)>, request
         .is_some_and(|v| v.contains("json"));
     let fields = if is_json { field_names(&bytes) } else { Vec::new() };
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
-    let Some(principal) = caller.0.get() else {
+    let Some(principal) = caller.get() else {
         return response; // Not authenticated: nothing was changed, and no one to name.
     };
     let status = response.status();

@@ -65,6 +65,21 @@ impl Caller {
     }
 }
 
+/// The whole principal of a request, filled by the `Auth` extractor for the audit layer
+/// (`audit::record_changes`), which records changes in its name.
+#[derive(Clone, Default)]
+pub struct AuditCaller(Arc<OnceLock<Principal>>);
+
+impl AuditCaller {
+    pub fn set(&self, principal: &Principal) {
+        let _ = self.0.set(principal.clone());
+    }
+
+    pub fn get(&self) -> Option<&Principal> {
+        self.0.get()
+    }
+}
+
 /// Middleware: the request's span around the handler, its line when the answer is ready.
 pub async fn log_request(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
