@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::report::Settings;
 use crate::scenarios::control::Burst;
 use crate::scenarios::stream::StreamLoad;
-use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
+use crate::scenarios::{connections, control, ingest_mqtt, ingest_rest, read, series, sign_in, stream, webhooks};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,6 +45,8 @@ pub enum Command {
     Stream,
     /// As many device connections as the open-file limit allows, held; memory per connection.
     Connections,
+    /// POST /auth/login throughput; a GET with a session token against one with an application token.
+    SignIn,
     /// Every scenario.
     All,
 }
@@ -132,9 +134,11 @@ impl Options {
             Command::Control => vec![control::SCENARIO],
             Command::Stream => vec![stream::SCENARIO],
             Command::Connections => vec![connections::SCENARIO],
+            Command::SignIn => vec![sign_in::SCENARIO],
             Command::All => vec![
                 read::SCENARIO,
                 series::SCENARIO,
+                sign_in::SCENARIO,
                 ingest_rest::SCENARIO,
                 webhooks::SCENARIO,
                 ingest_mqtt::SCENARIO,
