@@ -232,6 +232,7 @@ mod tests {
             [
                 "read",
                 "series",
+                "sign-in",
                 "ingest-rest",
                 "webhooks",
                 "ingest-mqtt",
