@@ -465,9 +465,20 @@ fn text_field(field: &'static str, value: Option<String>) -> Result<Option<Strin
     }
 }
 
+/// Hashes computed at once: each holds 19 MiB and a core for tens of milliseconds, so a flood
+/// of sign-ins queues here instead of filling the blocking pool and the memory.
+fn hashing_permits() -> &'static tokio::sync::Semaphore {
+    static PERMITS: OnceLock<tokio::sync::Semaphore> = OnceLock::new();
+    PERMITS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        tokio::sync::Semaphore::new(cores * 2)
+    })
+}
+
 /// The Argon2id hash (PHC string) of a password, computed on the blocking pool.
 pub async fn hash_password(password: &str) -> Result<String> {
     let password = password.to_owned();
+    let _permit = hashing_permits().acquire().await.map_err(Error::store)?;
     tokio::task::spawn_blocking(move || argon2_hash(&password))
         .await
         .map_err(Error::store)?
@@ -487,6 +498,7 @@ fn argon2_hash(password: &str) -> Result<String> {
 /// that it costs what a check of a real one does, and is false.
 async fn verify_password(password: String, hash: Option<String>) -> Result<bool> {
     static STAND_IN: OnceLock<String> = OnceLock::new();
+    let _permit = hashing_permits().acquire().await.map_err(Error::store)?;
     tokio::task::spawn_blocking(move || {
         let real = hash.is_some();
         let hash = match hash {
