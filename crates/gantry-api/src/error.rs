@@ -83,6 +83,7 @@ impl ApiError {
                     e.to_string(),
                 ),
                 Error::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::Busy, e.to_string()),
+                Error::Banned => ApiError::Banned.parts(),
                 Error::LimitReached { .. } => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::LimitReached, e.to_string()),
                 Error::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, ReturnCode::Unavailable, e.to_string()),
                 Error::StoreUnavailable(source) => {

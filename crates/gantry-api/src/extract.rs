@@ -54,6 +54,9 @@ impl FromRequestParts<AppState> for Auth {
         if let Some(caller) = parts.extensions.get::<crate::request_log::Caller>() {
             caller.set(&principal);
         }
+        if let Some(caller) = parts.extensions.get::<crate::request_log::AuditCaller>() {
+            caller.set(&principal);
+        }
         if let Some(limiter) = &state.limiter
             && !limiter.allow(token)
         {

@@ -2,6 +2,7 @@
 //! OpenAPI document.
 
 mod alarms;
+mod audit;
 mod control;
 mod desired;
 mod devices;
@@ -19,8 +20,10 @@ mod projects;
 pub mod request_log;
 mod routes;
 mod series;
+mod sign_in;
 mod stream;
 mod tenants;
+mod users;
 mod webhooks;
 pub mod wire;
 
@@ -28,6 +31,7 @@ pub mod wire;
 /// very types the handlers take.
 pub mod query {
     pub use crate::alarms::AlarmListParams;
+    pub use crate::audit::AuditParams;
     pub use crate::control::LogParams;
     pub use crate::desired::PendingParams;
     pub use crate::events::{AttributeParams, EventParams};
@@ -35,6 +39,7 @@ pub mod query {
     pub use crate::projects::{DeviceParams, ProjectListParams};
     pub use crate::routes::RouteListParams;
     pub use crate::series::SeriesParams;
+    pub use crate::users::UserListParams;
     pub use crate::webhooks::WebhookListParams;
 }
 
@@ -92,6 +97,9 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(stream::routes())
         .merge(webhooks::routes())
         .merge(alarms::routes())
+        .merge(users::routes())
+        .merge(sign_in::routes())
+        .merge(audit::routes())
         .layer(DefaultBodyLimit::max(config.body_limit));
     Router::new()
         .nest("/api/v1", api)
@@ -99,6 +107,10 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", config.openapi.clone()))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            (state.clone(), config.body_limit),
+            audit::record_changes,
+        ))
         .layer(axum::middleware::from_fn(extract::checked_path))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(axum::middleware::from_fn(request_log::log_request))

@@ -7,7 +7,10 @@ use utoipa::openapi::schema::{Schema, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 
-use crate::{alarms, control, desired, devices, events, health, models, projects, routes, series, stream, tenants, webhooks};
+use crate::{
+    alarms, audit, control, desired, devices, events, health, models, projects, routes, series, sign_in, stream,
+    tenants, users, webhooks,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -23,7 +26,9 @@ parameter, 40001 malformed body, 40002 not valid HTTP/1.1), 401 (40100), 403 (40
 500 (50000), 503 (50300 shutting down, 50301 store unavailable: retry). Text holding a NUL character \
 is refused with 400 on every store.\n\n\
 Every request carries `Authorization: Bearer <token>`: a tenant administrator token, a project's \
-`applicationAccessToken` or a device's `accessToken`."
+`applicationAccessToken`, a device's `accessToken`, or the token of a user's sign-in session \
+(`POST /api/v1/auth/login`). A user's role (ADMIN, OPERATOR, VIEWER) limits what its session may do; \
+the matrix is in the user guide's chapter \"Users, roles and the audit log\"."
     ),
     paths(
         tenants::create, tenants::list, tenants::rotate,
@@ -39,6 +44,9 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         webhooks::create, webhooks::list, webhooks::read, webhooks::update, webhooks::delete, webhooks::deliveries,
         alarms::create_rule, alarms::list_rules, alarms::read_rule, alarms::update_rule, alarms::delete_rule,
         alarms::list, alarms::read, alarms::acknowledge, alarms::clear, alarms::comment, alarms::history,
+        users::create, users::list, users::read, users::update, users::delete, users::lock, users::unlock,
+        sign_in::login, sign_in::logout, sign_in::me, sign_in::password,
+        audit::list,
         health::healthz, health::metrics,
     ),
     components(schemas(
@@ -50,6 +58,8 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
         gantry_core::enums::DeliveryStatus, gantry_core::stream::StreamType, gantry_core::enums::DesiredStatus,
         gantry_core::enums::Severity, gantry_core::enums::AlarmStatus, gantry_core::enums::AlarmSource,
         gantry_core::enums::AlarmTransition,
+        gantry_core::user::Role, gantry_core::user::UserStatus, gantry_core::audit::PrincipalType,
+        gantry_core::audit::AuditOutcome,
     )),
     modifiers(&BearerAuth, &CommonResponses, &CreateBodies),
     security(("bearer" = []))
@@ -57,7 +67,7 @@ Every request carries `Authorization: Bearer <token>`: a tenant administrator to
 pub struct ApiDoc;
 
 /// Paths served without a token.
-const PUBLIC_PATHS: &[&str] = &["/healthz", "/metrics"];
+const PUBLIC_PATHS: &[&str] = &["/healthz", "/metrics", "/api/v1/auth/login"];
 
 struct BearerAuth;
 

@@ -78,6 +78,7 @@ impl DeviceParams {
     fn query(&self) -> Result<DeviceQuery, gantry_core::Error> {
         Ok(DeviceQuery {
             project: None,
+            within: None,
             model: self.model_id.clone().map(ModelId::from_string),
             device_name: self
                 .device_name

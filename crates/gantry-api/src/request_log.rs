@@ -58,9 +58,25 @@ impl Caller {
             Principal::Admin { tenant, .. } => ("admin", tenant.to_string()),
             Principal::Application { project, .. } => ("application", project.to_string()),
             Principal::Device { device, .. } => ("device", device.to_string()),
+            Principal::User { user, .. } => ("user", user.to_string()),
         };
         tracing::Span::current().record("tenant", principal.tenant().as_str());
         let _ = self.0.set((kind, id));
+    }
+}
+
+/// The whole principal of a request, filled by the `Auth` extractor for the audit layer
+/// (`audit::record_changes`), which records changes in its name.
+#[derive(Clone, Default)]
+pub struct AuditCaller(Arc<OnceLock<Principal>>);
+
+impl AuditCaller {
+    pub fn set(&self, principal: &Principal) {
+        let _ = self.0.set(principal.clone());
+    }
+
+    pub fn get(&self) -> Option<&Principal> {
+        self.0.get()
     }
 }
 

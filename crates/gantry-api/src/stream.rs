@@ -168,6 +168,7 @@ fn holder(who: &Principal) -> String {
         Principal::Admin { tenant, .. } => format!("admin:{tenant}"),
         Principal::Application { project, .. } => format!("application:{project}"),
         Principal::Device { device, .. } => format!("device:{device}"),
+        Principal::User { user, .. } => format!("user:{user}"),
     }
 }
 

@@ -9,7 +9,9 @@ use clap::{Args, Parser, Subcommand};
 use crate::report::Settings;
 use crate::scenarios::control::Burst;
 use crate::scenarios::stream::StreamLoad;
-use crate::scenarios::{alarms, connections, console, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
+use crate::scenarios::{
+    alarms, connections, console, control, ingest_mqtt, ingest_rest, read, series, sign_in, stream, webhooks,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -50,6 +52,8 @@ pub enum Command {
     /// Each page of the operator console at /console/ with 10,000 devices in the project, and
     /// the bytes of a first load.
     Console,
+    /// POST /auth/login throughput; a GET with a session token against one with an application token.
+    SignIn,
     /// Every scenario.
     All,
 }
@@ -139,9 +143,11 @@ impl Options {
             Command::Stream => vec![stream::SCENARIO],
             Command::Connections => vec![connections::SCENARIO],
             Command::Console => vec![console::SCENARIO],
+            Command::SignIn => vec![sign_in::SCENARIO],
             Command::All => vec![
                 read::SCENARIO,
                 series::SCENARIO,
+                sign_in::SCENARIO,
                 ingest_rest::SCENARIO,
                 webhooks::SCENARIO,
                 alarms::SCENARIO,
@@ -238,6 +244,7 @@ mod tests {
             [
                 "read",
                 "series",
+                "sign-in",
                 "ingest-rest",
                 "webhooks",
                 "alarms",

@@ -14,7 +14,8 @@ use crate::http::{Api, Target};
 use crate::report::{BackendRun, Settings};
 use crate::scenarios::ingest_mqtt::MqttTarget;
 use crate::scenarios::{
-    Ctx, alarms, baseline, connections, console, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks,
+    Ctx, alarms, baseline, connections, console, control, ingest_mqtt, ingest_rest, read, series, sign_in, stream,
+    webhooks,
 };
 use crate::seed::{self, DeviceRef, Fleet, FleetSize};
 use crate::server::{self, Server, ServerOptions};
@@ -329,8 +330,10 @@ async fn measure_all(
 ) -> anyhow::Result<()> {
     let wants_read = settings.wants(read::SCENARIO);
     let wants_series = settings.wants(series::SCENARIO);
+    let wants_sign_in = settings.wants(sign_in::SCENARIO);
     let wants_http = wants_read
         || wants_series
+        || wants_sign_in
         || settings.wants(ingest_rest::SCENARIO)
         || settings.wants(webhooks::SCENARIO)
         || settings.wants(alarms::SCENARIO);
@@ -366,6 +369,10 @@ async fn measure_all(
                     run.backend
                 ),
             }
+        }
+        if wants_sign_in {
+            run.measurements
+                .extend(sign_in::run(ctx, &fleet.project_id, &fleet.listed.id, &tag).await?);
         }
         if settings.wants(ingest_rest::SCENARIO) {
             let outcome = ingest_rest::run(ctx, &fleet.ingest).await?;

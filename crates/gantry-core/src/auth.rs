@@ -9,6 +9,7 @@ use crate::ids::{DeviceId, TenantId};
 use crate::principal::{Principal, TokenOwner};
 use crate::store::Store;
 use crate::token::{generate_token, hash_token, token_digest};
+use crate::user::SessionConfig;
 use crate::{Error, Result};
 
 /// How long a token's principal is served from the cache: a rotation or deletion made through
@@ -23,15 +24,20 @@ pub const TOKEN_CACHE_TTL: Duration = Duration::from_secs(5);
 /// token's end, past which it is not served.
 pub type TokenCache = TtlCache<[u8; 32], TokenOwner>;
 
-/// Turns bearer tokens into principals.
+/// A session's end moves forward on use at most once per this step, so that requests in a
+/// row do not each write it.
+const SESSION_EXTEND_STEP_MS: i64 = 60_000;
+
+/// Turns bearer tokens (and sign-in sessions) into principals.
 pub struct AuthService {
     store: Arc<dyn Store>,
     cache: Arc<TokenCache>,
+    sessions: SessionConfig,
 }
 
 impl AuthService {
-    pub fn new(store: Arc<dyn Store>, cache: Arc<TokenCache>) -> Self {
-        Self { store, cache }
+    pub fn new(store: Arc<dyn Store>, cache: Arc<TokenCache>, sessions: SessionConfig) -> Self {
+        Self { store, cache, sessions }
     }
 
     pub async fn authenticate(&self, token: &str) -> Result<Principal> {
@@ -50,13 +56,33 @@ impl AuthService {
         if let Some(owner) = self.cache.get(&digest).filter(live) {
             return Ok(owner);
         }
-        let owner = self
-            .store
-            .token_owner(&hex::encode(digest), now)
-            .await?
-            .ok_or(Error::Unauthorized)?;
+        let hash = hex::encode(digest);
+        let owner = match self.store.token_owner(&hash, now).await? {
+            Some(owner) => owner,
+            None => self.session_owner(&hash, now).await?.ok_or(Error::Unauthorized)?,
+        };
         self.cache.put(digest, owner.clone());
         Ok(owner)
+    }
+
+    /// The user of a live sign-in session, whose end this use moves forward (up to its
+    /// maximum). The cached owner carries the session's end, past which it is not served.
+    async fn session_owner(&self, hash: &str, now: i64) -> Result<Option<TokenOwner>> {
+        let Some((session, user)) = self.store.session(hash, now).await? else {
+            return Ok(None);
+        };
+        let ttl = i64::try_from(self.sessions.ttl.as_millis()).unwrap_or(i64::MAX / 4);
+        let extended = (now + ttl).min(session.max_expires_time);
+        let expires = if extended - session.expires_time >= SESSION_EXTEND_STEP_MS {
+            self.store.extend_session(hash, extended).await?;
+            extended
+        } else {
+            session.expires_time
+        };
+        Ok(Some(TokenOwner {
+            principal: Principal::of_user(&user),
+            expires: Some(expires),
+        }))
     }
 
     /// The principal of a live device known by its id alone: for a device whose verified client

@@ -12,7 +12,7 @@ use crate::fields::{DeviceFields, ModelFields, ProjectFields, parse_actions, par
 use crate::ids::{DeviceId, ModelId, ProjectId, TenantId};
 use crate::names::Name;
 use crate::paging::{Page, PageRequest};
-use crate::principal::{Principal, TokenSubject};
+use crate::principal::{Principal, ProjectScope, TokenSubject};
 use crate::query::{DeviceQuery, ProjectQuery};
 use crate::records::{Device, DeviceModel, Project, RecordMeta, Tenant};
 use crate::store::Store;
@@ -213,17 +213,17 @@ impl CatalogService {
     }
 
     pub async fn model_devices(&self, who: &Principal, id: &ModelId, page: PageRequest) -> Result<Page<Device>> {
-        let mut query = DeviceQuery {
+        if let Principal::Device { .. } = who {
+            return Err(Error::forbidden("a device token cannot list devices"));
+        }
+        let query = DeviceQuery {
             model: Some(id.clone()),
+            within: scope_list(who.project_scope()),
             ..DeviceQuery::default()
         };
-        match who {
-            Principal::Admin { .. } => {}
-            Principal::Application { project, .. } => query.project = Some(project.clone()),
-            Principal::Device { .. } => return Err(Error::forbidden("a device token cannot list devices")),
-        }
         self.load_model(who.tenant(), id).await?;
-        self.store.list_devices(who.tenant(), &query, page).await
+        let page = self.store.list_devices(who.tenant(), &query, page).await?;
+        Ok(page.map(|d| redact_device(who, d)))
     }
 
     pub async fn delete_model(&self, who: &Principal, id: &ModelId) -> Result<()> {
@@ -286,7 +286,7 @@ impl CatalogService {
     }
 
     pub async fn update_project(&self, who: &Principal, id: &ProjectId, input: ProjectFields) -> Result<Project> {
-        who.require_project(id)?;
+        who.require_project_manage(id)?;
         let mut project = self.get_project(who, id).await?;
         if let Some(name) = input.name {
             project.name = Name::parse("name", &name)?.into_inner();
@@ -315,7 +315,7 @@ impl CatalogService {
             .await?
             .ok_or_else(|| Error::not_found("project", id))?;
         who.require_project(id)?;
-        Ok(self.with_addrs(project))
+        Ok(redact_project(who, self.with_addrs(project)))
     }
 
     pub async fn list_projects(
@@ -324,16 +324,15 @@ impl CatalogService {
         status: Option<ProjectStatus>,
         page: PageRequest,
     ) -> Result<Page<Project>> {
-        let only = match who {
-            Principal::Admin { .. } => None,
-            Principal::Application { project, .. } => Some(project.clone()),
-            Principal::Device { .. } => return Err(Error::forbidden("a device token cannot list projects")),
-        };
+        if let Principal::Device { .. } = who {
+            return Err(Error::forbidden("a device token cannot list projects"));
+        }
+        let only = scope_list(who.project_scope());
         let page = self
             .store
             .list_projects(who.tenant(), &ProjectQuery { status, only }, page)
             .await?;
-        Ok(page.map(|p| self.with_addrs(p)))
+        Ok(page.map(|p| redact_project(who, self.with_addrs(p))))
     }
 
     pub async fn project_models(&self, who: &Principal, id: &ProjectId) -> Result<Vec<DeviceModel>> {
@@ -350,7 +349,8 @@ impl CatalogService {
     ) -> Result<Page<Device>> {
         self.get_project(who, id).await?;
         query.project = Some(id.clone());
-        self.store.list_devices(who.tenant(), &query, page).await
+        let page = self.store.list_devices(who.tenant(), &query, page).await?;
+        Ok(page.map(|d| redact_device(who, d)))
     }
 
     pub async fn delete_project(&self, who: &Principal, id: &ProjectId) -> Result<()> {
@@ -369,6 +369,7 @@ impl CatalogService {
         grace_seconds: Option<i64>,
     ) -> Result<Project> {
         let grace = grace_ms(grace_seconds)?;
+        who.require_project_manage(id)?;
         let mut project = self.get_project(who, id).await?;
         let token = generate_token();
         let now = now_ms();
@@ -471,7 +472,7 @@ impl CatalogService {
     pub async fn get_device(&self, who: &Principal, id: &DeviceId) -> Result<Device> {
         let device = self.load_device(who.tenant(), id).await?;
         who.require_device_read(&device.project_id, &device.id)?;
-        Ok(Arc::unwrap_or_clone(device))
+        Ok(redact_device(who, Arc::unwrap_or_clone(device)))
     }
 
     pub async fn delete_device(&self, who: &Principal, id: &DeviceId) -> Result<()> {
@@ -523,6 +524,31 @@ impl CatalogService {
         self.devices.put(id.clone(), device.clone());
         Ok(device)
     }
+}
+
+/// The projects a listing is restricted to: none for a caller who sees them all.
+fn scope_list(scope: ProjectScope) -> Option<Vec<ProjectId>> {
+    match scope {
+        ProjectScope::All => None,
+        ProjectScope::Only(projects) => Some(projects),
+    }
+}
+
+/// The project as `who` may read it: without its application token for a user who may not
+/// manage it.
+fn redact_project(who: &Principal, mut project: Project) -> Project {
+    if !who.reads_application_secrets() {
+        project.application_access_token.clear();
+    }
+    project
+}
+
+/// The device as `who` may read it: without its access token for a VIEWER.
+fn redact_device(who: &Principal, mut device: Device) -> Device {
+    if !who.reads_device_tokens() {
+        device.access_token.clear();
+    }
+    device
 }
 
 fn set_if_some<T>(slot: &mut Option<T>, value: Option<T>) {

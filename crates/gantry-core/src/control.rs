@@ -111,7 +111,7 @@ impl ControlService {
         input: ControlFields,
     ) -> Result<(Message, String)> {
         let device = self.catalog.load_device(who.tenant(), device_id).await?;
-        who.require_device_manage(&device.project_id)?;
+        who.require_device_control(&device.project_id)?;
         let message_type = input.message_type.unwrap_or(MessageType::M);
         if message_type == MessageType::Log {
             return Err(Error::invalid("type", "a control message is of type m, ack or c"));

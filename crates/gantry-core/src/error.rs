@@ -21,6 +21,9 @@ pub enum Error {
     VersionMismatch { current: i64 },
     #[error("too many requests: {0}")]
     Busy(String),
+    /// The caller's address failed too many logins lately: refused unchecked.
+    #[error("too many failed logins from this address")]
+    Banned,
     /// A bound on what one tenant may hold (webhooks per project, stream subscribers...):
     /// `limit` names it as its setting does.
     #[error("{what}: the limit of {max} is reached (--{limit})")]

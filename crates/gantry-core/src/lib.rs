@@ -17,6 +17,7 @@
 // The domain.
 pub mod alarm;
 pub mod alarm_rule;
+pub mod audit;
 pub mod connection;
 pub mod desired;
 pub mod enums;
@@ -37,6 +38,7 @@ pub mod stream;
 pub mod text;
 pub mod time;
 pub mod token;
+pub mod user;
 pub mod webhook;
 
 // The ports.
@@ -46,6 +48,7 @@ pub mod store;
 
 // The services.
 pub mod alarms;
+pub mod auditing;
 pub mod auth;
 pub mod cache;
 pub mod catalog;
@@ -60,6 +63,7 @@ pub mod presence;
 pub mod publish;
 pub mod routes;
 pub mod telemetry;
+pub mod users;
 pub mod webhooks;
 
 pub use catalog::PublicAddrs;
@@ -86,6 +90,10 @@ pub struct Services {
     pub webhooks: Arc<webhooks::WebhookService>,
     /// Alarm rules and alarms.
     pub alarms: Arc<alarms::AlarmService>,
+    /// User accounts and their sign-in sessions.
+    pub users: Arc<users::UserService>,
+    /// The audit log: every change's record.
+    pub audit: Arc<auditing::AuditService>,
 }
 
 impl Services {
@@ -102,6 +110,7 @@ impl Services {
         ack_timeout: std::time::Duration,
         route_config: routes::RouteConfig,
         login_guard: guard::LoginGuardConfig,
+        sessions: user::SessionConfig,
         webhooks: webhooks::WebhookConfig,
         feed_limits: feed::FeedLimits,
         tasks: &tokio_util::task::TaskTracker,
@@ -144,8 +153,17 @@ impl Services {
             feeds.clone(),
             webhooks.clone(),
         ));
+        let login_guard = Arc::new(guard::LoginGuard::new(login_guard));
+        let audit = Arc::new(auditing::AuditService::new(store.clone()));
+        let users = Arc::new(users::UserService::new(
+            store.clone(),
+            tokens.clone(),
+            audit.clone(),
+            login_guard.clone(),
+            sessions,
+        ));
         Self {
-            auth: auth::AuthService::new(store.clone(), tokens),
+            auth: auth::AuthService::new(store.clone(), tokens, sessions),
             telemetry: telemetry::TelemetryService::new(
                 store.clone(),
                 catalog.clone(),
@@ -166,9 +184,11 @@ impl Services {
             catalog,
             control,
             desired,
-            login_guard: Arc::new(guard::LoginGuard::new(login_guard)),
+            login_guard,
             webhooks,
             alarms,
+            users,
+            audit,
         }
     }
 }

@@ -9,8 +9,9 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, Default)]
 pub struct ProjectQuery {
     pub status: Option<ProjectStatus>,
-    /// Restricts the listing to one project (an application sees only its own).
-    pub only: Option<ProjectId>,
+    /// Restricts the listing to these projects (an application sees only its own, a user its
+    /// projects).
+    pub only: Option<Vec<ProjectId>>,
 }
 
 /// Sort fields of device listings.
@@ -43,6 +44,8 @@ impl DeviceSort {
 #[derive(Debug, Clone)]
 pub struct DeviceQuery {
     pub project: Option<ProjectId>,
+    /// Restricts the listing to the devices of these projects (the caller's scope).
+    pub within: Option<Vec<ProjectId>>,
     pub model: Option<ModelId>,
     /// Case-insensitive substring of the device name.
     pub device_name: Option<String>,
@@ -59,6 +62,7 @@ impl Default for DeviceQuery {
     fn default() -> Self {
         Self {
             project: None,
+            within: None,
             model: None,
             device_name: None,
             device_type: None,

@@ -145,6 +145,8 @@ pub struct Project {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub map_info: Option<JsonMap>,
     /// Bearer token for the project's applications.
+    /// Left out for a user who may not manage the project (OPERATOR, VIEWER).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub application_access_token: String,
     /// Address of this REST API, for applications.
     pub restful_api_addr: String,
@@ -169,6 +171,8 @@ pub struct Device {
     pub model_id: ModelId,
     pub status: DeviceStatus,
     /// The device's own token: its MQTT password and its REST bearer token.
+    /// Left out for a VIEWER user.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub access_token: String,
     pub is_virtual: bool,
     /// The same flag as `isVirtual`, under the name requests use.

@@ -160,7 +160,10 @@ impl RouteService {
     /// The device's live routes (not expired, not revoked), newest first, without passwords.
     pub async fn list(&self, who: &Principal, device_id: &DeviceId, page: PageRequest) -> Result<Page<Route>> {
         let device = self.catalog.load_device(who.tenant(), device_id).await?;
-        who.require_device_manage(&device.project_id)?;
+        if let Principal::Device { .. } = who {
+            return Err(Error::forbidden("a device token cannot list routes"));
+        }
+        who.require_device_read(&device.project_id, &device.id)?;
         let page = self
             .store
             .list_device_routes(who.tenant(), device_id, now_ms(), page)

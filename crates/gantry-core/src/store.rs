@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use crate::Result;
 use crate::alarm::{Alarm, AlarmHistoryEntry, AlarmQuery, AlarmState, AlarmWrite, Transition};
 use crate::alarm_rule::AlarmRule;
+use crate::audit::{AuditQuery, AuditRecord};
 use crate::connection::{Connection, SessionEnd, SessionStart};
 use crate::desired::DesiredState;
 use crate::enums::EventLogStatus;
@@ -22,6 +23,7 @@ use crate::query::{DeviceQuery, EventLogQuery, EventQuery, ProjectQuery};
 use crate::records::{Device, DeviceModel, Project, Tenant};
 use crate::route::StoredRoute;
 use crate::series::{Bucket, SeriesQuery};
+use crate::user::{User, UserId, UserQuery, UserSession};
 use crate::webhook::{Audience, Delivery, OutboxKey, Webhook, WebhookEvent};
 
 /// A commit on its way to disk (`EventStore::commit_events`): resolves once it is durable.
@@ -373,6 +375,49 @@ pub trait AlarmStore: Send + Sync {
     async fn count_open_alarms(&self) -> Result<Vec<(Severity, u64)>>;
 }
 
+/// User accounts and their sign-in sessions. Usernames are unique in the installation by
+/// their lower-case form; a session is found by its token's hash only.
+#[async_trait]
+pub trait UserStore: Send + Sync {
+    /// Stores the user with its password hash. A taken username is `Duplicate`.
+    async fn insert_user(&self, user: &User, password_hash: &str) -> Result<()>;
+    /// Stores the user's fields, and its password hash when given. A taken username is
+    /// `Duplicate`; a missing user `NotFound`.
+    async fn update_user(&self, user: &User, password_hash: Option<&str>) -> Result<()>;
+    /// The user; of any tenant when `tenant` is None (for the system administrator).
+    async fn get_user(&self, tenant: Option<&TenantId>, id: &UserId) -> Result<Option<User>>;
+    /// The user of any tenant with this username (compared in lower case), with its password hash.
+    async fn user_by_username(&self, username: &str) -> Result<Option<(User, String)>>;
+    /// The user's password hash.
+    async fn password_hash(&self, tenant: &TenantId, id: &UserId) -> Result<Option<String>>;
+    /// Ordered by username (lower case), then id.
+    async fn list_users(&self, tenant: &TenantId, query: &UserQuery, page: PageRequest) -> Result<Page<User>>;
+    /// Deletes the user and its sessions; `NotFound` when missing.
+    async fn delete_user(&self, tenant: &TenantId, id: &UserId) -> Result<()>;
+    async fn record_sign_in(&self, id: &UserId, at: i64) -> Result<()>;
+    async fn insert_session(&self, session: &UserSession) -> Result<()>;
+    /// The live session (expiring after `now`) of an ACTIVE user with this token hash.
+    async fn session(&self, token_hash: &str, now: i64) -> Result<Option<(UserSession, User)>>;
+    /// Moves the session's end to `expires_time`.
+    async fn extend_session(&self, token_hash: &str, expires_time: i64) -> Result<()>;
+    async fn delete_session(&self, token_hash: &str) -> Result<()>;
+    /// Ends every session of the user.
+    async fn delete_user_sessions(&self, id: &UserId) -> Result<()>;
+    /// Deletes the sessions that ended before `now`; returns how many.
+    async fn delete_expired_sessions(&self, now: i64) -> Result<u64>;
+}
+
+/// The audit log.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    /// Commits the record; it is durable when this returns.
+    async fn insert_audit(&self, record: &AuditRecord) -> Result<()>;
+    /// The tenant's records, newest first, then by id (descending).
+    async fn list_audit(&self, tenant: &TenantId, query: &AuditQuery, page: PageRequest) -> Result<Page<AuditRecord>>;
+    /// Deletes records older than `cutoff` (epoch ms); returns how many.
+    async fn delete_audit_before(&self, cutoff: i64) -> Result<u64>;
+}
+
 /// All of storage, as the services see it.
 pub trait Store:
     TenantStore
@@ -386,6 +431,8 @@ pub trait Store:
     + WebhookStore
     + DesiredStore
     + AlarmStore
+    + UserStore
+    + AuditStore
 {
 }
 
@@ -400,7 +447,9 @@ impl<
         + ConnectionStore
         + WebhookStore
         + DesiredStore
-        + AlarmStore,
+        + AlarmStore
+        + UserStore
+        + AuditStore,
 > Store for T
 {
 }

@@ -318,6 +318,7 @@ impl TelemetryService {
         if let Principal::Device { .. } = who {
             return Err(Error::forbidden("a device token cannot delete events"));
         }
+        who.require_device_write(&event.project_id, &event.device_id)?;
         if !self.store.delete_event(who.tenant(), &event.id).await? {
             return Err(Error::not_found("device event", id));
         }

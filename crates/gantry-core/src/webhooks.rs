@@ -271,7 +271,7 @@ impl WebhookService {
 
     pub async fn create(&self, who: &Principal, project: &ProjectId, input: WebhookFields) -> Result<CreatedWebhook> {
         let project = self.catalog.get_project(who, project).await?;
-        who.require_device_manage(&project.id)?;
+        who.require_webhook_manage(&project.id)?;
         let url = input.url.ok_or_else(|| Error::invalid("url", "is required"))?;
         let url = WebhookUrl::parse(&url, self.config.allow_private)?;
         let types = parse_types(&input.types.ok_or_else(|| Error::invalid("types", "is required"))?)?;
@@ -301,25 +301,37 @@ impl WebhookService {
         Ok(CreatedWebhook { webhook, secret })
     }
 
-    /// The webhook, if the caller may manage its project.
+    /// The webhook, if the caller may read its project (its secret is never shown).
     pub async fn get(&self, who: &Principal, id: &WebhookId) -> Result<Webhook> {
         let webhook = self
             .store
             .get_webhook(who.tenant(), id)
             .await?
             .ok_or_else(|| Error::not_found("webhook", id))?;
-        who.require_device_manage(&webhook.project_id)?;
+        if let Principal::Device { .. } = who {
+            return Err(Error::forbidden("a device token cannot read webhooks"));
+        }
+        who.require_project(&webhook.project_id)?;
+        Ok(webhook)
+    }
+
+    /// The webhook, if the caller may change it.
+    async fn get_managed(&self, who: &Principal, id: &WebhookId) -> Result<Webhook> {
+        let webhook = self.get(who, id).await?;
+        who.require_webhook_manage(&webhook.project_id)?;
         Ok(webhook)
     }
 
     pub async fn list(&self, who: &Principal, project: &ProjectId, page: PageRequest) -> Result<Page<Webhook>> {
         let project = self.catalog.get_project(who, project).await?;
-        who.require_device_manage(&project.id)?;
+        if let Principal::Device { .. } = who {
+            return Err(Error::forbidden("a device token cannot read webhooks"));
+        }
         self.store.list_webhooks(who.tenant(), &project.id, page).await
     }
 
     pub async fn update(&self, who: &Principal, id: &WebhookId, input: WebhookFields) -> Result<Webhook> {
-        let mut webhook = self.get(who, id).await?;
+        let mut webhook = self.get_managed(who, id).await?;
         if let Some(url) = input.url {
             webhook.url = WebhookUrl::parse(&url, self.config.allow_private)?.as_str().to_owned();
         }
@@ -344,7 +356,7 @@ impl WebhookService {
 
     /// Deletes the webhook; its deliveries stop, and the events waiting for it are dropped.
     pub async fn delete(&self, who: &Principal, id: &WebhookId) -> Result<()> {
-        let webhook = self.get(who, id).await?;
+        let webhook = self.get_managed(who, id).await?;
         self.store.delete_webhook(who.tenant(), &webhook.id).await?;
         self.invalidate();
         Ok(())

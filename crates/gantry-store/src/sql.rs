@@ -33,6 +33,24 @@ impl From<String> for Value {
     }
 }
 
+/// Appends `head`, a placeholder per value separated by commas, and `)`. No values match
+/// nothing (`NULL` is never equal to a value).
+pub(crate) fn push_in<'a>(sql: &mut Sql, head: &str, values: impl Iterator<Item = &'a str>) {
+    sql.push(head);
+    let mut any = false;
+    for value in values {
+        if any {
+            sql.push(", ");
+        }
+        sql.bind(value);
+        any = true;
+    }
+    if !any {
+        sql.push("NULL");
+    }
+    sql.push(")");
+}
+
 /// SQL text and the values of its placeholders, in order.
 #[derive(Clone)]
 pub struct Sql {

@@ -178,6 +178,15 @@ pub struct ServeConfig {
     /// Seconds a banned address is refused without its credentials being checked; 0 turns bans off.
     #[arg(long, env = "GANTRY_LOGIN_BAN", default_value_t = 60)]
     pub login_ban: u64,
+    /// Seconds a user's sign-in session lasts after its last use.
+    #[arg(long, env = "GANTRY_SESSION_TTL", default_value_t = 12 * 3600)]
+    pub session_ttl: u64,
+    /// Seconds after its sign-in that a session ends however much it is used.
+    #[arg(long, env = "GANTRY_SESSION_MAX_AGE", default_value_t = 7 * 86_400)]
+    pub session_max_age: u64,
+    /// Days the audit log keeps a record (checked hourly); 0 keeps every record.
+    #[arg(long, env = "GANTRY_AUDIT_RETENTION_DAYS", default_value_t = 90)]
+    pub audit_retention_days: u32,
     /// Webhook URLs may name loopback, private, link-local and metadata addresses (and names
     /// that resolve to them); refused otherwise.
     #[arg(long, env = "GANTRY_WEBHOOK_ALLOW_PRIVATE", num_args = 0..=1, default_missing_value = "true",
@@ -238,6 +247,9 @@ impl ServeConfig {
             stream_replay_memory_mb: 256,
             login_failures: 10,
             login_ban: 60,
+            session_ttl: 12 * 3600,
+            session_max_age: 7 * 86_400,
+            audit_retention_days: 90,
             webhook_allow_private: false,
             webhook_retry_base_ms: 5000,
             console_map_tiles: None,

@@ -54,6 +54,8 @@ pub struct Application {
     /// Posts webhook deliveries (`run_until` starts the delivery task).
     outbound: Arc<dyn gantry_core::outbound::Outbound>,
     retention_days: Option<u32>,
+    /// Days the audit log keeps a record; 0 keeps every record.
+    audit_retention_days: u32,
     /// See `http::serve`.
     header_timeout: Duration,
     write_timeout: Duration,
@@ -152,6 +154,10 @@ impl Application {
                 window: Duration::from_secs(60),
                 ban: Duration::from_secs(config.login_ban),
             },
+            gantry_core::user::SessionConfig {
+                ttl: Duration::from_secs(config.session_ttl.max(1)),
+                max_age: Duration::from_secs(config.session_max_age.max(1)),
+            },
             gantry_core::webhooks::WebhookConfig {
                 allow_private: config.webhook_allow_private,
                 retry: gantry_core::webhook::RetryPolicy {
@@ -239,6 +245,7 @@ impl Application {
                 webhooks::HttpOutbound::new(config.webhook_allow_private).context("the webhook client")?,
             ),
             retention_days: config.event_retention_days,
+            audit_retention_days: config.audit_retention_days,
             header_timeout: Duration::from_secs(config.http_header_timeout),
             write_timeout: Duration::from_secs(config.http_write_timeout.max(1)),
             backend,
@@ -367,6 +374,10 @@ impl Application {
         if let Some(days) = self.retention_days {
             tasks.spawn_until(Stage::Chores, apply_retention(self.services.clone(), days));
         }
+        tasks.spawn_until(
+            Stage::Chores,
+            purge_audit_and_sessions(self.services.clone(), self.audit_retention_days),
+        );
         tasks.spawn(gantry_core::delivery::run(
             self.services.webhooks.clone(),
             self.outbound.clone(),
@@ -484,6 +495,25 @@ async fn apply_retention(services: Arc<Services>, days: u32) {
             Ok(0) => {}
             Ok(n) => tracing::info!(events = n, days, "deleted events past the retention period"),
             Err(e) => tracing::warn!(error = %e, "event retention failed"),
+        }
+    }
+}
+
+/// Deletes audit records past their retention (none when `days` is 0) and ended sessions, at
+/// start and then hourly.
+async fn purge_audit_and_sessions(services: Arc<Services>, days: u32) {
+    let mut tick = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        tick.tick().await;
+        if days > 0 {
+            match services.audit.purge(days).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(records = n, days, "deleted audit records past the retention period"),
+                Err(e) => tracing::warn!(error = %e, "audit retention failed"),
+            }
+        }
+        if let Err(e) = services.users.purge_sessions().await {
+            tracing::warn!(error = %e, "ended sessions not deleted");
         }
     }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::targets::{Bound, TargetResult};
 use super::{BackendRun, Report};
 use crate::format::{millis, opt, thousands};
-use crate::scenarios::{ingest_rest, read, series};
+use crate::scenarios::{ingest_rest, read, series, sign_in};
 
 /// The figures of one target, with the shortfall in words.
 fn verdict(t: &TargetResult) -> String {
@@ -236,7 +236,7 @@ pub fn render_markdown(report: &Report) -> String {
     );
     if s.scenarios
         .iter()
-        .any(|x| x != read::SCENARIO && x != ingest_rest::SCENARIO && x != series::SCENARIO)
+        .any(|x| x != read::SCENARIO && x != ingest_rest::SCENARIO && x != series::SCENARIO && x != sign_in::SCENARIO)
     {
         let _ = writeln!(
             out,

@@ -10,6 +10,7 @@ pub mod ingest_mqtt;
 pub mod ingest_rest;
 pub mod read;
 pub mod series;
+pub mod sign_in;
 pub mod stream;
 pub mod webhooks;
 

@@ -161,6 +161,13 @@ impl DeviceStore for SqlStore {
         if let Some(project) = &query.project {
             from_where.push(" AND d.project_id = ").bind(project.as_str());
         }
+        if let Some(within) = &query.within {
+            crate::sql::push_in(
+                &mut from_where,
+                " AND d.project_id IN (",
+                within.iter().map(|p| p.as_str()),
+            );
+        }
         if let Some(model) = &query.model {
             from_where.push(" AND d.model_id = ").bind(model.as_str());
         }

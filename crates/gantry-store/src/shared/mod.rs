@@ -1,10 +1,11 @@
 //! The SQL both engines run as it is: tenants and tokens, device models, projects, devices,
-//! device connections, routes, event logs, webhooks, alarm rules and alarms. It reads through `SqlStore::pool` and writes through
+//! device connections, routes, event logs, webhooks, alarm rules and alarms, users, their sessions and the audit log. It reads through `SqlStore::pool` and writes through
 //! `SqlStore::begin_write` / `writes`; what differs between the engines' dialects (text
 //! collation, row locks) comes from `Dialect`, fixed at connect, never from a branch here.
 
 mod alarm_rules;
 mod alarms;
+mod audit;
 mod connections;
 mod desired;
 mod devices;
@@ -14,6 +15,7 @@ mod projects;
 mod routes;
 mod soft_delete;
 mod tenants;
+mod users;
 mod webhooks;
 
 /// "1 device", "3 devices".

@@ -131,7 +131,7 @@ impl ProjectStore for SqlStore {
             from_where.push(" AND p.status = ").bind(status.as_str());
         }
         if let Some(only) = &query.only {
-            from_where.push(" AND p.id = ").bind(only.as_str());
+            crate::sql::push_in(&mut from_where, " AND p.id IN (", only.iter().map(|p| p.as_str()));
         }
         fetch_page(
             &self.pool,

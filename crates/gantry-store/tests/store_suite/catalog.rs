@@ -272,7 +272,7 @@ pub(crate) async fn project_listing_filters(store: SqlStore) {
     assert_eq!(
         listed(ProjectQuery {
             status: None,
-            only: Some(made[2].id.clone())
+            only: Some(vec![made[2].id.clone()])
         })
         .await,
         ["p2"]
@@ -280,7 +280,7 @@ pub(crate) async fn project_listing_filters(store: SqlStore) {
     assert_eq!(
         listed(ProjectQuery {
             status: Some(ProjectStatus::Closed),
-            only: Some(made[2].id.clone())
+            only: Some(vec![made[2].id.clone()])
         })
         .await,
         Vec::<String>::new()

@@ -34,6 +34,7 @@ mod events;
 mod routes;
 mod series;
 mod tenants;
+mod users;
 mod webhooks;
 
 use alarms::*;
@@ -44,6 +45,7 @@ use events::*;
 use routes::*;
 use series::*;
 use tenants::*;
+use users::*;
 use webhooks::*;
 
 macro_rules! store_suite {
@@ -115,7 +117,10 @@ store_suite!(
     alarm_rules_are_kept_per_tenant,
     concurrent_readings_raise_one_alarm,
     the_store_holds_one_open_alarm_per_key,
-    alarms_are_listed_changed_and_isolated;
+    alarms_are_listed_changed_and_isolated,
+    users_are_unique_scoped_and_filtered,
+    sessions_live_until_they_end,
+    audit_records_list_newest_first_per_tenant;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
     device_inserts_and_parent_deletes_serialize,

@@ -8,6 +8,7 @@ mod export;
 mod import;
 mod output;
 mod profile;
+mod users;
 
 use std::path::PathBuf;
 
@@ -46,6 +47,61 @@ pub enum AdminCommand {
     /// Device events
     #[command(subcommand)]
     Events(EventCommand),
+    /// User accounts (tenant administrators)
+    #[command(subcommand)]
+    Users(UserCommand),
+    /// Sign in as a user; the session is kept in the admin profile file (mode 0600) and used
+    /// by the commands that follow. The password is read from standard input.
+    Login(LoginArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    #[arg(long)]
+    pub username: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user; without --password-stdin a password is generated and printed (this once)
+    Create {
+        username: String,
+        /// ADMIN, OPERATOR or VIEWER
+        #[arg(long)]
+        role: String,
+        /// A project id the user works on (repeat it; none: all of the tenant's)
+        #[arg(long = "project")]
+        projects: Vec<String>,
+        #[arg(long)]
+        display_name: Option<String>,
+        #[arg(long)]
+        email: Option<String>,
+        /// Read the password from the first line of standard input
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// List the tenant's users
+    List {
+        /// ADMIN, OPERATOR or VIEWER
+        #[arg(long)]
+        role: Option<String>,
+        /// Users of this project id
+        #[arg(long)]
+        project: Option<String>,
+        /// Usernames containing this (case-insensitive)
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// Lock a user (by id or username): it cannot sign in, its sessions end
+    Lock { user: String },
+    /// Unlock a user
+    Unlock { user: String },
+    /// Delete a user; its sessions end
+    Delete { user: String },
+    /// Set a user's password, read from the first line of standard input; its sessions end
+    SetPassword { user: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -248,8 +304,11 @@ pub fn closed_pipe(e: &anyhow::Error) -> bool {
 }
 
 async fn run(args: AdminArgs) -> anyhow::Result<()> {
-    let client = Client::new(&args.connection.resolve()?)?;
     let out = Output { json: args.json };
+    if let AdminCommand::Login(login) = args.command {
+        return users::login(&args.connection, out, login).await;
+    }
+    let client = Client::new(&args.connection.resolve()?)?;
     match args.command {
         AdminCommand::Tenants(command) => catalog::tenants(&client, out, command).await,
         AdminCommand::Projects(command) => catalog::projects(&client, out, command).await,
@@ -257,5 +316,7 @@ async fn run(args: AdminArgs) -> anyhow::Result<()> {
         AdminCommand::Devices(DeviceCommand::Import(import)) => import::run(&client, out, import).await,
         AdminCommand::Devices(command) => catalog::devices(&client, out, command).await,
         AdminCommand::Events(EventCommand::Export(export)) => export::run(&client, export).await,
+        AdminCommand::Users(command) => users::users(&client, out, command).await,
+        AdminCommand::Login(_) => unreachable!("signed in above"),
     }
 }

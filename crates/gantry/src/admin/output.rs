@@ -20,6 +20,14 @@ pub const MODEL_COLUMNS: &[Column] = &[
     ("ATTRIBUTES", "attributesMap"),
     ("ACTIONS", "actionsMap"),
 ];
+pub const USER_COLUMNS: &[Column] = &[
+    ("ID", "id"),
+    ("USERNAME", "username"),
+    ("ROLE", "role"),
+    ("PROJECTS", "projectIds"),
+    ("STATUS", "status"),
+    ("LAST LOGIN", "lastLoginTime"),
+];
 pub const TENANT_COLUMNS: &[Column] = &[("ID", "id"), ("NAME", "name"), ("CREATED", "createdTime")];
 pub const DEVICE_COLUMNS: &[Column] = &[
     ("ID", "id"),

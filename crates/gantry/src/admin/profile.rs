@@ -40,7 +40,7 @@ pub struct ConnectionArgs {
 }
 
 /// One profile of the admin config file.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Profile {
     url: Option<String>,
@@ -92,6 +92,66 @@ impl ConnectionArgs {
         Ok(Connection { url, token, cacert })
     }
 
+    /// Where `gantry admin login` signs in: the URL and CA as `resolve` finds them, no token.
+    pub fn resolve_for_login(&self) -> anyhow::Result<Connection> {
+        let profile = self.profile()?;
+        let url = self
+            .url
+            .clone()
+            .or(profile.url)
+            .unwrap_or_else(|| DEFAULT_URL.to_owned());
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            bail!("the URL `{url}` must start with http:// or https://");
+        }
+        let generated_ca = self.data_dir.join("tls").join("ca.pem");
+        let cacert = self
+            .cacert
+            .clone()
+            .or(profile.cacert)
+            .or_else(|| (url.starts_with("https://") && generated_ca.is_file()).then_some(generated_ca));
+        Ok(Connection {
+            url,
+            token: String::new(),
+            cacert,
+        })
+    }
+
+    /// Keeps a session's token (and the URL it is for) in the chosen profile of the admin config
+    /// file, which is written with mode 0600: it holds tokens. The file is rewritten whole, its
+    /// profiles kept (comments are not). Returns the file's path.
+    pub fn store_session(&self, connection: &Connection, token: &str) -> anyhow::Result<PathBuf> {
+        use std::io::Write;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let path = match &self.admin_config {
+            Some(path) => path.clone(),
+            None => default_config_path().context("no admin config file path: set HOME or --admin-config")?,
+        };
+        let mut profiles = if path.is_file() {
+            read_profiles(&path)?
+        } else {
+            BTreeMap::new()
+        };
+        let name = self.profile.clone().unwrap_or_else(|| "default".to_owned());
+        let profile = profiles.entry(name).or_default();
+        profile.url = Some(connection.url.clone());
+        profile.token = Some(token.to_owned());
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("writing {}", path.display()))?;
+        // An existing file keeps its mode on open: make it private too.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        file.write_all(render_profiles(&profiles).as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    }
+
     /// The chosen profile; an empty one when there is no config file and none was asked for.
     fn profile(&self) -> anyhow::Result<Profile> {
         let path = match &self.admin_config {
@@ -129,6 +189,37 @@ fn read_profiles(path: &Path) -> anyhow::Result<BTreeMap<String, Profile>> {
     toml::from_str(&text).with_context(|| format!("{} is not a valid admin config file", path.display()))
 }
 
+/// The profiles as TOML: a table each, with its url, token and cacert.
+fn render_profiles(profiles: &BTreeMap<String, Profile>) -> String {
+    let quoted = |s: &str| {
+        let escaped: String = s
+            .chars()
+            .flat_map(|c| match c {
+                '"' => vec!['\\', '"'],
+                '\\' => vec!['\\', '\\'],
+                c if c.is_control() => format!("\\u{:04X}", c as u32).chars().collect(),
+                c => vec![c],
+            })
+            .collect();
+        format!("\"{escaped}\"")
+    };
+    let mut text = String::new();
+    for (name, profile) in profiles {
+        text.push_str(&format!("[{}]\n", quoted(name)));
+        if let Some(url) = &profile.url {
+            text.push_str(&format!("url = {}\n", quoted(url)));
+        }
+        if let Some(token) = &profile.token {
+            text.push_str(&format!("token = {}\n", quoted(token)));
+        }
+        if let Some(cacert) = &profile.cacert {
+            text.push_str(&format!("cacert = {}\n", quoted(&cacert.to_string_lossy())));
+        }
+        text.push('\n');
+    }
+    text
+}
+
 fn default_config_path() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|v| !v.is_empty())
@@ -153,6 +244,21 @@ mod tests {
         let profiles = read_profiles(&path).unwrap();
         assert_eq!(profiles["default"].token.as_deref(), Some("t1"));
         assert_eq!(profiles["prod"].cacert.as_deref(), Some(Path::new("/ca.pem")));
+        let rendered = render_profiles(&profiles);
+        std::fs::write(&path, &rendered).unwrap();
+        let again = read_profiles(&path).unwrap();
+        assert_eq!(again["default"].url.as_deref(), Some("http://a:1"));
+        assert_eq!(again["prod"].cacert.as_deref(), Some(Path::new("/ca.pem")));
+        let mut odd = BTreeMap::new();
+        odd.insert(
+            "a b".to_owned(),
+            Profile {
+                token: Some("q\"\\t".into()),
+                ..Profile::default()
+            },
+        );
+        std::fs::write(&path, render_profiles(&odd)).unwrap();
+        assert_eq!(read_profiles(&path).unwrap()["a b"].token.as_deref(), Some("q\"\\t"));
         std::fs::write(&path, "[default]\nurll = \"x\"\n").unwrap();
         let error = format!("{:#}", read_profiles(&path).unwrap_err());
         assert!(error.contains("urll"), "{error}");

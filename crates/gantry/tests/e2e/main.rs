@@ -3,7 +3,9 @@
 //! `GANTRY_E2E_POSTGRES_URL` names a server.
 
 mod admin;
+mod admin_users;
 mod alarms;
+mod audit;
 mod auth;
 mod catalog;
 mod console;
@@ -28,5 +30,6 @@ mod series;
 mod startup;
 mod stream;
 mod tls;
+mod users;
 mod walkthrough;
 mod webhooks;
