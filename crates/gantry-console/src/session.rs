@@ -32,10 +32,9 @@ const MAX_SESSIONS: usize = 10_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
     /// A bearer token: the system administrator's, a tenant administrator's or a project's
-    /// application token.
+    /// application token, or the session token a user account's sign-in gave (which ends when
+    /// the user is locked, deleted or changes password).
     Token(String),
-    // A signed-in user account (username and password) joins here with the users issue: its
-    // check then goes through the same `principal` function.
 }
 
 impl Credential {

@@ -241,7 +241,7 @@ impl ControlService {
             .get_event_log(who.tenant(), id)
             .await?
             .ok_or_else(|| Error::not_found("event log", id))?;
-        who.require_device_manage(&log.project_id)?;
+        who.require_device_control(&log.project_id)?;
         if !log.is_waiting() {
             return Err(Error::Conflict(format!(
                 "event log {id} is not a control waiting for its device (delivered, finished, or sent at once)"

@@ -105,7 +105,7 @@ impl DesiredStateService {
         if_match: Option<i64>,
     ) -> Result<DesiredState> {
         let device = self.catalog.load_device(who.tenant(), id).await?;
-        who.require_device_manage(&device.project_id)?;
+        who.require_desired_set(&device.project_id)?;
         if changes.is_empty() {
             return Err(Error::invalid("attributes", "must name at least one attribute"));
         }

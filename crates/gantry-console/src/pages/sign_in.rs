@@ -1,6 +1,6 @@
-//! Sign-in and sign-out. The form takes a token today; a username and password join it with the
-//! users issue (`Credential` in `session.rs` is the seam). Before a session exists, the form's CSRF
-//! token is paired with a short-lived cookie of its own.
+//! Sign-in and sign-out: a user account's username and password, or a token (`Credential` in
+//! `session.rs` is what a session keeps). Before a session exists, the form's CSRF token is paired
+//! with a short-lived cookie of its own.
 
 use axum::Form;
 use axum::extract::State;
@@ -32,6 +32,9 @@ fn render(csrf: &str, problem: Option<&Problem>, notice: Option<&str>) -> Markup
             form.card method="post" action="/console/session" {
                 input type="hidden" name="csrf" value=(csrf);
                 (form::general(problem))
+                (form::input("Username", "username", "text", "", problem))
+                (form::input("Password", "password", "password", "", problem))
+                p.hint { "Or, instead of a user account:" }
                 (form::input("Token", "token", "password", "", problem))
                 p.hint { "The system administrator's token, a tenant administrator's token, or a project's application token." }
                 button.primary type="submit" { "Sign in" }
@@ -40,30 +43,51 @@ fn render(csrf: &str, problem: Option<&Problem>, notice: Option<&str>) -> Markup
     )
 }
 
-/// The sign-in form as posted. `username` and `password` are read so that the form of the
-/// users issue posts to the same place.
+/// The sign-in form as posted: a user account's `username` and `password`, or a `token`.
 #[derive(Deserialize)]
 pub struct SignIn {
     #[serde(default)]
     csrf: String,
     token: Option<String>,
     username: Option<String>,
-    #[allow(dead_code)]
     password: Option<String>,
 }
 
+/// What the form asks to sign in with.
+enum Asked {
+    User { username: String, password: String },
+    Token(String),
+}
+
 impl SignIn {
-    fn credential(self) -> Result<Credential, Problem> {
-        if self.username.as_deref().is_some_and(|u| !u.is_empty()) {
-            return Err(Problem::of(&Error::invalid(
-                "username",
-                "this server has no user accounts yet: sign in with a token",
-            )));
+    fn asked(self) -> Result<Asked, Problem> {
+        let filled = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+        if let Some(username) = filled(self.username) {
+            return match self.password.filter(|p| !p.is_empty()) {
+                Some(password) => Ok(Asked::User { username, password }),
+                None => Err(Problem::of(&Error::invalid("password", "is required"))),
+            };
         }
-        match self.token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()) {
-            Some(token) => Ok(Credential::Token(token)),
-            None => Err(Problem::of(&Error::invalid("token", "is required"))),
+        match filled(self.token) {
+            Some(token) => Ok(Asked::Token(token.trim().to_owned())),
+            None => Err(Problem::of(&Error::invalid("username", "or a token is required"))),
         }
+    }
+}
+
+/// Signs a user in through the users service (its back-off, the address ban and the audit log
+/// apply as to `POST /api/v1/auth/login`); the session's token is then the console session's
+/// credential, so locking the user ends it.
+async fn user_session(
+    console: &Console,
+    username: &str,
+    password: &str,
+    ip: Option<std::net::IpAddr>,
+) -> Result<Credential, Error> {
+    match console.services.users.login(username, password, ip).await {
+        Ok(signed_in) => Ok(Credential::Token(signed_in.token)),
+        Err(Error::Unauthorized) => Err(Error::invalid("password", "the username or the password is wrong")),
+        Err(e) => Err(e),
     }
 }
 
@@ -75,11 +99,21 @@ pub async fn create(State(console): State<Console>, parts: Parts, Form(sign_in):
         let notice = "The sign-in form had expired; please sign in again.";
         return fresh(StatusCode::FORBIDDEN, https, None, Some(notice));
     }
-    let credential = match sign_in.credential() {
-        Ok(c) => c,
+    let asked = match sign_in.asked() {
+        Ok(asked) => asked,
         Err(problem) => return fresh(StatusCode::BAD_REQUEST, https, Some(&problem), None),
     };
     let ip = parts.extensions.get::<ClientIp>().map(|c| c.0);
+    let credential = match asked {
+        Asked::Token(token) => Credential::Token(token),
+        Asked::User { username, password } => match user_session(&console, &username, &password, ip).await {
+            Ok(credential) => match credential.principal(&console.services).await {
+                Ok(who) => return opened(&console, credential, &who, https),
+                Err(e) => return refused(&e, https),
+            },
+            Err(e) => return refused(&e, https),
+        },
+    };
     let guard = &console.services.login_guard;
     let attempt = match ip {
         Some(ip) => match guard.attempt(ip).await {
@@ -105,10 +139,15 @@ pub async fn create(State(console): State<Console>, parts: Parts, Form(sign_in):
     if let (Some(a), Error::Invalid { .. }) = (attempt, &refusal) {
         a.failed();
     }
+    refused(&refusal, https)
+}
+
+/// The form again, saying why the sign-in was refused.
+fn refused(refusal: &Error, https: bool) -> Response {
     fresh(
-        crate::error::status_of(&refusal),
+        crate::error::status_of(refusal),
         https,
-        Some(&Problem::of(&refusal)),
+        Some(&Problem::of(refusal)),
         None,
     )
 }

@@ -42,8 +42,7 @@ async fn render(
         .webhooks
         .list(&signed.who, id, PageRequest::parse(None, Some(100), 100)?)
         .await?;
-    let admin = signed.who.require_project(id).is_ok()
-        && !matches!(signed.who, gantry_core::principal::Principal::Device { .. });
+    let admin = signed.who.require_webhook_manage(id).is_ok();
     let body = html! {
         h1 { "Webhooks" }
         @if let Some(n) = notice { section.notice role="status" { (n) } }

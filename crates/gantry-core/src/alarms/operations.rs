@@ -128,7 +128,7 @@ impl AlarmService {
         change: &crate::store::AlarmChange<'_>,
     ) -> Result<(Alarm, AlarmHistoryEntry)> {
         let alarm = self.get_alarm(who, id).await?;
-        who.require_device_manage(&alarm.project_id)?;
+        who.require_alarm_act(&alarm.project_id)?;
         let audience = self.webhooks.subscribers(&alarm.project_id, StreamType::Alarm).await?;
         let webhooks = HashMap::from([(alarm.project_id.clone(), audience)]);
         let (changed, entry) = self.store.change_alarm(who.tenant(), id, change, &webhooks).await?;

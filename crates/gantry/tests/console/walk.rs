@@ -1,6 +1,7 @@
-//! An operator's walk through the console: sign in with the administrator token, create a
+//! An operator's walk through the console: sign in as a user (an ADMIN account), create a
 //! project, a model (an attribute, a position, an action) and a device, watch the device page
-//! follow its telemetry and a control's ack live, then sign out and be refused.
+//! follow its telemetry and a control's ack live, sign out and be refused; then a VIEWER signs in
+//! and sees the device with no control form and no token.
 
 use std::time::Duration;
 
@@ -24,6 +25,32 @@ pub async fn operator_walk(b: &Browser) {
     control_device(b, &mut mqtt).await;
     other_pages(b, &project).await;
     sign_out(b, &device).await;
+    viewer_reads_only(b, &device, &token).await;
+}
+
+/// A user account made through the REST API with the administrator's token; its password.
+async fn create_user(b: &Browser, username: &str, role: &str) -> String {
+    let password = format!("pw-{}", uuid::Uuid::new_v4().simple());
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{}/api/v1/users", b.base))
+        .bearer_auth(&b.admin)
+        .json(&json!({"username": username, "password": password, "role": role}))
+        .send()
+        .await
+        .expect("the API answers")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(answer["returnCode"], 0, "{answer}");
+    password
+}
+
+/// Signs in with a user account's username and password.
+async fn sign_in_as(b: &Browser, username: &str, password: &str) {
+    b.open("/console/").await;
+    b.fill("username", username).await;
+    b.fill("password", password).await;
+    b.press("Sign in").await;
 }
 
 async fn sign_in(b: &Browser) {
@@ -40,9 +67,35 @@ async fn sign_in(b: &Browser) {
         "a wrong token is refused next to its field"
     );
     b.check_and_shoot("sign-in").await;
-    b.fill("token", &b.admin).await;
-    b.press("Sign in").await;
+    let password = create_user(b, "site.manager", "ADMIN").await;
+    sign_in_as(b, "site.manager", "not the password").await;
+    assert!(
+        b.text("#f-password-error").await.contains("wrong"),
+        "a wrong password is refused next to its field"
+    );
+    sign_in_as(b, "site.manager", &password).await;
     assert_eq!(b.text("h1").await, "Projects");
+}
+
+/// A VIEWER reads the device page but is offered no control form, and sees no token.
+async fn viewer_reads_only(b: &Browser, device: &str, token: &str) {
+    let password = create_user(b, "site.viewer", "VIEWER").await;
+    sign_in_as(b, "site.viewer", &password).await;
+    assert_eq!(b.text("h1").await, "Projects");
+    b.open(&format!("/console/devices/{device}")).await;
+    let page = b.text("main").await;
+    assert!(page.contains("crane-07"), "the viewer reads the device: {page}");
+    assert!(
+        b.client
+            .find(fantoccini::Locator::XPath("//button[normalize-space(.)='Send']"))
+            .await
+            .is_err(),
+        "no control form for a viewer"
+    );
+    assert!(!page.contains("Rotate"), "no token rotation for a viewer: {page}");
+    assert!(!b.text("body").await.contains(token), "the viewer sees no device token");
+    b.check_and_shoot("device-viewer").await;
+    b.press("Sign out").await;
 }
 
 async fn create_project(b: &Browser) -> String {
