@@ -67,7 +67,12 @@ pub struct AlarmService {
     feeds: Arc<Feeds>,
     rules: TtlCache<(TenantId, ModelId), Arc<Vec<AlarmRule>>>,
     stats: AlarmStats,
+    /// Rules one model may hold (`--alarm-rules-per-model`), checked before each create.
+    max_rules_per_model: std::sync::atomic::AtomicU64,
 }
+
+/// Alarm rules one model may hold unless configured otherwise.
+pub const DEFAULT_ALARM_RULES_PER_MODEL: u64 = 100;
 
 impl AlarmService {
     pub fn new(
@@ -85,6 +90,7 @@ impl AlarmService {
             feeds,
             rules: TtlCache::new(RULE_CACHE_TTL),
             stats: AlarmStats::default(),
+            max_rules_per_model: std::sync::atomic::AtomicU64::new(DEFAULT_ALARM_RULES_PER_MODEL),
         }
     }
 
@@ -99,12 +105,28 @@ impl AlarmService {
 
     // ---- rules -------------------------------------------------------------------------------
 
+    /// Sets the bound on rules per model (`--alarm-rules-per-model`).
+    pub fn set_max_rules_per_model(&self, max: u64) {
+        self.max_rules_per_model
+            .store(max, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Creates a rule on a model: tenant administrators.
     pub async fn create_rule(&self, who: &Principal, model: &ModelId, input: AlarmRuleFields) -> Result<AlarmRuleView> {
         let tenant = who.require_admin()?;
         let model = self.catalog.load_model(tenant, model).await?;
         let record = RecordMeta::created(tenant.clone(), &who.actor(), now_ms());
         let rule = AlarmRule::parse(AlarmRuleId::generate(), &model, input, record)?;
+        // Counted before the write: concurrent creates may pass the bound by as many as are in
+        // flight.
+        let max = self.max_rules_per_model.load(std::sync::atomic::Ordering::Relaxed);
+        if self.store.model_alarm_rules(tenant, &model.id).await?.len() as u64 >= max {
+            return Err(Error::LimitReached {
+                what: "alarm rules per model",
+                limit: "alarm-rules-per-model",
+                max,
+            });
+        }
         self.store.insert_alarm_rule(&rule).await?;
         self.rules.remove(&(tenant.clone(), model.id.clone()));
         self.view(rule).await

@@ -34,7 +34,12 @@ pub struct ControlService {
     feeds: Arc<Feeds>,
     /// And to its webhooks, written with them.
     webhooks: Arc<WebhookService>,
+    /// Controls one device may have waiting (`--waiting-controls-per-device`).
+    max_waiting: AtomicU64,
 }
+
+/// Controls one device may have waiting unless configured otherwise.
+pub const DEFAULT_WAITING_CONTROLS_PER_DEVICE: u64 = 100;
 
 /// What became of the controls that wait for an ack, counted by this process (exported at
 /// `/metrics`; how many are pending now is the store's figure, which every node shares).
@@ -72,6 +77,7 @@ impl ControlService {
             stats: ControlStats::default(),
             feeds,
             webhooks,
+            max_waiting: AtomicU64::new(DEFAULT_WAITING_CONTROLS_PER_DEVICE),
         }
     }
 
@@ -180,10 +186,32 @@ impl ControlService {
         Ok((message, log.id))
     }
 
+    /// Sets the bound on controls waiting per device (`--waiting-controls-per-device`).
+    pub fn set_max_waiting(&self, max: u64) {
+        self.max_waiting.store(max, Ordering::Relaxed);
+    }
+
     /// Stores a control for a device not connected, to wait for its connect. A device that
     /// connected meanwhile may have looked for waiting controls before this one was stored:
     /// it is delivered now, by the same claim a connect makes.
     async fn wait(&self, device: &Device, log: &EventLog) -> Result<()> {
+        // Counted before the write: concurrent sends may pass the bound by as many as are in
+        // flight.
+        let max = self.max_waiting.load(Ordering::Relaxed);
+        let one = PageRequest::parse(None, Some(1), 1)?;
+        if self
+            .store
+            .list_waiting_controls(&device.record.tenant_id, &device.id, one)
+            .await?
+            .total
+            >= max
+        {
+            return Err(Error::LimitReached {
+                what: "waiting controls per device",
+                limit: "waiting-controls-per-device",
+                max,
+            });
+        }
         let hooks = self.hooks(&log.project_id).await?;
         self.store.insert_event_log(log, None, hooks).await?;
         self.pushed(log, hooks);

@@ -58,6 +58,9 @@ pub struct SignedIn {
     pub user: User,
 }
 
+/// Users one tenant may hold unless configured otherwise.
+pub const DEFAULT_USERS_PER_TENANT: u64 = 1000;
+
 pub struct UserService {
     store: Arc<dyn Store>,
     tokens: Arc<TokenCache>,
@@ -65,6 +68,8 @@ pub struct UserService {
     guard: Arc<LoginGuard>,
     sessions: SessionConfig,
     backoff: Mutex<HashMap<String, Backoff>>,
+    /// Users one tenant may hold (`--users-per-tenant`), checked before each create.
+    max_per_tenant: std::sync::atomic::AtomicU64,
 }
 
 /// A username's failed sign-ins in a row, and the end of its wait.
@@ -88,6 +93,7 @@ impl UserService {
             audit,
             guard,
             sessions,
+            max_per_tenant: std::sync::atomic::AtomicU64::new(DEFAULT_USERS_PER_TENANT),
             backoff: Mutex::new(HashMap::new()),
         }
     }
@@ -111,11 +117,33 @@ impl UserService {
         }
     }
 
+    /// Sets the bound on users per tenant (`--users-per-tenant`).
+    pub fn set_max_per_tenant(&self, max: u64) {
+        self.max_per_tenant.store(max, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `LimitReached` when `tenant` holds its bound of users already. Counted before the
+    /// write: concurrent creates may pass it by as many as are in flight.
+    async fn check_room(&self, tenant: &TenantId) -> Result<()> {
+        let max = self.max_per_tenant.load(std::sync::atomic::Ordering::Relaxed);
+        let one = PageRequest::parse(None, Some(1), 1)?;
+        let held = self.store.list_users(tenant, &UserQuery::default(), one).await?.total;
+        if held >= max {
+            return Err(Error::LimitReached {
+                what: "users per tenant",
+                limit: "users-per-tenant",
+                max,
+            });
+        }
+        Ok(())
+    }
+
     pub async fn create(&self, who: &Principal, input: UserFields) -> Result<CreatedUser> {
         let tenant = Self::managed_tenant(who, input.tenant_id.as_ref())?;
         if self.store.get_tenant(&tenant).await?.is_none() {
             return Err(Error::invalid("tenantId", "names no tenant"));
         }
+        self.check_room(&tenant).await?;
         let username = Username::parse(
             input
                 .username

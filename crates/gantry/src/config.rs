@@ -161,6 +161,15 @@ pub struct ServeConfig {
     /// Webhooks one project may hold.
     #[arg(long, env = "GANTRY_WEBHOOKS_PER_PROJECT", default_value_t = 20)]
     pub webhooks_per_project: u64,
+    /// User accounts one tenant may hold.
+    #[arg(long, env = "GANTRY_USERS_PER_TENANT", default_value_t = gantry_core::users::DEFAULT_USERS_PER_TENANT)]
+    pub users_per_tenant: u64,
+    /// Alarm rules one device model may hold.
+    #[arg(long, env = "GANTRY_ALARM_RULES_PER_MODEL", default_value_t = gantry_core::alarms::DEFAULT_ALARM_RULES_PER_MODEL)]
+    pub alarm_rules_per_model: u64,
+    /// Controls (`ttlSeconds`) one device may have waiting for its connect.
+    #[arg(long, env = "GANTRY_WAITING_CONTROLS_PER_DEVICE", default_value_t = gantry_core::control::DEFAULT_WAITING_CONTROLS_PER_DEVICE)]
+    pub waiting_controls_per_device: u64,
     /// Push streams open at once on one project.
     #[arg(long, env = "GANTRY_STREAM_SUBSCRIBERS_PER_PROJECT", default_value_t = 1000)]
     pub stream_subscribers_per_project: usize,
@@ -242,6 +251,9 @@ impl ServeConfig {
             http_header_timeout: 30,
             http_write_timeout: 30,
             webhooks_per_project: 20,
+            users_per_tenant: gantry_core::users::DEFAULT_USERS_PER_TENANT,
+            alarm_rules_per_model: gantry_core::alarms::DEFAULT_ALARM_RULES_PER_MODEL,
+            waiting_controls_per_device: gantry_core::control::DEFAULT_WAITING_CONTROLS_PER_DEVICE,
             stream_subscribers_per_project: 1000,
             stream_subscribers_per_token: 100,
             stream_replay_memory_mb: 256,

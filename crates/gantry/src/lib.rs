@@ -178,6 +178,9 @@ impl Application {
             tasks.token(Stage::Ingest),
         );
         services.telemetry.set_max_attributes(config.mqtt_max_attributes);
+        services.users.set_max_per_tenant(config.users_per_tenant);
+        services.alarms.set_max_rules_per_model(config.alarm_rules_per_model);
+        services.control.set_max_waiting(config.waiting_controls_per_device);
         let services = Arc::new(services);
         broker.start(services.clone()).await?;
         let generated_admin_token = services.auth.bootstrap(config.admin_token.as_deref()).await?;

@@ -7,6 +7,7 @@ mod admin_users;
 mod alarms;
 mod audit;
 mod auth;
+mod bounds;
 mod catalog;
 mod console;
 mod crash;
