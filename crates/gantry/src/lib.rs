@@ -69,176 +69,38 @@ pub struct Application {
 }
 
 impl Application {
+    /// Builds the service in the order its parts need each other: the store, the listeners and
+    /// the broker (so the addresses projects advertise are known), the core services over them,
+    /// the administrator's token, and the HTTP router. Nothing runs until `run_until`.
     pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
-        config.check_listeners()?;
         let tasks = Tasks::new();
-        limits::raise_open_files();
-        secure_data_dir(&config.data_dir)?;
-        let database_url = config
-            .database_url
-            .clone()
-            .unwrap_or_else(|| store::sqlite_url(&config.data_dir));
-        let store = store::connect(&database_url).await.context("opening the store")?;
-        tighten_files(&config.data_dir)?;
+        let store = open_store(&config).await?;
         let backend = store.backend();
-        tracing::info!(backend, "store ready");
-
-        let (http, https) = bind_listeners(&config).await?;
-        let http_addr = http.as_ref().map(TcpListener::local_addr).transpose()?;
-        let embedded = config.mqtt_broker_url.is_none();
-        let tls_wanted = config.https_addr.0.is_some()
-            || (embedded && (config.mqtts_addr.0.is_some() || config.mqtt_wss_addr.0.is_some()));
-        let tls = match tls_wanted {
-            true => Some(tls::Tls::prepare(&config, &config.tls_names()).context("preparing TLS")?),
-            false => None,
-        };
-        let https = match (https, &tls) {
-            (Some(listener), Some(tls)) => Some(tls::HttpsListener::new(
-                listener,
-                tls.server_config(&[b"http/1.1"])?,
-                &tasks,
-            )?),
-            _ => None,
-        };
-        let https_addr = https.as_ref().map(axum::serve::Listener::local_addr).transpose()?;
-        let broker_tls = match &tls {
-            Some(tls) if embedded => Some(gantry_mqtt::BrokerTls {
-                mqtts_addr: config.mqtts_addr.0,
-                wss_addr: config.mqtt_wss_addr.0,
-                mqtts: tls.mqtts_config()?,
-                wss: tls.server_config(&[])?,
-                client_certs: tls.client_certs(),
-            }),
-            _ => None,
-        };
-        // This node's name among the nodes on one database: its client id on an external broker
-        // and the owner of the webhook leases it takes.
-        let node = crate::mqtt::node_id(&config.data_dir)?;
-        let mut broker = MqttFront::open(&config, broker_tls, &node).await?;
-        // Projects advertise the plain listeners, else their TLS twins (see README, TLS).
-        let rest =
-            Endpoint::first(&[("http", http_addr), ("https", https_addr)]).context("the REST API has no listener")?;
-        let mq = Endpoint::first(&[
-            ("mqtt", broker.tcp_addr()),
-            ("mqtts", broker.mqtts_addr()),
-            ("ws", broker.ws_addr()),
-            ("wss", broker.wss_addr()),
-        ])
-        .context("the MQTT broker has no listener")?;
-        let addrs = PublicAddrs {
-            rest: config.public_url(rest),
-            mq: config.mq_api_addr(mq),
-        };
+        let mut front = Front::bind(&config, &tasks).await?;
+        let (addrs, routes) = front.addresses(&config)?;
         let public_rest = addrs.rest.clone();
-
         let sql_store = Arc::new(store);
         let store: Arc<dyn gantry_core::store::Store> = sql_store.clone();
         let (ingest, ingest_writer) = Ingest::start_in(store.clone(), IngestConfig::default(), tasks.tracker());
-        let ack_timeout = Duration::from_secs(config.ack_timeout);
-        let routes = RouteConfig {
-            host: config.mqtt_host(mq.addr),
-            app: route_listener(config.route_tls(), broker.tcp_addr(), broker.mqtts_addr()),
-            web: route_listener(config.route_tls(), broker.ws_addr(), broker.wss_addr()),
-            topic_prefix: config.topic_prefix.clone(),
-            ttl: Duration::from_secs(config.route_ttl),
-        };
-        let mut services = Services::new(
+        let parts = CoreParts {
             store,
+            ingest: ingest.clone(),
             addrs,
-            ingest.clone(),
-            broker.downlink(),
-            ack_timeout,
             routes,
-            gantry_core::guard::LoginGuardConfig {
-                failures: config.login_failures,
-                window: Duration::from_secs(60),
-                ban: Duration::from_secs(config.login_ban),
-            },
-            gantry_core::user::SessionConfig {
-                ttl: Duration::from_secs(config.session_ttl.max(1)),
-                max_age: Duration::from_secs(config.session_max_age.max(1)),
-            },
-            gantry_core::webhooks::WebhookConfig {
-                allow_private: config.webhook_allow_private,
-                retry: gantry_core::webhook::RetryPolicy {
-                    base: Duration::from_millis(config.webhook_retry_base_ms.max(1)),
-                    ..Default::default()
-                },
-                node,
-                per_project: config.webhooks_per_project,
-                ..Default::default()
-            },
-            gantry_core::feed::FeedLimits {
-                replay_bytes: usize::try_from(config.stream_replay_memory_mb.saturating_mul(1 << 20))
-                    .unwrap_or(usize::MAX),
-                per_project: config.stream_subscribers_per_project,
-                per_caller: config.stream_subscribers_per_token,
-            },
-            tasks.tracker(),
-            tasks.token(Stage::Ingest),
-        );
-        services.telemetry.set_max_attributes(config.mqtt_max_attributes);
-        services.users.set_max_per_tenant(config.users_per_tenant);
-        services.alarms.set_max_rules_per_model(config.alarm_rules_per_model);
-        services.control.set_max_waiting(config.waiting_controls_per_device);
-        let services = Arc::new(services);
-        broker.start(services.clone()).await?;
-        let generated_admin_token = services.auth.bootstrap(config.admin_token.as_deref()).await?;
-        let token_file = config.data_dir.join("admin-token");
-        if let Some(token) = &generated_admin_token {
-            write_admin_token(&config.data_dir, token)?;
-            println!(
-                "Gantry administrator token (also written to {}): {token}",
-                token_file.display()
-            );
-        }
-        let admin_token_at = if config.admin_token.is_some() {
-            "GANTRY_ADMIN_TOKEN".to_owned()
-        } else if token_file.exists() {
-            token_file.display().to_string()
-        } else {
-            format!(
-                "set at an earlier start ({} is gone; GANTRY_ADMIN_TOKEN sets a new one)",
-                token_file.display()
-            )
+            node: front.node.clone(),
         };
-
-        let metrics = Arc::new(gantry_api::metrics::Metrics::default());
-        metrics::register(&metrics, &ingest, &services, sql_store.clone());
-        let mqtt_stats = broker.stats();
-        metrics.add_collector(Box::new(move |out: &mut String| mqtt_stats.render(out)));
-        let guard = services.login_guard.clone();
-        metrics.add_collector(Box::new(move |out: &mut String| guard.render(out)));
-        let limiter = (config.rate_limit > 0).then(|| Arc::new(gantry_api::limit::RateLimiter::new(config.rate_limit)));
-        let state = AppState {
-            services: services.clone(),
-            metrics,
-            limiter,
-        };
-        let policy = gantry_mqtt::Policy::new(&services, gantry_mqtt::Topics::new(&config.topic_prefix));
-        let api_config = ApiConfig {
-            openapi: broker_auth::openapi(),
-            ..ApiConfig::default()
-        };
-        let console = gantry_console::Console::new(
-            services.clone(),
-            gantry_console::ConsoleConfig {
-                map_tiles: config.console_map_tiles.clone(),
-                ..Default::default()
-            },
-        );
-        let console = gantry_console::router(console).layer(axum::middleware::from_fn(console_client_ip));
-        let router = gantry_api::router(state, &api_config)
-            .merge(broker_auth::routes(policy))
-            .merge(console);
+        let services = Arc::new(core_services(&config, parts, &front.broker, &tasks));
+        front.broker.start(services.clone()).await?;
+        let (generated_admin_token, admin_token_at) = admin_token(&config, &services).await?;
+        let router = http_router(&config, &services, &ingest, &sql_store, &front.broker);
         Ok(Self {
-            http,
-            https,
+            http: front.http,
+            https: front.https,
             router,
-            http_addr,
-            https_addr,
-            tls,
-            broker,
+            http_addr: front.http_addr,
+            https_addr: front.https_addr,
+            tls: front.tls,
+            broker: front.broker,
             services,
             store: sql_store,
             tasks,
@@ -431,6 +293,224 @@ async fn console_client_ip(
         request.extensions_mut().insert(gantry_console::ClientIp(peer.0.ip()));
     }
     next.run(request).await
+}
+
+/// Checks the configuration's listeners, then opens the store the database URL names (SQLite in
+/// the data dir by default) with the data dir's files made private.
+async fn open_store(config: &ServeConfig) -> anyhow::Result<SqlStore> {
+    config.check_listeners()?;
+    limits::raise_open_files();
+    secure_data_dir(&config.data_dir)?;
+    let database_url = config
+        .database_url
+        .clone()
+        .unwrap_or_else(|| store::sqlite_url(&config.data_dir));
+    let store = store::connect(&database_url).await.context("opening the store")?;
+    tighten_files(&config.data_dir)?;
+    tracing::info!(backend = store.backend(), "store ready");
+    Ok(store)
+}
+
+/// What takes work from outside: the HTTP and HTTPS listeners, TLS, and the MQTT front (the
+/// embedded broker or the external broker's client), all bound before anything runs.
+struct Front {
+    http: Option<TcpListener>,
+    https: Option<tls::HttpsListener>,
+    http_addr: Option<SocketAddr>,
+    https_addr: Option<SocketAddr>,
+    tls: Option<tls::Tls>,
+    broker: MqttFront,
+    /// This node's name among the nodes on one database: its client id on an external broker
+    /// and the owner of the webhook leases it takes.
+    node: String,
+}
+
+impl Front {
+    async fn bind(config: &ServeConfig, tasks: &Tasks) -> anyhow::Result<Front> {
+        let (http, https) = bind_listeners(config).await?;
+        let http_addr = http.as_ref().map(TcpListener::local_addr).transpose()?;
+        let embedded = config.mqtt_broker_url.is_none();
+        let tls_wanted = config.https_addr.0.is_some()
+            || (embedded && (config.mqtts_addr.0.is_some() || config.mqtt_wss_addr.0.is_some()));
+        let tls = match tls_wanted {
+            true => Some(tls::Tls::prepare(config, &config.tls_names()).context("preparing TLS")?),
+            false => None,
+        };
+        let https = match (https, &tls) {
+            (Some(listener), Some(tls)) => Some(tls::HttpsListener::new(
+                listener,
+                tls.server_config(&[b"http/1.1"])?,
+                tasks,
+            )?),
+            _ => None,
+        };
+        let https_addr = https.as_ref().map(axum::serve::Listener::local_addr).transpose()?;
+        let broker_tls = match &tls {
+            Some(tls) if embedded => Some(gantry_mqtt::BrokerTls {
+                mqtts_addr: config.mqtts_addr.0,
+                wss_addr: config.mqtt_wss_addr.0,
+                mqtts: tls.mqtts_config()?,
+                wss: tls.server_config(&[])?,
+                client_certs: tls.client_certs(),
+            }),
+            _ => None,
+        };
+        let node = crate::mqtt::node_id(&config.data_dir)?;
+        let broker = MqttFront::open(config, broker_tls, &node).await?;
+        Ok(Front {
+            http,
+            https,
+            http_addr,
+            https_addr,
+            tls,
+            broker,
+            node,
+        })
+    }
+
+    /// The addresses projects advertise (the plain listeners, else their TLS twins; see README,
+    /// TLS) and where routes send applications.
+    fn addresses(&self, config: &ServeConfig) -> anyhow::Result<(PublicAddrs, RouteConfig)> {
+        let broker = &self.broker;
+        let rest = Endpoint::first(&[("http", self.http_addr), ("https", self.https_addr)])
+            .context("the REST API has no listener")?;
+        let mq = Endpoint::first(&[
+            ("mqtt", broker.tcp_addr()),
+            ("mqtts", broker.mqtts_addr()),
+            ("ws", broker.ws_addr()),
+            ("wss", broker.wss_addr()),
+        ])
+        .context("the MQTT broker has no listener")?;
+        let addrs = PublicAddrs {
+            rest: config.public_url(rest),
+            mq: config.mq_api_addr(mq),
+        };
+        let routes = RouteConfig {
+            host: config.mqtt_host(mq.addr),
+            app: route_listener(config.route_tls(), broker.tcp_addr(), broker.mqtts_addr()),
+            web: route_listener(config.route_tls(), broker.ws_addr(), broker.wss_addr()),
+            topic_prefix: config.topic_prefix.clone(),
+            ttl: Duration::from_secs(config.route_ttl),
+        };
+        Ok((addrs, routes))
+    }
+}
+
+/// What the core services are built over, besides the configuration.
+struct CoreParts {
+    store: Arc<dyn gantry_core::store::Store>,
+    ingest: Ingest,
+    addrs: PublicAddrs,
+    routes: RouteConfig,
+    node: String,
+}
+
+/// The core services, configured from the command line's limits.
+fn core_services(config: &ServeConfig, parts: CoreParts, broker: &MqttFront, tasks: &Tasks) -> Services {
+    let mut services = Services::new(
+        parts.store,
+        parts.addrs,
+        parts.ingest,
+        broker.downlink(),
+        Duration::from_secs(config.ack_timeout),
+        parts.routes,
+        gantry_core::guard::LoginGuardConfig {
+            failures: config.login_failures,
+            window: Duration::from_secs(60),
+            ban: Duration::from_secs(config.login_ban),
+        },
+        gantry_core::user::SessionConfig {
+            ttl: Duration::from_secs(config.session_ttl.max(1)),
+            max_age: Duration::from_secs(config.session_max_age.max(1)),
+        },
+        gantry_core::webhooks::WebhookConfig {
+            allow_private: config.webhook_allow_private,
+            retry: gantry_core::webhook::RetryPolicy {
+                base: Duration::from_millis(config.webhook_retry_base_ms.max(1)),
+                ..Default::default()
+            },
+            node: parts.node,
+            per_project: config.webhooks_per_project,
+            ..Default::default()
+        },
+        gantry_core::feed::FeedLimits {
+            replay_bytes: usize::try_from(config.stream_replay_memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+            per_project: config.stream_subscribers_per_project,
+            per_caller: config.stream_subscribers_per_token,
+        },
+        tasks.tracker(),
+        tasks.token(Stage::Ingest),
+    );
+    services.telemetry.set_max_attributes(config.mqtt_max_attributes);
+    services.users.set_max_per_tenant(config.users_per_tenant);
+    services.alarms.set_max_rules_per_model(config.alarm_rules_per_model);
+    services.control.set_max_waiting(config.waiting_controls_per_device);
+    services
+}
+
+/// Creates the administrator's token on a first start (printed once and written to the data
+/// dir) or takes the configured one; the token generated now, if any, and where the start-up
+/// lines say the token is.
+async fn admin_token(config: &ServeConfig, services: &Services) -> anyhow::Result<(Option<String>, String)> {
+    let generated = services.auth.bootstrap(config.admin_token.as_deref()).await?;
+    let token_file = config.data_dir.join("admin-token");
+    if let Some(token) = &generated {
+        write_admin_token(&config.data_dir, token)?;
+        println!(
+            "Gantry administrator token (also written to {}): {token}",
+            token_file.display()
+        );
+    }
+    let at = if config.admin_token.is_some() {
+        "GANTRY_ADMIN_TOKEN".to_owned()
+    } else if token_file.exists() {
+        token_file.display().to_string()
+    } else {
+        format!(
+            "set at an earlier start ({} is gone; GANTRY_ADMIN_TOKEN sets a new one)",
+            token_file.display()
+        )
+    };
+    Ok((generated, at))
+}
+
+/// The whole HTTP surface: the REST API with its metrics, the broker's auth endpoints, and the
+/// console.
+fn http_router(
+    config: &ServeConfig,
+    services: &Arc<Services>,
+    ingest: &Ingest,
+    store: &Arc<SqlStore>,
+    broker: &MqttFront,
+) -> axum::Router {
+    let metrics = Arc::new(gantry_api::metrics::Metrics::default());
+    metrics::register(&metrics, ingest, services, store.clone());
+    let mqtt_stats = broker.stats();
+    metrics.add_collector(Box::new(move |out: &mut String| mqtt_stats.render(out)));
+    let guard = services.login_guard.clone();
+    metrics.add_collector(Box::new(move |out: &mut String| guard.render(out)));
+    let limiter = (config.rate_limit > 0).then(|| Arc::new(gantry_api::limit::RateLimiter::new(config.rate_limit)));
+    let state = AppState {
+        services: services.clone(),
+        metrics,
+        limiter,
+    };
+    let policy = gantry_mqtt::Policy::new(services, gantry_mqtt::Topics::new(&config.topic_prefix));
+    let api_config = ApiConfig {
+        openapi: broker_auth::openapi(),
+        ..ApiConfig::default()
+    };
+    let console = gantry_console::Console::new(
+        services.clone(),
+        gantry_console::ConsoleConfig {
+            map_tiles: config.console_map_tiles.clone(),
+            ..Default::default()
+        },
+    );
+    let console = gantry_console::router(console).layer(axum::middleware::from_fn(console_client_ip));
+    gantry_api::router(state, &api_config)
+        .merge(broker_auth::routes(policy))
+        .merge(console)
 }
 
 /// Binds the HTTP and HTTPS listeners that are on and checks that the embedded broker's
