@@ -116,25 +116,11 @@ impl TelemetryService {
     /// break the model are refused, not stored; a payload that is not a Message is refused whole.
     pub async fn handle_upstream(&self, tenant: &TenantId, device_id: &DeviceId, bytes: &[u8]) -> Result<Upstream> {
         let arrival = now_ms();
-        let message = match Message::from_device(bytes) {
-            Ok(message) if message.payload.attrs.len() > self.max_attributes => {
-                return Ok(Upstream {
-                    refused: vec![refusal(
-                        "",
-                        format!(
-                            "payload.attrs: {} entries, more than the {} a message may carry",
-                            message.payload.attrs.len(),
-                            self.max_attributes
-                        ),
-                    )],
-                    rejected: Some(Rejection::Malformed),
-                    ..Upstream::default()
-                });
-            }
+        let message = match self.parse_upstream(bytes) {
             Ok(message) => message,
-            Err(e) => {
+            Err(reason) => {
                 return Ok(Upstream {
-                    refused: vec![refusal("", e.to_string())],
+                    refused: vec![refusal("", reason)],
                     rejected: Some(Rejection::Malformed),
                     ..Upstream::default()
                 });
@@ -158,60 +144,69 @@ impl TelemetryService {
                     .push(refusal("", "type c is sent to devices, not by them"));
                 outcome.rejected = Some(Rejection::NotAuthorized);
             }
-            MessageType::M | MessageType::Log => {
-                let model = self.catalog.load_model(tenant, &device.model_id).await?;
-                let device_time = message.meta.ts.map(|s| s.saturating_mul(1000)).unwrap_or(arrival);
-                let correlation = Some(message.meta.id.clone()).filter(|id| !id.is_empty());
-                let mut events = Vec::with_capacity(message.payload.attrs.len());
-                for attr in &message.payload.attrs {
-                    match attribute_of(&model, ("code", &attr.code), ("value", &attr.value)) {
-                        Ok(defined) => events.push(DeviceEvent {
-                            id: EventId::generate(),
-                            tenant_id: tenant.clone(),
-                            project_id: device.project_id.clone(),
-                            model_id: device.model_id.clone(),
-                            device_id: device.id.clone(),
-                            attribute_code: attr.code.clone(),
-                            attribute_type: defined.data_type,
-                            attribute_data: attr.value.clone(),
-                            channel: attr.channel,
-                            ingress_time_stamp: arrival,
-                            device_timestamp: device_time,
-                            correlation_id: correlation.clone(),
-                            context: None,
-                            created_by: "DEVICE".to_owned(),
-                            created_time: arrival,
-                            deleted: false,
-                        }),
-                        Err(e) => outcome.refused.push(refusal(&attr.code, e.to_string())),
-                    }
-                }
-                outcome.stored = events.len();
-                if events.is_empty() && !outcome.refused.is_empty() {
-                    outcome.rejected = Some(Rejection::Refused);
-                }
-                self.submit(events).await?;
-                self.shadow_changed(&device.id);
-                self.desired.reported(&device, &model, &message.payload.attrs).await?;
-            }
+            MessageType::M | MessageType::Log => outcome = self.telemetry(&device, &message, arrival).await?,
         }
         if message.meta.needack {
-            outcome.reply = Some(Message {
-                meta: MessageMeta {
-                    id: EventId::generate().to_string(),
-                    message_type: MessageType::Ack,
-                    deviceid: Some(device.id.to_string()),
-                    version: Some(MESSAGE_VERSION.into()),
-                    ts: Some(now_ms().div_euclid(1000)),
-                    needack: false,
-                    correlation_id: Some(message.meta.id.clone()),
-                },
-                payload: Payload {
-                    refused: outcome.refused.clone(),
-                    ..Payload::default()
-                },
-            });
+            outcome.reply = Some(reply_to(&message, &device, &outcome.refused));
         }
+        Ok(outcome)
+    }
+
+    /// The Message of an upstream payload, or why the whole payload is refused: not a Message,
+    /// or more entries than a message may carry.
+    fn parse_upstream(&self, bytes: &[u8]) -> std::result::Result<Message, String> {
+        match Message::from_device(bytes) {
+            Ok(message) if message.payload.attrs.len() > self.max_attributes => Err(format!(
+                "payload.attrs: {} entries, more than the {} a message may carry",
+                message.payload.attrs.len(),
+                self.max_attributes
+            )),
+            Ok(message) => Ok(message),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// A type m or log message: its entries that fit the model become events, committed with
+    /// their webhook events and evaluated against the alarm rules; the others are refused.
+    async fn telemetry(&self, device: &Device, message: &Message, arrival: i64) -> Result<Upstream> {
+        let model = self
+            .catalog
+            .load_model(&device.record.tenant_id, &device.model_id)
+            .await?;
+        let device_time = message.meta.ts.map(|s| s.saturating_mul(1000)).unwrap_or(arrival);
+        let correlation = Some(message.meta.id.clone()).filter(|id| !id.is_empty());
+        let mut outcome = Upstream::default();
+        let mut events = Vec::with_capacity(message.payload.attrs.len());
+        for attr in &message.payload.attrs {
+            match attribute_of(&model, ("code", &attr.code), ("value", &attr.value)) {
+                Ok(defined) => events.push(DeviceEvent {
+                    id: EventId::generate(),
+                    tenant_id: device.record.tenant_id.clone(),
+                    project_id: device.project_id.clone(),
+                    model_id: device.model_id.clone(),
+                    device_id: device.id.clone(),
+                    attribute_code: attr.code.clone(),
+                    attribute_type: defined.data_type,
+                    attribute_data: attr.value.clone(),
+                    channel: attr.channel,
+                    ingress_time_stamp: arrival,
+                    device_timestamp: device_time,
+                    correlation_id: correlation.clone(),
+                    context: None,
+                    created_by: "DEVICE".to_owned(),
+                    created_time: arrival,
+                    deleted: false,
+                }),
+                Err(e) => outcome.refused.push(refusal(&attr.code, e.to_string())),
+            }
+        }
+        outcome.stored = events.len();
+        if events.is_empty() && !outcome.refused.is_empty() {
+            outcome.rejected = Some(Rejection::Refused);
+        }
+        self.submit(events).await?;
+        self.shadow_changed(&device.id);
+        self.desired.reported(device, &model, &message.payload.attrs).await?;
         Ok(outcome)
     }
 
@@ -523,4 +518,23 @@ fn attribute_of<'m>(
     })?;
     attribute.data_type.check(value_field, value)?;
     Ok(attribute)
+}
+
+/// The ack a device asked for (`needack`), listing the entries that were refused.
+fn reply_to(message: &Message, device: &Device, refused: &[Refusal]) -> Message {
+    Message {
+        meta: MessageMeta {
+            id: EventId::generate().to_string(),
+            message_type: MessageType::Ack,
+            deviceid: Some(device.id.to_string()),
+            version: Some(MESSAGE_VERSION.into()),
+            ts: Some(now_ms().div_euclid(1000)),
+            needack: false,
+            correlation_id: Some(message.meta.id.clone()),
+        },
+        payload: Payload {
+            refused: refused.to_vec(),
+            ..Payload::default()
+        },
+    }
 }
