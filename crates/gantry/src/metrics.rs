@@ -197,98 +197,110 @@ fn desired_metrics(desired: &gantry_core::desired_state::DesiredStateService, ou
 fn store_metrics(store: Arc<SqlStore>) -> AsyncCollector {
     Arc::new(move || {
         let store = store.clone();
-        Box::pin(async move {
-            let mut out = String::new();
-            let figures = store.figures().await;
-            header(
-                &mut out,
-                "gantry_store_up",
-                "gauge",
-                "1 when the store answered the last scrape's query.",
-            );
-            let _ = writeln!(out, "gantry_store_up {}", u8::from(figures.is_ok()));
-            let figures = match figures {
-                Ok(figures) => figures,
-                Err(e) => {
-                    tracing::warn!(error = %e, "reading the store's figures for /metrics failed");
-                    return out;
-                }
-            };
-            header(
-                &mut out,
-                "gantry_controls_pending",
-                "gauge",
-                "Controls waiting for their ack (processing), in the whole store.",
-            );
-            let _ = writeln!(out, "gantry_controls_pending {}", figures.controls_pending);
-            match store.count_open_alarms().await {
-                Ok(open) => {
-                    let name = "gantry_alarms_open";
-                    header(
-                        &mut out,
-                        name,
-                        "gauge",
-                        "Alarms not cleared, by severity, in the whole store.",
-                    );
-                    for severity in gantry_core::enums::Severity::ALL {
-                        let n = open.iter().find(|(s, _)| s == severity).map_or(0, |(_, n)| *n);
-                        let _ = writeln!(out, "{name}{{severity=\"{severity}\"}} {n}");
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "counting open alarms for /metrics failed"),
-            }
-            match store.count_pending_deliveries().await {
-                Ok(pending) => {
-                    header(
-                        &mut out,
-                        "gantry_webhook_deliveries_pending",
-                        "gauge",
-                        "Webhook deliveries not yet delivered nor given up, in the whole store.",
-                    );
-                    let _ = writeln!(out, "gantry_webhook_deliveries_pending {pending}");
-                }
-                Err(e) => tracing::warn!(error = %e, "counting pending webhook deliveries for /metrics failed"),
-            }
-            header(
-                &mut out,
-                "gantry_store_pool_connections",
-                "gauge",
-                "Database connections by pool and state (idle, in_use) and the pool's max.",
-            );
-            for pool in &figures.pools {
-                let (name, backend) = (pool.name, figures.backend);
-                for (state, n) in [
-                    ("idle", pool.idle),
-                    ("in_use", pool.open.saturating_sub(pool.idle)),
-                    ("max", pool.max),
-                ] {
-                    let _ = writeln!(
-                        out,
-                        "gantry_store_pool_connections{{backend=\"{backend}\",pool=\"{name}\",state=\"{state}\"}} {n}"
-                    );
-                }
-            }
-            header(
-                &mut out,
-                "gantry_store_staged_events",
-                "gauge",
-                "SQLite: events in the staging file waiting to be moved into the events table.",
-            );
-            if let Some(staged) = figures.staged_events {
-                let _ = writeln!(out, "gantry_store_staged_events {staged}");
-            }
-            header(
-                &mut out,
-                "gantry_store_wal_bytes",
-                "gauge",
-                "SQLite: size of the write-ahead log of the database (main), the staging file and the event-log file (logs).",
-            );
-            for (file, bytes) in &figures.wal_bytes {
-                let _ = writeln!(out, "gantry_store_wal_bytes{{file=\"{file}\"}} {bytes}");
-            }
-            out
-        })
+        Box::pin(async move { render_store(&store).await })
     })
+}
+
+async fn render_store(store: &SqlStore) -> String {
+    let mut out = String::new();
+    let figures = store.figures().await;
+    header(
+        &mut out,
+        "gantry_store_up",
+        "gauge",
+        "1 when the store answered the last scrape's query.",
+    );
+    let _ = writeln!(out, "gantry_store_up {}", u8::from(figures.is_ok()));
+    let figures = match figures {
+        Ok(figures) => figures,
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the store's figures for /metrics failed");
+            return out;
+        }
+    };
+    header(
+        &mut out,
+        "gantry_controls_pending",
+        "gauge",
+        "Controls waiting for their ack (processing), in the whole store.",
+    );
+    let _ = writeln!(out, "gantry_controls_pending {}", figures.controls_pending);
+    render_store_counts(&mut out, store).await;
+    render_engine(&mut out, &figures);
+    out
+}
+
+/// The counts the store keeps across nodes: open alarms by severity, pending deliveries.
+async fn render_store_counts(out: &mut String, store: &SqlStore) {
+    match store.count_open_alarms().await {
+        Ok(open) => {
+            let name = "gantry_alarms_open";
+            header(
+                out,
+                name,
+                "gauge",
+                "Alarms not cleared, by severity, in the whole store.",
+            );
+            for severity in gantry_core::enums::Severity::ALL {
+                let n = open.iter().find(|(s, _)| s == severity).map_or(0, |(_, n)| *n);
+                let _ = writeln!(out, "{name}{{severity=\"{severity}\"}} {n}");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "counting open alarms for /metrics failed"),
+    }
+    match store.count_pending_deliveries().await {
+        Ok(pending) => {
+            header(
+                out,
+                "gantry_webhook_deliveries_pending",
+                "gauge",
+                "Webhook deliveries not yet delivered nor given up, in the whole store.",
+            );
+            let _ = writeln!(out, "gantry_webhook_deliveries_pending {pending}");
+        }
+        Err(e) => tracing::warn!(error = %e, "counting pending webhook deliveries for /metrics failed"),
+    }
+}
+
+/// The engine's own figures: its pools, and SQLite's staged events and write-ahead logs.
+fn render_engine(out: &mut String, figures: &gantry_store::StoreFigures) {
+    header(
+        out,
+        "gantry_store_pool_connections",
+        "gauge",
+        "Database connections by pool and state (idle, in_use) and the pool's max.",
+    );
+    for pool in &figures.pools {
+        let (name, backend) = (pool.name, figures.backend);
+        for (state, n) in [
+            ("idle", pool.idle),
+            ("in_use", pool.open.saturating_sub(pool.idle)),
+            ("max", pool.max),
+        ] {
+            let _ = writeln!(
+                out,
+                "gantry_store_pool_connections{{backend=\"{backend}\",pool=\"{name}\",state=\"{state}\"}} {n}"
+            );
+        }
+    }
+    header(
+        out,
+        "gantry_store_staged_events",
+        "gauge",
+        "SQLite: events in the staging file waiting to be moved into the events table.",
+    );
+    if let Some(staged) = figures.staged_events {
+        let _ = writeln!(out, "gantry_store_staged_events {staged}");
+    }
+    header(
+        out,
+        "gantry_store_wal_bytes",
+        "gauge",
+        "SQLite: size of the write-ahead log of the database (main), the staging file and the event-log file (logs).",
+    );
+    for (file, bytes) in &figures.wal_bytes {
+        let _ = writeln!(out, "gantry_store_wal_bytes{{file=\"{file}\"}} {bytes}");
+    }
 }
 
 /// `gantry_build_info{version, commit} 1`.
@@ -313,6 +325,13 @@ const TICKS_PER_SECOND: f64 = 100.0;
 /// Memory, CPU time, open files and threads of this process, from /proc/self. Missing figures
 /// (not Linux) are left out.
 fn process_metrics(out: &mut String) {
+    process_memory(out);
+    process_times(out);
+    process_files(out);
+}
+
+/// Resident and virtual memory and threads, from /proc/self/status.
+fn process_memory(out: &mut String) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let status_kib = |key: &str| {
         status
@@ -343,6 +362,10 @@ fn process_metrics(out: &mut String) {
         header(out, "process_threads", "gauge", "OS threads of the process.");
         let _ = writeln!(out, "process_threads {threads}");
     }
+}
+
+/// CPU time and start time, from /proc/self/stat.
+fn process_times(out: &mut String) {
     // /proc/self/stat: the fields after the command name's closing parenthesis start at the
     // third (state); utime and stime are the 14th and 15th, starttime the 22nd.
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
@@ -382,6 +405,10 @@ fn process_metrics(out: &mut String) {
             boot as f64 + start as f64 / TICKS_PER_SECOND
         );
     }
+}
+
+/// Open file descriptors and their limit.
+fn process_files(out: &mut String) {
     if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
         header(out, "process_open_fds", "gauge", "Open file descriptors.");
         let _ = writeln!(out, "process_open_fds {}", fds.count());
