@@ -190,9 +190,15 @@ pub async fn record_changes(State((s, limit)): State<(AppState, usize)>, request
         },
         status: Some(status.as_u16()),
     };
+    // A refusal changed nothing: its answer stands even when its record could not be written.
+    // A change that was made is answered as made but unrecorded, never as "nothing changed".
     match s.services.audit.record_for(principal, change).await {
         Ok(()) => response,
-        Err(error) => ApiError::from(error).into_response(),
+        Err(error) if status.is_success() => ApiError::AuditNotWritten(error).into_response(),
+        Err(error) => {
+            tracing::warn!(error = %error, "the audit record of a refused request was not written");
+            response
+        }
     }
 }
 

@@ -40,6 +40,7 @@ pub enum ReturnCode {
     Unavailable = 50300,
     StoreUnavailable = 50301,
     Downlink = 50302,
+    AuditNotWritten = 50303,
 }
 
 /// The response header of `PUT /shadows` (its answer, or its 503 when the publish failed) that
@@ -59,6 +60,8 @@ pub enum ApiError {
     Banned,
     NoRoute,
     MethodNotAllowed,
+    /// A change was made, but its audit record could not be written (`audit.rs`).
+    AuditNotWritten(Error),
 }
 
 impl From<Error> for ApiError {
@@ -122,6 +125,16 @@ impl ApiError {
                     )
                 }
             },
+            ApiError::AuditNotWritten(source) => {
+                tracing::error!(error = %source, cause = ?source, "a change was made but its audit record was not written");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    ReturnCode::AuditNotWritten,
+                    "the change was made, but its audit record could not be written; read the resource \
+                     before sending the change again"
+                        .to_owned(),
+                )
+            }
             ApiError::MalformedBody(why) => (StatusCode::BAD_REQUEST, ReturnCode::MalformedBody, why.clone()),
             ApiError::TooLarge => (
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -222,6 +235,10 @@ mod tests {
                 None,
             ),
         ];
+        let audit = ApiError::AuditNotWritten(Error::Unavailable);
+        let (status, code, message) = audit.parts();
+        assert_eq!((status, code as i32), (StatusCode::SERVICE_UNAVAILABLE, 50303));
+        assert!(message.contains("the change was made"), "{message}");
         for (error, status, code, log) in cases {
             let api = ApiError::from(error);
             let (got_status, got_code, message) = api.parts();

@@ -23,7 +23,8 @@ parameter, 40001 malformed body, 40002 not valid HTTP/1.1), 401 (40100), 403 (40
 409 (40900 duplicate name, 40901 state conflict), 412 (41200 If-Match names another version), 413 (41300), 414 (41400 URI over 65,534 bytes), \
 415 (41500 body not sent as application/json), 429 (42900 rate or queue, 42901 address banned, \
 42902 a bound on what one tenant may hold, named in the message), 431 (43100 headers too large), \
-500 (50000), 503 (50300 shutting down, 50301 store unavailable: retry). Text holding a NUL character \
+500 (50000), 503 (50300 shutting down, 50301 store unavailable: retry, 50302 a message to a device not \
+published, 50303 a change made but its audit record not written). Text holding a NUL character \
 is refused with 400 on every store.\n\n\
 Every request carries `Authorization: Bearer <token>`: a tenant administrator token, a project's \
 `applicationAccessToken`, a device's `accessToken`, or the token of a user's sign-in session \
