@@ -153,15 +153,7 @@ impl Services {
             feeds.clone(),
             webhooks.clone(),
         ));
-        let login_guard = Arc::new(guard::LoginGuard::new(login_guard));
-        let audit = Arc::new(auditing::AuditService::new(store.clone()));
-        let users = Arc::new(users::UserService::new(
-            store.clone(),
-            tokens.clone(),
-            audit.clone(),
-            login_guard.clone(),
-            sessions,
-        ));
+        let (login_guard, audit, users) = people(&store, &tokens, login_guard, sessions);
         Self {
             auth: auth::AuthService::new(store.clone(), tokens, sessions),
             telemetry: telemetry::TelemetryService::new(
@@ -191,4 +183,28 @@ impl Services {
             audit,
         }
     }
+}
+
+/// The services of people: the login guard every sign-in counts against, the audit log, and
+/// user accounts with their sessions.
+fn people(
+    store: &Arc<dyn store::Store>,
+    tokens: &Arc<auth::TokenCache>,
+    login_guard: guard::LoginGuardConfig,
+    sessions: user::SessionConfig,
+) -> (
+    Arc<guard::LoginGuard>,
+    Arc<auditing::AuditService>,
+    Arc<users::UserService>,
+) {
+    let login_guard = Arc::new(guard::LoginGuard::new(login_guard));
+    let audit = Arc::new(auditing::AuditService::new(store.clone()));
+    let users = Arc::new(users::UserService::new(
+        store.clone(),
+        tokens.clone(),
+        audit.clone(),
+        login_guard.clone(),
+        sessions,
+    ));
+    (login_guard, audit, users)
 }
