@@ -73,58 +73,7 @@ impl From<Error> for ApiError {
 impl ApiError {
     fn parts(&self) -> (StatusCode, ReturnCode, String) {
         match self {
-            ApiError::Core(e) => match e {
-                Error::Invalid { .. } => (StatusCode::BAD_REQUEST, ReturnCode::Invalid, e.to_string()),
-                Error::Unauthorized => (StatusCode::UNAUTHORIZED, ReturnCode::Unauthorized, e.to_string()),
-                Error::Forbidden(_) => (StatusCode::FORBIDDEN, ReturnCode::Forbidden, e.to_string()),
-                Error::NotFound { .. } => (StatusCode::NOT_FOUND, ReturnCode::NotFound, e.to_string()),
-                Error::Duplicate(_) => (StatusCode::CONFLICT, ReturnCode::Duplicate, e.to_string()),
-                Error::Conflict(_) => (StatusCode::CONFLICT, ReturnCode::Conflict, e.to_string()),
-                Error::VersionMismatch { .. } => (
-                    StatusCode::PRECONDITION_FAILED,
-                    ReturnCode::PreconditionFailed,
-                    e.to_string(),
-                ),
-                Error::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::Busy, e.to_string()),
-                Error::Banned => ApiError::Banned.parts(),
-                Error::LimitReached { .. } => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::LimitReached, e.to_string()),
-                Error::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, ReturnCode::Unavailable, e.to_string()),
-                Error::StoreUnavailable(source) => {
-                    tracing::warn!(error = %source, "store unavailable");
-                    (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        ReturnCode::StoreUnavailable,
-                        "store unavailable; nothing was changed, retry later".to_owned(),
-                    )
-                }
-                Error::Downlink { event_log, source } => {
-                    tracing::warn!(event_log, error = %source, cause = ?source, "message to the device not published");
-                    let message = match event_log {
-                        Some(id) => format!(
-                            "the message could not be published to the device; its event log {id} was stored \
-                             and ends in exception if it awaits an ack that does not come"
-                        ),
-                        None => "the message could not be published to the device; retry later".to_owned(),
-                    };
-                    (StatusCode::SERVICE_UNAVAILABLE, ReturnCode::Downlink, message)
-                }
-                Error::Serialization(source) => {
-                    tracing::error!(error = %source, cause = ?source, "JSON could not be made");
-                    (
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        ReturnCode::Serialization,
-                        "internal error: a JSON document could not be made".to_owned(),
-                    )
-                }
-                Error::Store(source) => {
-                    tracing::error!(error = %source, cause = ?source, "store failure");
-                    (
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        ReturnCode::Internal,
-                        "internal error".to_owned(),
-                    )
-                }
-            },
+            ApiError::Core(e) => core_parts(e),
             ApiError::AuditNotWritten(source) => {
                 tracing::error!(error = %source, cause = ?source, "a change was made but its audit record was not written");
                 (
@@ -205,6 +154,62 @@ pub async fn no_route() -> ApiError {
 
 pub async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
+}
+
+/// The status, code and message of a core error.
+fn core_parts(e: &Error) -> (StatusCode, ReturnCode, String) {
+    match e {
+        Error::Invalid { .. } => (StatusCode::BAD_REQUEST, ReturnCode::Invalid, e.to_string()),
+        Error::Unauthorized => (StatusCode::UNAUTHORIZED, ReturnCode::Unauthorized, e.to_string()),
+        Error::Forbidden(_) => (StatusCode::FORBIDDEN, ReturnCode::Forbidden, e.to_string()),
+        Error::NotFound { .. } => (StatusCode::NOT_FOUND, ReturnCode::NotFound, e.to_string()),
+        Error::Duplicate(_) => (StatusCode::CONFLICT, ReturnCode::Duplicate, e.to_string()),
+        Error::Conflict(_) => (StatusCode::CONFLICT, ReturnCode::Conflict, e.to_string()),
+        Error::VersionMismatch { .. } => (
+            StatusCode::PRECONDITION_FAILED,
+            ReturnCode::PreconditionFailed,
+            e.to_string(),
+        ),
+        Error::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::Busy, e.to_string()),
+        Error::Banned => ApiError::Banned.parts(),
+        Error::LimitReached { .. } => (StatusCode::TOO_MANY_REQUESTS, ReturnCode::LimitReached, e.to_string()),
+        Error::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, ReturnCode::Unavailable, e.to_string()),
+        Error::StoreUnavailable(source) => {
+            tracing::warn!(error = %source, "store unavailable");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                ReturnCode::StoreUnavailable,
+                "store unavailable; nothing was changed, retry later".to_owned(),
+            )
+        }
+        Error::Downlink { event_log, source } => {
+            tracing::warn!(event_log, error = %source, cause = ?source, "message to the device not published");
+            let message = match event_log {
+                Some(id) => format!(
+                    "the message could not be published to the device; its event log {id} was stored \
+                     and ends in exception if it awaits an ack that does not come"
+                ),
+                None => "the message could not be published to the device; retry later".to_owned(),
+            };
+            (StatusCode::SERVICE_UNAVAILABLE, ReturnCode::Downlink, message)
+        }
+        Error::Serialization(source) => {
+            tracing::error!(error = %source, cause = ?source, "JSON could not be made");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ReturnCode::Serialization,
+                "internal error: a JSON document could not be made".to_owned(),
+            )
+        }
+        Error::Store(source) => {
+            tracing::error!(error = %source, cause = ?source, "store failure");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ReturnCode::Internal,
+                "internal error".to_owned(),
+            )
+        }
+    }
 }
 
 #[cfg(test)]
