@@ -138,21 +138,8 @@ impl Services {
             webhooks.clone(),
             feeds.clone(),
         ));
-        let control = Arc::new(control::ControlService::new(
-            store.clone(),
-            catalog.clone(),
-            downlink.clone(),
-            ack_timeout,
-            feeds.clone(),
-            webhooks.clone(),
-        ));
-        let desired = Arc::new(desired_state::DesiredStateService::new(
-            store.clone(),
-            catalog.clone(),
-            control.clone(),
-            feeds.clone(),
-            webhooks.clone(),
-        ));
+        let parts = (&store, &catalog, &feeds, &webhooks);
+        let (control, desired) = commands(parts, downlink.clone(), ack_timeout);
         let (login_guard, audit, users) = people(&store, &tokens, login_guard, sessions);
         Self {
             auth: auth::AuthService::new(store.clone(), tokens, sessions),
@@ -183,6 +170,36 @@ impl Services {
             audit,
         }
     }
+}
+
+/// The services that send devices what to do: controls (and the controls that wait), and the
+/// desired state over them.
+fn commands(
+    (store, catalog, feeds, webhooks): (
+        &Arc<dyn store::Store>,
+        &Arc<catalog::CatalogService>,
+        &Arc<feed::Feeds>,
+        &Arc<webhooks::WebhookService>,
+    ),
+    downlink: Arc<dyn downlink::Downlink>,
+    ack_timeout: std::time::Duration,
+) -> (Arc<control::ControlService>, Arc<desired_state::DesiredStateService>) {
+    let control = Arc::new(control::ControlService::new(
+        store.clone(),
+        catalog.clone(),
+        downlink,
+        ack_timeout,
+        feeds.clone(),
+        webhooks.clone(),
+    ));
+    let desired = Arc::new(desired_state::DesiredStateService::new(
+        store.clone(),
+        catalog.clone(),
+        control.clone(),
+        feeds.clone(),
+        webhooks.clone(),
+    ));
+    (control, desired)
 }
 
 /// The services of people: the login guard every sign-in counts against, the audit log, and
