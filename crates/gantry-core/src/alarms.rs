@@ -120,13 +120,8 @@ impl AlarmService {
         // Counted before the write: concurrent creates may pass the bound by as many as are in
         // flight.
         let max = self.max_rules_per_model.load(std::sync::atomic::Ordering::Relaxed);
-        if self.store.model_alarm_rules(tenant, &model.id).await?.len() as u64 >= max {
-            return Err(Error::LimitReached {
-                what: "alarm rules per model",
-                limit: "alarm-rules-per-model",
-                max,
-            });
-        }
+        let held = self.store.model_alarm_rules(tenant, &model.id).await?.len() as u64;
+        crate::error::within_bound(held, max, "alarm rules per model", "alarm-rules-per-model")?;
         self.store.insert_alarm_rule(&rule).await?;
         self.rules.remove(&(tenant.clone(), model.id.clone()));
         self.view(rule).await

@@ -199,19 +199,16 @@ impl ControlService {
         // flight.
         let max = self.max_waiting.load(Ordering::Relaxed);
         let one = PageRequest::parse(None, Some(1), 1)?;
-        if self
+        let held = self
             .store
             .list_waiting_controls(&device.record.tenant_id, &device.id, one)
-            .await?
-            .total
-            >= max
-        {
-            return Err(Error::LimitReached {
-                what: "waiting controls per device",
-                limit: "waiting-controls-per-device",
-                max,
-            });
-        }
+            .await?;
+        crate::error::within_bound(
+            held.total,
+            max,
+            "waiting controls per device",
+            "waiting-controls-per-device",
+        )?;
         let hooks = self.hooks(&log.project_id).await?;
         self.store.insert_event_log(log, None, hooks).await?;
         self.pushed(log, hooks);

@@ -53,6 +53,14 @@ pub enum Error {
     StoreUnavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
+/// `LimitReached` when `held` has reached `max`, the bound named `what` that `--{limit}` sets.
+pub fn within_bound(held: u64, max: u64, what: &'static str, limit: &'static str) -> Result<()> {
+    if held >= max {
+        return Err(Error::LimitReached { what, limit, max });
+    }
+    Ok(())
+}
+
 impl Error {
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Invalid {

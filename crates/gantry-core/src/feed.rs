@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::broadcast;
 
-use crate::Error;
+use crate::error::within_bound;
 use crate::ids::{DeviceId, ProjectId};
 use crate::stream::{StreamEvent, StreamType};
 
@@ -290,21 +290,19 @@ impl Feeds {
         let mut guard = self.lock();
         let state = &mut *guard;
         let subscribers = state.projects.get(project).map_or(0, |f| f.subscribers);
-        if subscribers >= self.limits.per_project {
-            return Err(Error::LimitReached {
-                what: "push stream subscribers per project",
-                limit: "stream-subscribers-per-project",
-                max: self.limits.per_project as u64,
-            });
-        }
+        within_bound(
+            subscribers as u64,
+            self.limits.per_project as u64,
+            "push stream subscribers per project",
+            "stream-subscribers-per-project",
+        )?;
         let held = state.callers.get(caller).copied().unwrap_or(0);
-        if held >= self.limits.per_caller {
-            return Err(Error::LimitReached {
-                what: "push streams per token",
-                limit: "stream-subscribers-per-token",
-                max: self.limits.per_caller as u64,
-            });
-        }
+        within_bound(
+            held as u64,
+            self.limits.per_caller as u64,
+            "push streams per token",
+            "stream-subscribers-per-token",
+        )?;
         *state.callers.entry(caller.to_owned()).or_default() += 1;
         let hold = Hold {
             feeds: Arc::downgrade(self),
@@ -364,6 +362,7 @@ impl Feeds {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
 
     /// A subscription whose hold is kept for the test's length.
     fn sub(feeds: &Arc<Feeds>, project: &ProjectId, device: Option<&DeviceId>, last: Option<&str>) -> Subscription {

@@ -128,14 +128,7 @@ impl UserService {
         let max = self.max_per_tenant.load(std::sync::atomic::Ordering::Relaxed);
         let one = PageRequest::parse(None, Some(1), 1)?;
         let held = self.store.list_users(tenant, &UserQuery::default(), one).await?.total;
-        if held >= max {
-            return Err(Error::LimitReached {
-                what: "users per tenant",
-                limit: "users-per-tenant",
-                max,
-            });
-        }
-        Ok(())
+        crate::error::within_bound(held, max, "users per tenant", "users-per-tenant")
     }
 
     pub async fn create(&self, who: &Principal, input: UserFields) -> Result<CreatedUser> {
