@@ -486,8 +486,8 @@ fn text_field(field: &'static str, value: Option<String>) -> Result<Option<Strin
     }
 }
 
-/// Hashes computed at once: each holds 19 MiB and a core for tens of milliseconds, so a flood
-/// of sign-ins queues here instead of filling the blocking pool and the memory.
+/// Hashes computed at once: each holds Argon2's memory cost and a core while it runs, so a
+/// flood of sign-ins queues here instead of filling the blocking pool and the memory.
 fn hashing_permits() -> &'static tokio::sync::Semaphore {
     static PERMITS: OnceLock<tokio::sync::Semaphore> = OnceLock::new();
     PERMITS.get_or_init(|| {
