@@ -28,33 +28,50 @@ const TOWER_CRANE: &str = include_str!("../../../../docs/examples/tower-crane.ya
 /// How long one command may take before the test gives up on it (a bound, not a measurement).
 const COMMAND_BOUND: Duration = Duration::from_secs(30);
 
-/// The commands of each ```sh block of `markdown`, continuation lines joined.
-pub(crate) fn sh_blocks(markdown: &str) -> Vec<Vec<String>> {
+/// The text of each ```sh block of `markdown`, as a reader pastes it (continuation lines and
+/// all: a backslash at a line's end inside quotes is bash's to join).
+pub(crate) fn sh_texts(markdown: &str) -> Vec<String> {
     let mut blocks = Vec::new();
-    let mut current: Option<Vec<String>> = None;
-    let mut pending = String::new();
+    let mut current: Option<String> = None;
     for line in markdown.lines() {
         match (&mut current, line.trim_end()) {
-            (None, "```sh") => current = Some(Vec::new()),
+            (None, "```sh") => current = Some(String::new()),
             (Some(_), "```") => blocks.push(current.take().expect("inside a block")),
-            (Some(commands), text) => {
-                let (text, continued) = match text.strip_suffix('\\') {
-                    Some(head) => (head, true),
-                    None => (text, false),
-                };
-                pending.push_str(text.trim());
-                pending.push(' ');
-                if !continued {
-                    let command = std::mem::take(&mut pending).trim().to_owned();
-                    if !command.is_empty() && !command.starts_with('#') {
-                        commands.push(command);
-                    }
-                }
+            (Some(text), _) => {
+                text.push_str(line);
+                text.push('\n');
             }
             (None, _) => {}
         }
     }
     blocks
+}
+
+/// The commands of each ```sh block of `markdown`, continuation lines joined.
+fn sh_blocks(markdown: &str) -> Vec<Vec<String>> {
+    sh_texts(markdown).iter().map(|text| commands_of(text)).collect()
+}
+
+/// A block's commands: continuation lines joined, comments and blank lines left out.
+fn commands_of(text: &str) -> Vec<String> {
+    let mut commands = Vec::new();
+    let mut pending = String::new();
+    for line in text.lines() {
+        let line = line.trim_end();
+        let (line, continued) = match line.strip_suffix('\\') {
+            Some(head) => (head, true),
+            None => (line, false),
+        };
+        pending.push_str(line.trim());
+        pending.push(' ');
+        if !continued {
+            let command = std::mem::take(&mut pending).trim().to_owned();
+            if !command.is_empty() && !command.starts_with('#') {
+                commands.push(command);
+            }
+        }
+    }
+    commands
 }
 
 /// The blocks of the README and the guide that hold a `mosquitto_*` command.
@@ -229,7 +246,7 @@ async fn make_devices_ca(dir: &Path) {
 }
 
 /// Whether `tool` runs here.
-pub(crate) fn installed(tool: &str) -> bool {
+fn installed(tool: &str) -> bool {
     std::process::Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
         .output()

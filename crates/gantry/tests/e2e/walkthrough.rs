@@ -18,6 +18,7 @@ use serde_json::Value;
 use tokio::process::Command;
 
 use crate::helpers::{TestApp, spawn_app};
+use crate::readme::sh_texts;
 
 const README: &str = include_str!("../../../../README.md");
 const GETTING_STARTED: &str = include_str!("../../../../docs/book/src/getting-started.md");
@@ -27,25 +28,6 @@ const ADMIN_CLI: &str = include_str!("../../../../docs/book/src/admin-cli.md");
 
 /// How long a whole walk-through may take (a bound, not a measurement).
 const SCRIPT_BOUND: Duration = Duration::from_secs(120);
-
-/// The text of each ```sh block of `markdown`, as a reader pastes it (continuation lines and
-/// all: a backslash at a line's end inside quotes is bash's to join).
-fn sh_blocks(markdown: &str) -> Vec<String> {
-    let mut blocks = Vec::new();
-    let mut current: Option<String> = None;
-    for line in markdown.lines() {
-        match (&mut current, line.trim_end()) {
-            (None, "```sh") => current = Some(String::new()),
-            (Some(_), "```") => blocks.push(current.take().expect("inside a block")),
-            (Some(text), _) => {
-                text.push_str(line);
-                text.push('\n');
-            }
-            (None, _) => {}
-        }
-    }
-    blocks
-}
 
 /// Whether a block is one a reader runs against the service in a second terminal.
 fn runs_against_the_service(block: &str) -> bool {
@@ -70,7 +52,7 @@ fn script_of(documents: &[&str], app: &TestApp) -> String {
          # Each answer on a line of its own, so that the test can read them one by one.\n\
          curl() { command curl -w '\\n' \"$@\"; }\n",
     );
-    for block in documents.iter().flat_map(|doc| sh_blocks(doc)) {
+    for block in documents.iter().flat_map(|doc| sh_texts(doc)) {
         if !runs_against_the_service(&block) {
             continue;
         }
