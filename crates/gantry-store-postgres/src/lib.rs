@@ -149,7 +149,7 @@ impl PostgresEvents {
         }
         rollups::add_batch(&mut tx, events, folded, ROWS_PER_STATEMENT).await?;
         update_shadows(&mut tx, events, ROWS_PER_STATEMENT).await?;
-        let mut changes = CountChanges::new(PostgresKept.counts_hours());
+        let mut changes = CountChanges::new(self.kept.rules.counts_hours());
         for e in events {
             changes.add(
                 e.device_id.as_str(),
