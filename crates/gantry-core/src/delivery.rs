@@ -1,12 +1,13 @@
-//! Webhook delivery: a task owned by the application, and a worker per enabled webhook, so a
-//! slow or dead receiver delays its own webhook alone. With several nodes on one database, the
+//! Webhook delivery: a task owned by the application, and a worker per enabled webhook (a task of
+//! the same owner), so a slow or dead receiver delays its own webhook alone. With several nodes on one database, the
 //! node that holds the webhook's lease works it (`LEASE`), the others wait for the lease to end.
 //! A worker has at most one delivery pending:
 //! it takes the oldest waiting events into a delivery (stored before they leave the outbox), POSTs
 //! it until a 2xx (retrying with backoff, `RetryPolicy`) or until it gives up, and only then takes
 //! the next. So a webhook gets a device's events of one type in the order they were committed, at
 //! least once: a crash between a POST and its record sends it again, with the same body and
-//! `X-Gantry-Delivery`.
+//! `X-Gantry-Delivery`. At shutdown a worker finishes the attempt it has in flight and records
+//! its outcome, so a receiver that answered is not sent the delivery again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,6 +15,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::enums::DeliveryStatus;
 use crate::ids::{DeliveryId, WebhookId};
@@ -22,26 +25,33 @@ use crate::time::now_ms;
 use crate::webhook::{Delivery, Webhook, WebhookUrl, delivery_body, signature};
 use crate::webhooks::{Outcome, WebhookService};
 
-/// Runs until `stop` turns true: every `poll`, starts a worker for each enabled webhook that has
-/// none, hands changed webhooks to theirs, and stops the workers of webhooks disabled or deleted.
-pub async fn run(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut stop: watch::Receiver<bool>) {
-    let mut workers: HashMap<WebhookId, (watch::Sender<Webhook>, JoinHandle<()>)> = HashMap::new();
+/// Runs until `stop` is cancelled: every `poll`, starts a worker for each enabled webhook that
+/// has none (a task of `tasks`), hands changed webhooks to theirs, and stops the workers of
+/// webhooks disabled or deleted. A worker told to stop finishes the attempt it has in flight
+/// and records its outcome; the owner of `tasks` waits for that.
+pub async fn run(
+    webhooks: Arc<WebhookService>,
+    outbound: Arc<dyn Outbound>,
+    tasks: TaskTracker,
+    stop: CancellationToken,
+) {
+    let mut workers: HashMap<WebhookId, Worker> = HashMap::new();
     let poll = webhooks.config().poll;
     loop {
         match webhooks.store().enabled_webhooks().await {
             Ok(enabled) => {
                 let live: std::collections::HashSet<WebhookId> = enabled.iter().map(|w| w.id.clone()).collect();
-                workers.retain(|id, (_, task)| {
-                    let keep = live.contains(id) && !task.is_finished();
+                workers.retain(|id, worker| {
+                    let keep = live.contains(id) && !worker.task.is_finished();
                     if !keep {
-                        task.abort();
+                        worker.stop.cancel();
                     }
                     keep
                 });
                 for webhook in enabled {
                     match workers.get(&webhook.id) {
-                        Some((tx, _)) => {
-                            tx.send_if_modified(|current| {
+                        Some(worker) => {
+                            worker.hook.send_if_modified(|current| {
                                 let changed = *current != webhook;
                                 if changed {
                                     *current = webhook.clone();
@@ -50,9 +60,15 @@ pub async fn run(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut
                             });
                         }
                         None => {
-                            let (tx, rx) = watch::channel(webhook.clone());
-                            let task = tokio::spawn(work(webhooks.clone(), outbound.clone(), rx));
-                            workers.insert(webhook.id, (tx, task));
+                            let (hook, rx) = watch::channel(webhook.clone());
+                            let worker_stop = stop.child_token();
+                            let task = tasks.spawn(work(webhooks.clone(), outbound.clone(), rx, worker_stop.clone()));
+                            let worker = Worker {
+                                hook,
+                                stop: worker_stop,
+                                task,
+                            };
+                            workers.insert(webhook.id, worker);
                         }
                     }
                 }
@@ -61,13 +77,18 @@ pub async fn run(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut
         }
         tokio::select! {
             _ = tokio::time::sleep(poll) => {}
-            _ = stop.wait_for(|stop| *stop) => break,
+            _ = stop.cancelled() => break,
         }
     }
-    // A POST cut short here is sent again after the restart (at least once).
-    for (_, (_, task)) in workers {
-        task.abort();
-    }
+}
+
+/// A webhook's worker, as `run` holds it.
+struct Worker {
+    /// The webhook as last read: a change reaches the worker at once.
+    hook: watch::Sender<Webhook>,
+    /// Cancelled when the webhook is disabled or deleted, or the deliveries stop.
+    stop: CancellationToken,
+    task: JoinHandle<()>,
 }
 
 /// How long a node's lease on a webhook lasts: longer than a POST may take (`Outbound`'s 10 s
@@ -75,14 +96,26 @@ pub async fn run(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut
 /// look at the outbox; a node that stops holds the webhook this long at most.
 const LEASE: Duration = Duration::from_secs(30);
 
-/// One webhook's deliveries, in order, one at a time, while this node holds its lease.
+/// One webhook's deliveries, in order, one at a time, while this node holds its lease, until
+/// `stop` is cancelled: every wait ends then, an attempt in flight does not.
 #[tracing::instrument(skip_all, fields(webhook = %hook.borrow().id))]
-async fn work(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut hook: watch::Receiver<Webhook>) {
+async fn work(
+    webhooks: Arc<WebhookService>,
+    outbound: Arc<dyn Outbound>,
+    mut hook: watch::Receiver<Webhook>,
+    stop: CancellationToken,
+) {
     let store = webhooks.store().clone();
     let config = webhooks.config().clone();
+    let pause = async |wait: Duration| {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.cancelled() => {}
+        }
+    };
     // A changed webhook (a fixed URL, say) is tried at once, not at its pending delivery's time.
     let mut at_once = false;
-    loop {
+    while !stop.is_cancelled() {
         let webhook = hook.borrow_and_update().clone();
         let now = now_ms();
         let until = now + LEASE.as_millis() as i64;
@@ -91,14 +124,14 @@ async fn work(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut ho
             Ok(false) => {
                 // Another node works it; look again after the poll.
                 tokio::select! {
-                    _ = tokio::time::sleep(config.poll) => {}
+                    _ = pause(config.poll) => {}
                     _ = hook.changed() => {}
                 }
                 continue;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "webhook lease not taken");
-                tokio::time::sleep(config.poll).await;
+                pause(config.poll).await;
                 continue;
             }
         }
@@ -106,7 +139,7 @@ async fn work(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut ho
             Ok(pending) => pending,
             Err(e) => {
                 tracing::warn!(error = %e, "pending delivery not read");
-                tokio::time::sleep(config.poll).await;
+                pause(config.poll).await;
                 continue;
             }
         };
@@ -118,13 +151,13 @@ async fn work(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut ho
                 Ok(false) => {
                     tokio::select! {
                         _ = written => {}
-                        _ = tokio::time::sleep(config.poll) => {}
+                        _ = pause(config.poll) => {}
                         _ = hook.changed() => {}
                     }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "webhook events not taken into a delivery");
-                    tokio::time::sleep(config.poll).await;
+                    pause(config.poll).await;
                 }
             }
             continue;
@@ -134,13 +167,15 @@ async fn work(webhooks: Arc<WebhookService>, outbound: Arc<dyn Outbound>, mut ho
             // Waits a poll at most, then renews the lease before the attempt.
             let nap = Duration::from_millis(due as u64).min(config.poll);
             tokio::select! {
-                _ = tokio::time::sleep(nap) => {}
+                _ = pause(nap) => {}
                 _ = hook.changed() => at_once = true,
             }
             continue;
         }
         at_once = false;
-        attempt(&webhooks, &*outbound, &webhook, delivery).await;
+        if !attempt(&webhooks, &*outbound, &webhook, delivery).await {
+            pause(config.poll).await;
+        }
     }
 }
 
@@ -176,8 +211,13 @@ async fn open_delivery(webhooks: &WebhookService, webhook: &Webhook) -> crate::R
     }
 }
 
-/// POSTs the delivery once and records what came of it.
-async fn attempt(webhooks: &WebhookService, outbound: &dyn Outbound, webhook: &Webhook, mut delivery: Delivery) {
+/// POSTs the delivery once and records what came of it; false when the record failed.
+async fn attempt(
+    webhooks: &WebhookService,
+    outbound: &dyn Outbound,
+    webhook: &Webhook,
+    mut delivery: Delivery,
+) -> bool {
     let config = webhooks.config();
     let now = now_ms();
     let result = match WebhookUrl::parse(&webhook.url, config.allow_private) {
@@ -242,6 +282,7 @@ async fn attempt(webhooks: &WebhookService, outbound: &dyn Outbound, webhook: &W
     if let Err(e) = webhooks.store().update_delivery(&delivery).await {
         // Still pending in the store: it is sent again.
         tracing::warn!(delivery = %delivery.id, error = %e, "delivery outcome not recorded");
-        tokio::time::sleep(config.poll).await;
+        return false;
     }
+    true
 }

@@ -19,13 +19,13 @@ use rmqtt::server::MqttServer;
 use rmqtt::session::SessionState;
 use rmqtt::types::{ClientId, From, Id, Publish};
 use rustls::ServerConfig;
-use tokio::task::JoinHandle;
 
 use crate::connections::{Connections, Transports};
 use crate::hooks::GantryHooks;
 use crate::policy::Policy;
 use crate::sessions::{SWEEP_PERIOD, Sessions};
 use crate::stats::MqttStats;
+use crate::tasks::BrokerTasks;
 use crate::topics::Topics;
 
 #[derive(Debug, Clone)]
@@ -167,9 +167,9 @@ pub struct EmbeddedBroker {
     transports: Transports,
     /// Publishes per second per connection (`BrokerLimits::publishes_per_second`).
     publish_rate: u32,
-    task: Option<JoinHandle<()>>,
-    /// Closes sessions whose credential ended (`Sessions::sweep`).
-    sweeper: Option<JoinHandle<()>>,
+    /// The server's task, its sweeper (`Sessions::sweep` closes sessions whose credential
+    /// ended) and the hooks' work, from `start` on.
+    tasks: Option<BrokerTasks>,
 }
 
 impl EmbeddedBroker {
@@ -205,8 +205,7 @@ impl EmbeddedBroker {
             sessions: Arc::default(),
             transports: Transports(transports),
             publish_rate: config.limits.publishes_per_second,
-            task: None,
-            sweeper: None,
+            tasks: None,
         })
     }
 
@@ -244,8 +243,9 @@ impl EmbeddedBroker {
         })
     }
 
-    /// Attaches the hooks over `services` and starts accepting connections.
-    pub async fn start(&mut self, services: Arc<Services>) {
+    /// Attaches the hooks over `services` and starts accepting connections; the broker's tasks
+    /// are `tasks`.
+    pub async fn start(&mut self, services: Arc<Services>, tasks: BrokerTasks) {
         let policy = Policy::new(&services, self.topics.clone());
         let hooks = GantryHooks::new(
             policy.clone(),
@@ -254,6 +254,7 @@ impl EmbeddedBroker {
             self.sessions.clone(),
             self.publish_rate,
             self.transports.clone(),
+            tasks.clone(),
         );
         let register = self.scx.extends.hook_mgr().register();
         for hook in [
@@ -276,25 +277,26 @@ impl EmbeddedBroker {
             server = server.listener_by_id(listener, id as u16 + 1);
         }
         let server = server.build();
-        self.task = Some(tokio::spawn(async move {
+        tasks.spawn_until(async move {
             if let Err(e) = server.run().await {
                 tracing::error!(error = %e, "MQTT broker stopped");
             }
-        }));
+        });
         let (scx, sessions) = (self.scx.clone(), self.sessions.clone());
-        self.sweeper = Some(tokio::spawn(async move {
+        tasks.spawn_until(async move {
             let mut tick = tokio::time::interval(SWEEP_PERIOD);
             loop {
                 tick.tick().await;
                 sessions.sweep(&scx, &policy).await;
             }
-        }));
+        });
+        self.tasks = Some(tasks);
     }
 
-    /// Stops accepting connections.
+    /// Stops accepting connections and messages (the tasks' owner waits for those in flight).
     pub fn stop(&mut self) {
-        for task in [self.task.take(), self.sweeper.take()].into_iter().flatten() {
-            task.abort();
+        if let Some(tasks) = &self.tasks {
+            tasks.stop();
         }
     }
 }

@@ -22,9 +22,9 @@ use gantry_core::message::Message;
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, NetworkOptions, Packet, QoS};
 use serde::Deserialize;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use crate::stats::MqttStats;
+use crate::tasks::BrokerTasks;
 use crate::topics::Topics;
 use crate::upstream::{UpstreamAnswer, UpstreamPath, UpstreamSender};
 
@@ -48,8 +48,8 @@ pub struct ExternalBroker {
     /// The broker's listener ports and their transports, to name a client's transport by the
     /// port it connected to.
     transports: Vec<(u16, &'static str)>,
-    task: Option<JoinHandle<()>>,
-    presence_task: Option<JoinHandle<()>>,
+    /// The client's loop, the presence task and each message's handling, from `start` on.
+    tasks: Option<BrokerTasks>,
     presence_silence: Duration,
 }
 
@@ -103,8 +103,7 @@ impl ExternalBroker {
             transports: vec![(port, "tcp")],
             host,
             port,
-            task: None,
-            presence_task: None,
+            tasks: None,
             presence_silence: Duration::from_secs(60),
         })
     }
@@ -142,9 +141,9 @@ impl ExternalBroker {
         })
     }
 
-    /// Connects, subscribes to the shared upstream topic and starts handling messages. Waits for
-    /// the first CONNACK so that a wrong URL fails the start.
-    pub async fn start(&mut self, services: Arc<Services>) -> anyhow::Result<()> {
+    /// Connects, subscribes to the shared upstream topic and starts handling messages as
+    /// `tasks`. Waits for the first CONNACK so that a wrong URL fails the start.
+    pub async fn start(&mut self, services: Arc<Services>, tasks: BrokerTasks) -> anyhow::Result<()> {
         let mut eventloop = self.eventloop.take().context("the external broker is started once")?;
         loop {
             match tokio::time::timeout(Duration::from_secs(10), eventloop.poll()).await {
@@ -157,29 +156,11 @@ impl ExternalBroker {
         let filter = self.topics.shared_upstream(SHARE_GROUP);
         self.client.subscribe(&filter, QoS::AtLeastOnce).await?;
         subscribe_client_events(&self.client).await?;
-        let (presence_tx, mut presence_rx) = mpsc::channel::<PresenceEvent>(PRESENCE_QUEUE);
-        let presence_services = services.clone();
+        let (presence_tx, presence_rx) = mpsc::channel::<PresenceEvent>(PRESENCE_QUEUE);
         let heard = Arc::new(Heard::new(self.presence_silence));
-        let presence_heard = heard.clone();
-        self.presence_task = Some(tokio::spawn(async move {
-            while let Some(event) = presence_rx.recv().await {
-                presence_heard.forget(&event);
-                let done = match event {
-                    PresenceEvent::Connected(start) => {
-                        match presence_services.telemetry.device_tenant(&start.device).await {
-                            Ok(Some(tenant)) => presence_services.presence.connected(&tenant, start).await,
-                            Ok(None) => Ok(()),
-                            Err(e) => Err(e),
-                        }
-                    }
-                    PresenceEvent::Disconnected(end) => presence_services.presence.disconnected(None, end).await,
-                };
-                if let Err(e) = done {
-                    tracing::warn!(error = %e, "device presence not recorded");
-                }
-            }
-        }));
-        let transports = self.transports.clone();
+        // Ends once the client's loop has ended (it holds the sender) and the events queued are
+        // recorded.
+        tasks.spawn(record_presence(presence_rx, services.clone(), heard.clone()));
         let handler = ExternalUpstream {
             services,
             client: self.client.clone(),
@@ -188,49 +169,83 @@ impl ExternalBroker {
             tenants: Arc::default(),
             heard,
         };
-        self.task = Some(tokio::spawn(async move {
-            loop {
-                match eventloop.poll().await {
-                    Ok(Event::Incoming(Packet::Publish(publish))) if publish.topic.starts_with("$SYS/") => {
-                        match presence_event(&publish.topic, &publish.payload, &transports) {
-                            Some(event) => {
-                                if presence_tx.try_send(event).is_err() {
-                                    tracing::warn!("client events arrive faster than they are recorded; one dropped");
-                                }
-                            }
-                            None => tracing::debug!(topic = %publish.topic, "client event not understood"),
-                        }
-                    }
-                    Ok(Event::Incoming(Packet::Publish(publish))) => {
-                        let handler = handler.clone();
-                        tokio::spawn(async move { handler.handle(publish).await });
-                    }
-                    Ok(Event::Incoming(Packet::ConnAck(ack))) if !ack.session_present => {
-                        // A new session has no subscription: take the shared one again.
-                        if let Err(e) = handler.client.subscribe(&filter, QoS::AtLeastOnce).await {
-                            tracing::warn!(error = %e, "could not subscribe again");
-                        }
-                        if let Err(e) = subscribe_client_events(&handler.client).await {
-                            tracing::warn!(error = %e, "could not subscribe to client events again");
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "external broker connection lost; reconnecting");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                }
-            }
-        }));
+        let taking = take_messages(
+            eventloop,
+            handler,
+            (filter, self.transports.clone()),
+            presence_tx,
+            tasks.clone(),
+        );
+        tasks.spawn_until(taking);
+        self.tasks = Some(tasks);
         Ok(())
     }
 
+    /// Stops taking messages (the tasks' owner waits for those in flight).
     pub fn stop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
+        if let Some(tasks) = &self.tasks {
+            tasks.stop();
         }
-        if let Some(task) = self.presence_task.take() {
-            task.abort();
+    }
+}
+
+/// Records the client events the client's loop passes on, in order, until it stops.
+async fn record_presence(mut events: mpsc::Receiver<PresenceEvent>, services: Arc<Services>, heard: Arc<Heard>) {
+    while let Some(event) = events.recv().await {
+        heard.forget(&event);
+        let done = match event {
+            PresenceEvent::Connected(start) => match services.telemetry.device_tenant(&start.device).await {
+                Ok(Some(tenant)) => services.presence.connected(&tenant, start).await,
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            },
+            PresenceEvent::Disconnected(end) => services.presence.disconnected(None, end).await,
+        };
+        if let Err(e) = done {
+            tracing::warn!(error = %e, "device presence not recorded");
+        }
+    }
+}
+
+/// The client's loop: client events go to the presence task, each upstream message is handled
+/// as a task of its own, and a new session subscribes again (`filter`).
+async fn take_messages(
+    mut eventloop: EventLoop,
+    handler: ExternalUpstream,
+    (filter, transports): (String, Vec<(u16, &'static str)>),
+    presence: mpsc::Sender<PresenceEvent>,
+    tasks: BrokerTasks,
+) {
+    loop {
+        match eventloop.poll().await {
+            Ok(Event::Incoming(Packet::Publish(publish))) if publish.topic.starts_with("$SYS/") => {
+                match presence_event(&publish.topic, &publish.payload, &transports) {
+                    Some(event) => {
+                        if presence.try_send(event).is_err() {
+                            tracing::warn!("client events arrive faster than they are recorded; one dropped");
+                        }
+                    }
+                    None => tracing::debug!(topic = %publish.topic, "client event not understood"),
+                }
+            }
+            Ok(Event::Incoming(Packet::Publish(publish))) => {
+                let handler = handler.clone();
+                tasks.spawn(async move { handler.handle(publish).await });
+            }
+            Ok(Event::Incoming(Packet::ConnAck(ack))) if !ack.session_present => {
+                // A new session has no subscription: take the shared one again.
+                if let Err(e) = handler.client.subscribe(&filter, QoS::AtLeastOnce).await {
+                    tracing::warn!(error = %e, "could not subscribe again");
+                }
+                if let Err(e) = subscribe_client_events(&handler.client).await {
+                    tracing::warn!(error = %e, "could not subscribe to client events again");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "external broker connection lost; reconnecting");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::policy::{Login, LoginRefusal, Policy, Publishing};
 use crate::rate::PublishRate;
 use crate::sessions::Sessions;
 use crate::stats::MqttStats;
+use crate::tasks::BrokerTasks;
 use crate::upstream::{UpstreamAnswer, UpstreamPath, UpstreamSender};
 
 #[derive(Clone)]
@@ -33,6 +34,8 @@ pub(crate) struct GantryHooks {
     sessions: Arc<Sessions>,
     publish_rate: Arc<PublishRate>,
     transports: Transports,
+    /// Where the work a connect starts goes, and what counts a message in flight.
+    tasks: BrokerTasks,
 }
 
 impl GantryHooks {
@@ -43,6 +46,7 @@ impl GantryHooks {
         sessions: Arc<Sessions>,
         publishes_per_second: u32,
         transports: Transports,
+        tasks: BrokerTasks,
     ) -> Self {
         Self {
             policy,
@@ -51,6 +55,7 @@ impl GantryHooks {
             sessions,
             publish_rate: Arc::new(PublishRate::new(publishes_per_second)),
             transports,
+            tasks,
         }
     }
 
@@ -147,6 +152,11 @@ impl GantryHooks {
     /// Per message, at debug: nothing is recorded or allocated when the level is off.
     #[instrument(level = "debug", name = "mqtt_publish", skip_all, fields(client_id = client_id))]
     async fn take_publish(&self, client_id: &str, publish: &Publish) -> PublishAclResult {
+        // Counted until answered, so the shutdown drains ingest after it; once the broker stops,
+        // not taken (and not acknowledged: the device sends it again after reconnecting).
+        let Some(_in_flight) = self.tasks.in_flight() else {
+            return PublishAclResult::rejected(true, None);
+        };
         let Some(identity) = self.sessions.identity(client_id) else {
             return PublishAclResult::rejected(true, None);
         };
@@ -249,7 +259,7 @@ impl GantryHooks {
             // Off the handshake: rmqtt holds the client id's entry locked meanwhile, and a
             // reconnect that finds it locked is refused. The store orders the writes by the
             // sessions' start times, so the order they land in does not matter.
-            tokio::spawn(async move {
+            self.tasks.spawn(async move {
                 let device = start.device.clone();
                 if let Err(e) = services.presence.connected(&tenant, start).await {
                     tracing::warn!(device = %device, error = %e, "device presence not recorded");
@@ -285,7 +295,7 @@ impl GantryHooks {
                 last_seen: None,
             };
             // As at connect: not while rmqtt holds the entry locked.
-            tokio::spawn(async move {
+            self.tasks.spawn(async move {
                 let device = end.device.clone();
                 if let Err(e) = services.presence.disconnected(None, end).await {
                     tracing::warn!(device = %device, error = %e, "device presence not recorded");
@@ -304,7 +314,7 @@ impl GantryHooks {
         };
         let device = DeviceId::from_string(client_id);
         // Off the broker's handling of the packet: the delivery publishes to this very session.
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             if let Err(e) = services.desired.device_connected(&tenant, &device).await {
                 tracing::warn!(device = %device, error = %e, "waiting controls or desired state not sent");
             }

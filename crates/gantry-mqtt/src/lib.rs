@@ -10,6 +10,7 @@ pub mod policy;
 mod rate;
 mod sessions;
 mod stats;
+mod tasks;
 pub mod topics;
 mod upstream;
 
@@ -17,4 +18,5 @@ pub use broker::{BrokerConfig, BrokerLimits, BrokerTls, EmbeddedBroker};
 pub use external::ExternalBroker;
 pub use policy::Policy;
 pub use stats::MqttStats;
+pub use tasks::BrokerTasks;
 pub use topics::Topics;

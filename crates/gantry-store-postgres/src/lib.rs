@@ -21,6 +21,7 @@ use gantry_store::engine::{Connected, Dialect, EngineFigures, EventEngine};
 use gantry_store::events::counts::CountChanges;
 use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTables, bind_event, by_id, update_shadows, values_clause};
 use gantry_store::events::{EventTableRules, rollups};
+pub use gantry_store::task::Chores;
 
 mod folds;
 
@@ -69,35 +70,39 @@ impl EventTableRules for PostgresKept {
     }
 }
 
-/// The store on the database at `url`: connects, brings the schema up to date and starts the
-/// engine. The pool also holds one connection for each ingest writer, so that ingest under load
-/// leaves the API its share.
+/// `connect_in` with chores of its own: for a store that a tool or a test opens alone.
 pub async fn connect(url: &str) -> std::result::Result<gantry_store::SqlStore, sqlx::Error> {
+    connect_in(url, Chores::alone()).await
+}
+
+/// The store on the database at `url`: connects, brings the schema up to date and starts the
+/// engine, its folds run as `chores`, which `SqlStore::close` ends before the pool closes. The
+/// pool also holds one connection for each ingest writer, so that ingest under load leaves the
+/// API its share.
+pub async fn connect_in(url: &str, chores: Chores) -> std::result::Result<gantry_store::SqlStore, sqlx::Error> {
     sqlx::any::install_default_drivers();
-    Ok(gantry_store::SqlStore::from_engine(engine(url).await?))
+    Ok(gantry_store::SqlStore::from_engine(engine(url, chores).await?))
 }
 
 /// The engine at `url`, connected, for `SqlStore::from_engine`.
-async fn engine(url: &str) -> std::result::Result<Connected, sqlx::Error> {
+async fn engine(url: &str, chores: Chores) -> std::result::Result<Connected, sqlx::Error> {
     let pool = gantry_store::engine::pool_options(gantry_store::engine::POOL_SIZE + INGEST_WRITERS as u32)
         .connect(url)
         .await?;
     MIGRATOR.run(&pool).await?;
-    let alive = std::sync::Arc::new(());
+    chores.every(
+        folds::FOLD_PERIOD,
+        pool.clone(),
+        "folding the rollups failed",
+        |pool| async move { folds::fold(&pool, now_ms()).await },
+    );
     let events = PostgresEvents {
         kept: EventTables {
             pool: pool.clone(),
             rules: std::sync::Arc::new(PostgresKept),
         },
-        _alive: alive.clone(),
+        chores,
     };
-    tokio::spawn(gantry_store::task::every(
-        folds::FOLD_PERIOD,
-        pool.clone(),
-        std::sync::Arc::downgrade(&alive),
-        "folding the rollups failed",
-        |pool| async move { folds::fold(&pool, now_ms()).await },
-    ));
     Ok(Connected {
         writer: pool.clone(),
         log_writer: pool.clone(),
@@ -111,8 +116,8 @@ async fn engine(url: &str) -> std::result::Result<Connected, sqlx::Error> {
 #[derive(Debug)]
 struct PostgresEvents {
     kept: EventTables,
-    /// Ends the fold task when the store goes.
-    _alive: std::sync::Arc<()>,
+    /// The folds; they end when the store closes or goes.
+    chores: Chores,
 }
 
 impl PostgresEvents {
@@ -173,7 +178,9 @@ impl EventEngine for PostgresEvents {
         Ok(0)
     }
 
+    /// The folds first (one under way finishes), then the pool.
     async fn close(&self) {
+        self.chores.end().await;
         self.pool().close().await;
     }
 

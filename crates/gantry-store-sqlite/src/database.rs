@@ -41,8 +41,8 @@ pub(crate) fn pool_options(size: u32, statements: Vec<String>) -> AnyPoolOptions
         })
 }
 
-/// The database as the store holds it: its pools, its lock file, and the token whose drop (with
-/// the last clone of the store) ends the background tasks.
+/// The database as the store holds it: its pools, its lock file, and its chores (the
+/// checkpointer, the mover and the flusher), which end when it closes or is dropped.
 #[derive(Debug)]
 pub(crate) struct Database {
     /// Reads.
@@ -54,7 +54,7 @@ pub(crate) struct Database {
     /// The event-log file's write-ahead log.
     pub(crate) logs_wal: std::path::PathBuf,
     pub(crate) lock: Lock,
-    pub(crate) alive: Arc<()>,
+    pub(crate) chores: gantry_store::task::Chores,
     /// When the API's writes last asked for `writer` (`ApiWrites`): the mover's moves are short
     /// while they come.
     pub(crate) api_writes: Arc<gantry_store::engine::ApiWrites>,
@@ -70,7 +70,8 @@ impl Database {
         super::file::wal_of(&file)
     }
 
-    /// Closes the pools, waiting for connections in use, and lets the files go.
+    /// Closes the pools, waiting for connections in use, and lets the files go. The chores
+    /// have ended before (`StagingEvents::close`).
     pub(crate) async fn close(&self) {
         self.writer.close().await;
         self.log_writer.close().await;

@@ -23,6 +23,7 @@ use database::{Database, WRITER_PRAGMAS, pool_options};
 pub use file::sqlite_url;
 use gantry_store::SqlStore;
 use gantry_store::engine::{Connected, Dialect};
+pub use gantry_store::task::Chores;
 use staging::StagingEvents;
 
 /// The main file's schema (migrations/); the staging and event-log files have their own.
@@ -44,16 +45,22 @@ const DIALECT: Dialect = Dialect {
 /// own checkpoint is left with the few pages committed since.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
-/// The store on the database at `url`: opens it (creating its file and directory when missing),
-/// brings the files' schemas up to date and starts the checkpointer and the event engine.
+/// `connect_in` with chores of its own: for a store that a tool or a test opens alone.
 pub async fn connect(url: &str) -> Result<SqlStore, sqlx::Error> {
+    connect_in(url, Chores::alone()).await
+}
+
+/// The store on the database at `url`: opens it (creating its file and directory when missing),
+/// brings the files' schemas up to date and starts the checkpointer and the event engine as
+/// `chores`, which `SqlStore::close` ends before the files close.
+pub async fn connect_in(url: &str, chores: Chores) -> Result<SqlStore, sqlx::Error> {
     sqlx::any::install_default_drivers();
-    Ok(SqlStore::from_engine(engine(url).await?))
+    Ok(SqlStore::from_engine(engine(url, chores).await?))
 }
 
 /// The engine at `url`, connected, for `SqlStore::from_engine`.
-async fn engine(url: &str) -> Result<Connected, sqlx::Error> {
-    let events = Arc::new(open(url).await?);
+async fn engine(url: &str, chores: Chores) -> Result<Connected, sqlx::Error> {
+    let events = Arc::new(open(url, chores).await?);
     let database = events.database();
     Ok(Connected {
         pool: database.pool.clone(),
@@ -65,8 +72,8 @@ async fn engine(url: &str) -> Result<Connected, sqlx::Error> {
     })
 }
 
-/// The database at `url` with the staging engine on it.
-pub(crate) async fn open(url: &str) -> Result<StagingEvents, sqlx::Error> {
+/// The database at `url` with the staging engine on it, its chores run as `chores`.
+pub(crate) async fn open(url: &str, chores: Chores) -> Result<StagingEvents, sqlx::Error> {
     file::create_database_file(url)?;
     let lock = file::Lock::take(url, file::LOCK_WAIT).await?;
     let staging = staging::staging_file(url)?;
@@ -101,18 +108,17 @@ pub(crate) async fn open(url: &str) -> Result<StagingEvents, sqlx::Error> {
         log_writer,
         logs_wal: event_logs.wal.clone(),
         lock,
-        alive: Arc::new(()),
+        chores,
         api_writes: Default::default(),
     };
     // The checkpointer: passive, it never waits for readers or the writers, it copies what it
     // can, in every file.
-    tokio::spawn(gantry_store::task::every(
+    database.chores.every(
         CHECKPOINT_EVERY,
         pool.clone(),
-        Arc::downgrade(&database.alive),
         "WAL checkpoint failed",
         |pool| async move { sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await },
-    ));
+    );
     StagingEvents::start(database, stager, staging).await
 }
 
@@ -176,7 +182,7 @@ mod tests {
     async fn event_logs_are_written_while_the_main_writer_is_held() {
         use gantry_core::store::EventLogStore;
         let dir = tempfile::tempdir().unwrap();
-        let connected = engine(&sqlite_url(dir.path())).await.unwrap();
+        let connected = engine(&sqlite_url(dir.path()), Chores::alone()).await.unwrap();
         let writer = connected.writer.clone();
         let store = SqlStore::from_engine(connected);
         let mut held = writer.begin().await.unwrap();

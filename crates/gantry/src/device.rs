@@ -109,6 +109,8 @@ impl DeviceClient {
             }
         }
         let (tx, incoming) = mpsc::unbounded_channel();
+        // A client's own connection loop, not the service's background work (no task owner here):
+        // it ends when the connection closes or the client is dropped (the channel closes).
         tokio::spawn(async move {
             loop {
                 let item = match eventloop.poll().await {

@@ -64,6 +64,8 @@ async fn get(url: &str) -> anyhow::Result<StatusCode> {
     let port = authority.port_u16().unwrap_or(80);
     let stream = tokio::net::TcpStream::connect((authority.host().trim_matches(['[', ']']), port)).await?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    // `gantry healthcheck` is a one-shot client, not the service: its connection's driver ends
+    // with the request (or the process), so no task owner is needed.
     tokio::spawn(connection);
     let request = Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
         .header(header::HOST, authority.as_str())

@@ -74,14 +74,15 @@ impl Application {
     /// the administrator's token, and the HTTP router. Nothing runs until `run_until`.
     pub async fn build(config: ServeConfig) -> anyhow::Result<Self> {
         let tasks = Tasks::new();
-        let store = open_store(&config).await?;
+        let store = open_store(&config, &tasks).await?;
         let backend = store.backend();
         let mut front = Front::bind(&config, &tasks).await?;
         let (addrs, routes) = front.addresses(&config)?;
         let public_rest = addrs.rest.clone();
         let sql_store = Arc::new(store);
         let store: Arc<dyn gantry_core::store::Store> = sql_store.clone();
-        let (ingest, ingest_writer) = Ingest::start_in(store.clone(), IngestConfig::default(), tasks.tracker());
+        let ingest_tasks = tasks.tracker(Stage::Ingest);
+        let (ingest, ingest_writer) = Ingest::start_in(store.clone(), IngestConfig::default(), ingest_tasks);
         let parts = CoreParts {
             store,
             ingest: ingest.clone(),
@@ -90,7 +91,8 @@ impl Application {
             node: front.node.clone(),
         };
         let services = Arc::new(core_services(&config, parts, &front.broker, &tasks));
-        front.broker.start(services.clone()).await?;
+        let broker_tasks = gantry_mqtt::BrokerTasks::new(tasks.tracker(Stage::Mqtt).clone(), &tasks.token(Stage::Mqtt));
+        front.broker.start(services.clone(), broker_tasks).await?;
         let (generated_admin_token, admin_token_at) = admin_token(&config, &services).await?;
         let router = http_router(&config, &services, &ingest, &sql_store, &front.broker);
         Ok(Self {
@@ -204,7 +206,7 @@ impl Application {
             header: self.header_timeout,
             write: self.write_timeout,
         };
-        let listeners = self.tasks.token(Stage::Listeners);
+        let listeners = self.tasks.token(Stage::Http);
         let mut servers = Vec::new();
         if let Some(listener) = self.https.take() {
             let stopped = listeners.clone().cancelled_owned();
@@ -215,10 +217,10 @@ impl Application {
                     .clone()
                     .layer(axum::Extension(gantry_console::Transport::Https)),
                 timeouts,
-                self.tasks.tracker().clone(),
+                self.tasks.tracker(Stage::Http).clone(),
                 stopped,
             );
-            servers.push(self.tasks.spawn(serve));
+            servers.push(self.tasks.spawn(Stage::Http, serve));
         }
         if let Some(listener) = self.http.take() {
             let stopped = listeners.cancelled_owned();
@@ -226,10 +228,10 @@ impl Application {
                 listener,
                 self.router.clone(),
                 timeouts,
-                self.tasks.tracker().clone(),
+                self.tasks.tracker(Stage::Http).clone(),
                 stopped,
             );
-            servers.push(self.tasks.spawn(serve));
+            servers.push(self.tasks.spawn(Stage::Http, serve));
         }
         let tasks = &self.tasks;
         tasks.spawn_until(Stage::Chores, sweep_overdue_acks(self.services.clone()));
@@ -243,26 +245,32 @@ impl Application {
             Stage::Chores,
             purge_audit_and_sessions(self.services.clone(), self.audit_retention_days),
         );
-        tasks.spawn(gantry_core::delivery::run(
-            self.services.webhooks.clone(),
-            self.outbound.clone(),
-            tasks.flag(Stage::Deliveries),
-        ));
+        tasks.spawn(
+            Stage::Deliveries,
+            gantry_core::delivery::run(
+                self.services.webhooks.clone(),
+                self.outbound.clone(),
+                tasks.tracker(Stage::Deliveries).clone(),
+                tasks.token(Stage::Deliveries),
+            ),
+        );
         servers
     }
 
     /// The one shutdown, in the order ARCHITECTURE.md states: stop taking work, drain ingest,
-    /// finish deliveries in flight, close the store.
-    async fn shut_down(mut self, servers: Vec<tokio::task::JoinHandle<()>>) -> anyhow::Result<()> {
-        self.tasks.stop(Stage::Listeners);
+    /// finish deliveries in flight, close the store. Each stage's tasks have ended before the
+    /// next stage is told to stop (`Tasks::stop`).
+    async fn shut_down(self, servers: Vec<tokio::task::JoinHandle<()>>) -> anyhow::Result<()> {
         // Push streams never end on their own: end them, so the servers can drain.
         self.services.feeds.close();
+        self.tasks.stop(Stage::Http).await;
         for server in servers {
             server.await.context("an HTTP server")?;
         }
-        // Requests in flight have had their answers; stop taking MQTT connections.
-        self.broker.stop();
-        self.tasks.stop(Stage::Chores);
+        // Requests in flight have had their answers (a control's ack among them); stop taking
+        // MQTT connections and messages, and let those in flight reach ingest.
+        self.tasks.stop(Stage::Mqtt).await;
+        self.tasks.stop(Stage::Chores).await;
         if let Err(e) = self.services.presence.flush().await {
             tracing::warn!(error = %e, "last-seen times not written");
         }
@@ -274,9 +282,11 @@ impl Application {
         // Commit whatever is still queued, then let the stream publisher finish.
         self.ingest.close();
         self.ingest_writer.join().await;
-        self.tasks.stop(Stage::Ingest);
-        // A POST cut short here is sent again after the restart (at least once).
-        self.tasks.stop(Stage::Deliveries);
+        self.tasks.stop(Stage::Ingest).await;
+        // An attempt in flight is finished and recorded; one cut short by a crash is sent again
+        // after the restart (at least once).
+        self.tasks.stop(Stage::Deliveries).await;
+        // The store's chores (a move or fold under way finishes), then the store.
         self.tasks.close().await;
         self.store.close().await;
         tracing::info!("gantry stopped");
@@ -296,8 +306,9 @@ async fn console_client_ip(
 }
 
 /// Checks the configuration's listeners, then opens the store the database URL names (SQLite in
-/// the data dir by default) with the data dir's files made private.
-async fn open_store(config: &ServeConfig) -> anyhow::Result<SqlStore> {
+/// the data dir by default) with the data dir's files made private; its engine's chores are
+/// tasks of the store's stage.
+async fn open_store(config: &ServeConfig, tasks: &Tasks) -> anyhow::Result<SqlStore> {
     config.check_listeners()?;
     limits::raise_open_files();
     secure_data_dir(&config.data_dir)?;
@@ -305,7 +316,10 @@ async fn open_store(config: &ServeConfig) -> anyhow::Result<SqlStore> {
         .database_url
         .clone()
         .unwrap_or_else(|| store::sqlite_url(&config.data_dir));
-    let store = store::connect(&database_url).await.context("opening the store")?;
+    let chores = store::Chores::new(tasks.tracker(Stage::Store).clone(), &tasks.token(Stage::Store));
+    let store = store::connect_in(&database_url, chores)
+        .await
+        .context("opening the store")?;
     tighten_files(&config.data_dir)?;
     tracing::info!(backend = store.backend(), "store ready");
     Ok(store)
@@ -438,7 +452,7 @@ fn core_services(config: &ServeConfig, parts: CoreParts, broker: &MqttFront, tas
             per_project: config.stream_subscribers_per_project,
             per_caller: config.stream_subscribers_per_token,
         },
-        tasks.tracker(),
+        tasks.tracker(Stage::Ingest),
         tasks.token(Stage::Ingest),
     );
     services.telemetry.set_max_attributes(config.mqtt_max_attributes);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use gantry_core::Services;
 use gantry_core::downlink::Downlink;
-use gantry_mqtt::{BrokerConfig, BrokerTls, EmbeddedBroker, ExternalBroker, MqttStats, Topics};
+use gantry_mqtt::{BrokerConfig, BrokerTasks, BrokerTls, EmbeddedBroker, ExternalBroker, MqttStats, Topics};
 
 use crate::config::ServeConfig;
 
@@ -124,7 +124,8 @@ impl MqttFront {
         matches!(self, MqttFront::Embedded(_))
     }
 
-    pub async fn start(&mut self, services: Arc<Services>) -> anyhow::Result<()> {
+    /// Starts taking connections and messages; the broker's tasks are `tasks`.
+    pub async fn start(&mut self, services: Arc<Services>, tasks: BrokerTasks) -> anyhow::Result<()> {
         match self {
             MqttFront::Embedded(broker) => {
                 // No session outlives the process: those recorded as on ended with it.
@@ -132,17 +133,10 @@ impl MqttFront {
                 if ended > 0 {
                     tracing::info!(devices = ended, "device sessions of the last run recorded as ended");
                 }
-                broker.start(services).await;
+                broker.start(services, tasks).await;
                 Ok(())
             }
-            MqttFront::External { broker, .. } => broker.start(services).await,
-        }
-    }
-
-    pub fn stop(&mut self) {
-        match self {
-            MqttFront::Embedded(broker) => broker.stop(),
-            MqttFront::External { broker, .. } => broker.stop(),
+            MqttFront::External { broker, .. } => broker.start(services, tasks).await,
         }
     }
 

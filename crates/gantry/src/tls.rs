@@ -113,7 +113,7 @@ impl Tls {
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("installing the SIGHUP handler")?;
         let cert = self.cert.clone();
-        tasks.spawn_until(Stage::Listeners, async move {
+        tasks.spawn_until(Stage::Http, async move {
             while hup.recv().await.is_some() {
                 match cert.reload() {
                     Ok(()) => tracing::info!(cert = %cert.cert.display(), "TLS certificate reloaded"),
@@ -189,9 +189,9 @@ impl HttpsListener {
         let local_addr = listener.local_addr()?;
         let (tx, ready) = mpsc::channel(64);
         let tls = TlsAcceptor::from(config);
-        let handshakes = tasks.token(Stage::Listeners);
-        let tracker = tasks.tracker().clone();
-        let acceptor = tasks.spawn_until(Stage::Listeners, async move {
+        let handshakes = tasks.token(Stage::Http);
+        let tracker = tasks.tracker(Stage::Http).clone();
+        let acceptor = tasks.spawn_until(Stage::Http, async move {
             loop {
                 let (tcp, peer) = match listener.accept().await {
                     Ok(accepted) => accepted,

@@ -22,10 +22,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use super::staged::Staged;
 
-/// The sending side; the task ends with the last store holding it.
+/// The sending side; its task ends once the store lets it go or its stop signal comes.
 #[derive(Debug)]
 pub(crate) struct Flusher {
     requests: mpsc::UnboundedSender<Request>,
@@ -50,12 +51,18 @@ struct Request {
 
 impl Flusher {
     /// Flushes `wal` (the staging file's WAL file) on request, telling `staged` of the events of
-    /// each flushed commit.
-    pub(crate) fn start(wal: PathBuf, staged: Arc<Staged>) -> Flusher {
+    /// each flushed commit; the task that does so is the caller's to run. Once `stop` is
+    /// cancelled, it answers the requests waiting and ends; later ones are told the store is
+    /// closed.
+    pub(crate) fn new(
+        wal: PathBuf,
+        staged: Arc<Staged>,
+        stop: CancellationToken,
+    ) -> (Flusher, impl Future<Output = ()> + Send + 'static) {
         let (requests, received) = mpsc::unbounded_channel();
         let stats = Arc::new(FlushStats::default());
-        tokio::spawn(flush_requested(wal, staged, received, stats.clone()));
-        Flusher { requests, stats }
+        let task = flush_requested(wal, staged, (received, stop), stats.clone());
+        (Flusher { requests, stats }, task)
     }
 
     /// Everything the stager committed so far on disk: resolves once a flush that began after
@@ -117,11 +124,22 @@ impl FlushStats {
 async fn flush_requested(
     wal: PathBuf,
     staged: Arc<Staged>,
-    mut received: mpsc::UnboundedReceiver<Request>,
+    (mut received, stop): (mpsc::UnboundedReceiver<Request>, CancellationToken),
     stats: Arc<FlushStats>,
 ) {
     let mut waiting = Vec::new();
-    while received.recv_many(&mut waiting, usize::MAX).await > 0 {
+    loop {
+        let taken = tokio::select! {
+            taken = received.recv_many(&mut waiting, usize::MAX) => taken,
+            // No request after this one's: those already sent are still taken (and answered).
+            _ = stop.cancelled(), if !received.is_closed() => {
+                received.close();
+                continue;
+            }
+        };
+        if taken == 0 {
+            return;
+        }
         let path = wal.clone();
         let flushed = match tokio::task::spawn_blocking(move || sync_wal(&path)).await {
             Ok(flushed) => flushed,
@@ -163,6 +181,28 @@ fn sync_wal(path: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
 
+    /// A flusher with its task running.
+    fn started(wal: PathBuf, staged: Arc<Staged>) -> Flusher {
+        let (flusher, task) = Flusher::new(wal, staged, CancellationToken::new());
+        tokio::spawn(task);
+        flusher
+    }
+
+    /// Once told to stop, the flusher answers what was asked before and nothing after.
+    #[tokio::test]
+    async fn a_stopped_flusher_answers_what_waits_and_refuses_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let stop = CancellationToken::new();
+        let (flusher, task) = Flusher::new(dir.path().join("staging-wal"), Arc::default(), stop.clone());
+        let asked = flusher.after_commit(Vec::new());
+        stop.cancel();
+        let task = tokio::spawn(task);
+        asked.await.expect("asked before the stop");
+        task.await.unwrap();
+        let refused = flusher.flush().await.unwrap_err();
+        assert!(refused.to_string().contains("the store is closed"), "{refused}");
+    }
+
     #[test]
     fn a_missing_wal_file_has_nothing_to_flush() {
         let dir = tempfile::tempdir().unwrap();
@@ -179,7 +219,7 @@ mod tests {
     async fn flushed_commits_enter_the_index_in_order_before_they_are_answered() {
         let dir = tempfile::tempdir().unwrap();
         let staged = Arc::new(Staged::default());
-        let flusher = Flusher::start(dir.path().join("staging-wal"), staged.clone());
+        let flusher = started(dir.path().join("staging-wal"), staged.clone());
         let first = flusher.after_commit(vec![(1, "dev-a".into(), "e1".into())]);
         let second = flusher.after_commit(vec![(2, "dev-a".into(), "e2".into())]);
         second.await.unwrap();
@@ -199,7 +239,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("file"), b"").unwrap();
         let staged = Arc::new(Staged::default());
-        let flusher = Flusher::start(dir.path().join("file").join("wal"), staged.clone());
+        let flusher = started(dir.path().join("file").join("wal"), staged.clone());
         let error = flusher
             .after_commit(vec![(1, "dev-a".into(), "e1".into())])
             .await

@@ -101,8 +101,8 @@ enum Writing {
 
 impl StagingEvents {
     /// Starts the engine on `database`, with `stager` and `file` (whose schema is up to date):
-    /// adopts staged events an earlier version left in the main file, loads the index of staged
-    /// events, and starts the mover.
+    /// loads the index of staged events, and starts the flusher and the mover as chores of
+    /// `database`.
     pub(crate) async fn start(
         database: Database,
         stager: AnyPool,
@@ -114,9 +114,14 @@ impl StagingEvents {
             ("staging", file.wal.clone()),
             ("logs", database.logs_wal.clone()),
         ];
-        let flusher = Arc::new(Flusher::start(file.wal, staged.clone()));
+        // The flusher outlives the mover: a walk's deletes are flushed too.
+        let flusher_stop = tokio_util::sync::CancellationToken::new();
+        let (flusher, flushing) = Flusher::new(file.wal, staged.clone(), flusher_stop.clone());
+        database.chores.spawn(flushing);
+        let flusher = Arc::new(flusher);
         let (reader, writer) = (database.pool.clone(), database.writer.clone());
         staged.add(load_staged(&reader).await?);
+        let stopping = database.chores.stop_signal();
         let mover = Arc::new(Mover {
             reader: reader.clone(),
             writer: writer.clone(),
@@ -126,20 +131,33 @@ impl StagingEvents {
             api_writes: database.api_writes.clone(),
             walked: Default::default(),
             row_cost: Default::default(),
+            stopping: stopping.clone(),
         });
-        tokio::spawn(every(
+        let walks = every(
             MOVE_EVERY,
             writer,
-            Arc::downgrade(&database.alive),
+            stopping,
             "moving staged events failed; retrying at the next walk",
             {
                 let mover = mover.clone();
                 move |_| {
                     let mover = mover.clone();
-                    async move { mover::walk(&mover, Some(PACE)).await }
+                    async move {
+                        // A walk that waits for another (`catch_up`'s) does not start once the
+                        // chores stop, so closing the store never waits on the holder.
+                        let mut walked = tokio::select! {
+                            held = mover.walked.lock() => held,
+                            _ = mover.stopping.cancelled() => return Ok(0),
+                        };
+                        mover::walk_held(&mover, &mut walked, Some(PACE)).await
+                    }
                 }
             },
-        ));
+        );
+        database.chores.spawn(async move {
+            walks.await;
+            flusher_stop.cancel();
+        });
         Ok(StagingEvents {
             kept: EventTables {
                 pool: reader,
@@ -244,7 +262,9 @@ impl EventEngine for StagingEvents {
         mover::walk(&self.mover, None).await
     }
 
+    /// The chores first (a walk under way finishes), then the files.
     async fn close(&self) {
+        self.database.chores.end().await;
         self.stager.close().await;
         self.database.close().await;
     }

@@ -118,6 +118,9 @@ pub(crate) struct Mover {
     /// What a moved row cost the writer lately, in nanoseconds: the last move's time over its
     /// rows (`SHORT_MOVE`).
     pub(crate) row_cost: std::sync::atomic::AtomicU64,
+    /// Cancelled when the store's chores are to stop: a walk under way then moves the rest of
+    /// its events without the pace's waits, so the shutdown waits for the moves alone.
+    pub(crate) stopping: tokio_util::sync::CancellationToken,
 }
 
 impl Mover {
@@ -278,7 +281,10 @@ async fn move_staged(mover: &Mover, pace: Option<Duration>, yielding: &Yielding)
         if let Some(pace) = pace {
             // Ahead of an even spread over `pace`: wait until the moves done are due.
             let due = pace.mul_f64(taken as f64 / pending as f64);
-            tokio::time::sleep(due.saturating_sub(started.elapsed())).await;
+            tokio::select! {
+                _ = tokio::time::sleep(due.saturating_sub(started.elapsed())) => {}
+                _ = mover.stopping.cancelled() => {}
+            }
         }
     }
     tracing::debug!(

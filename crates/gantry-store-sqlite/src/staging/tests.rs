@@ -22,7 +22,7 @@ use gantry_store::engine::EventEngine;
 /// The engine on the database at `url`, as `connect` starts it.
 async fn open_store(url: &str) -> Result<StagingEvents, sqlx::Error> {
     sqlx::any::install_default_drivers();
-    crate::open(url).await
+    crate::open(url, gantry_store::task::Chores::alone()).await
 }
 
 fn event(device: &str, ts: i64) -> DeviceEvent {

@@ -32,6 +32,8 @@ struct Plan {
     next: VecDeque<u16>,
     otherwise: u16,
     seen: Vec<Received>,
+    /// POSTs that came in, answered or not yet.
+    arrived: usize,
     /// How long it takes to answer.
     delay: Duration,
 }
@@ -78,7 +80,11 @@ impl Receiver {
 }
 
 async fn receive(State(plan): State<Arc<Mutex<Plan>>>, headers: HeaderMap, raw: Bytes) -> StatusCode {
-    let delay = plan.lock().unwrap().delay;
+    let delay = {
+        let mut plan = plan.lock().unwrap();
+        plan.arrived += 1;
+        plan.delay
+    };
     tokio::time::sleep(delay).await;
     let header = |name: &str| {
         headers
@@ -313,6 +319,54 @@ async fn a_failing_receiver_is_retried_until_it_answers() {
     assert_eq!(metric("gantry_webhook_deliveries_total{outcome=\"failed\"}"), 0);
     assert_eq!(metric("gantry_webhook_deliveries_pending"), 0);
     app.stop().await;
+}
+
+/// A shutdown that comes while a POST is in flight waits for its answer and records it: the
+/// delivery is `delivered` after the restart, and the receiver is not sent it again.
+#[tokio::test]
+async fn the_shutdown_finishes_a_delivery_in_flight() {
+    let receiver = Receiver::start().await;
+    receiver.plan.lock().unwrap().delay = Duration::from_millis(1500);
+    let app = app_for_local_receivers(300).await;
+    let world = app.world().await;
+    let created = create_webhook(
+        &app,
+        &world.project,
+        json!({"url": receiver.url, "types": ["telemetry"]}),
+    )
+    .await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    post_count(&app, &world.device, 7).await;
+    let arrived = async || receiver.plan.lock().unwrap().arrived == 1;
+    assert!(
+        wait_for(Duration::from_secs(10), arrived).await,
+        "the POST is in flight"
+    );
+
+    let (admin, database_url) = (app.admin.clone(), app.database_url());
+    let dir = app.stop_keep_data().await.unwrap();
+    assert_eq!(
+        counts(&receiver.delivered_events()),
+        [7],
+        "answered before the server stopped"
+    );
+    let mut config = gantry::config::ServeConfig::local(dir.path().to_path_buf());
+    config.admin_token = Some(admin.clone());
+    config.database_url = Some(database_url);
+    config.webhook_allow_private = true;
+    config.webhook_retry_base_ms = 300;
+    let again = spawn_with(config, dir, admin).await;
+    let listing = deliveries(&again, &id).await;
+    let first = &listing["results"][0];
+    assert_eq!(
+        (&first["status"], &first["attempts"]),
+        (&json!("delivered"), &json!(1)),
+        "{listing}"
+    );
+    // A pending delivery would be POSTed again within the retry time.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(receiver.plan.lock().unwrap().arrived, 1, "{:?}", receiver.seen());
+    again.stop().await;
 }
 
 #[tokio::test]
