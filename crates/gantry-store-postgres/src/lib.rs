@@ -19,6 +19,7 @@ use sqlx::AnyPool;
 
 use gantry_store::engine::{Connected, Dialect, EngineFigures, EventEngine};
 use gantry_store::events::counts::CountChanges;
+use gantry_store::events::rollups::SeriesParts;
 use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTables, bind_event, by_id, update_shadows, values_clause};
 use gantry_store::events::{EventTableRules, rollups};
 pub use gantry_store::task::Chores;
@@ -65,8 +66,14 @@ impl EventTableRules for PostgresKept {
         folds::mark_for_delete(tx).await.map(Some)
     }
 
-    async fn fold_mark(&self, pool: &AnyPool) -> Result<Option<i64>> {
-        folds::read_mark(pool).await.map(Some)
+    /// The events that arrived after the fold mark, in the whole units the rollups answer (the
+    /// edges are read raw already).
+    async fn add_unrolled(&self, pool: &AnyPool, series: &mut SeriesParts<'_>) -> Result<()> {
+        if let Some(units) = series.rolled_up() {
+            let mark = folds::read_mark(pool).await?;
+            series.add_raw(&format!("device_events WHERE {} AND ", rollups::unfolded(mark)), units);
+        }
+        Ok(())
     }
 }
 

@@ -43,6 +43,7 @@ use self::staged::{MAX_STAGED, Staged};
 use self::table::{OUTBOX, STAGING};
 use super::database::Database;
 use gantry_store::engine::{EngineFigures, EventEngine};
+use gantry_store::events::rollups::SeriesParts;
 use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTableRules, EventTables, bind_event, values_clause};
 use gantry_store::outbox::{OUTBOX_ROWS, bind_row, insert_text, merge_by_time, take_rows, waiting_rows, write_outbox};
 use gantry_store::task::every;
@@ -68,9 +69,12 @@ pub(crate) struct StagingEvents {
 }
 
 /// SQLite keeps counts per hour (its staged events are counted as they move) and keeps the
-/// rollups whole in every transaction that writes events, so it has no fold mark.
+/// rollups whole in every transaction that writes events, so it has no fold mark; its staged
+/// events are in no rollup yet.
 #[derive(Debug)]
-struct SqliteKept;
+struct SqliteKept {
+    staged: Arc<Staged>,
+}
 
 #[async_trait]
 impl EventTableRules for SqliteKept {
@@ -82,8 +86,16 @@ impl EventTableRules for SqliteKept {
         Ok(None)
     }
 
-    async fn fold_mark(&self, _pool: &AnyPool) -> Result<Option<i64>> {
-        Ok(None)
+    /// The device's staged events, over the whole window (they are not in device_events either).
+    async fn add_unrolled(&self, _pool: &AnyPool, series: &mut SeriesParts<'_>) -> Result<()> {
+        if let Some(staged) = self.staged.of_device(series.device()) {
+            let seqs = series.placeholder(&staged);
+            series.add_raw(
+                &format!("{STAGING} WHERE {} AND ", table::in_staged(&seqs)),
+                series.window(),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -161,7 +173,9 @@ impl StagingEvents {
         Ok(StagingEvents {
             kept: EventTables {
                 pool: reader,
-                rules: Arc::new(SqliteKept),
+                rules: Arc::new(SqliteKept {
+                    staged: mover.staged.clone(),
+                }),
             },
             database,
             stager,
@@ -402,7 +416,7 @@ impl EventStore for StagingEvents {
     }
 
     async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {
-        self.series_of(query).await
+        self.kept.series(query).await
     }
 }
 

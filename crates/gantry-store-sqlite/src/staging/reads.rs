@@ -11,13 +11,11 @@ use gantry_core::event::{DeviceEvent, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
-use gantry_core::series::{Bucket, SeriesQuery};
 use sqlx::{Any, Transaction};
 
 use super::StagingEvents;
 use super::table::{LATEST_STAGED, NOT_MOVED, STAGING, in_staged, json_array, over_both_tables};
 use gantry_store::events::counts::{add_range_count, hours_total, kept_total};
-use gantry_store::events::rollups::{fetch_series, series_statement};
 use gantry_store::events::{
     COLUMNS, SHADOW_HEAD, by_id, clock_of, event_from_row, fetch_event, fetch_total, listing_filter, shadow_filter,
     shadow_from_rows, update_shadows,
@@ -143,20 +141,6 @@ impl StagingEvents {
             .await
             .map_err(gantry_store::error::db_error)?;
         shadow_from_rows(&rows)
-    }
-
-    /// A series with the device's staged events, which are in no rollup yet, summed up from
-    /// their rows in the same statement (one snapshot of both tables).
-    pub(super) async fn series_of(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {
-        let Some(staged) = self.staged().of_device(query.device.as_str()) else {
-            return self.kept.series(query).await;
-        };
-        let apart = |sql: &mut Sql| {
-            let seqs = sql.placeholder(staged.as_str());
-            format!("{STAGING} WHERE {} AND ", in_staged(&seqs))
-        };
-        let statement = series_statement(query, Some(&apart), None);
-        fetch_series(&self.kept.pool, &statement, query.first_last).await
     }
 
     /// A listing's total without a time range: the kept count and the device's staged events

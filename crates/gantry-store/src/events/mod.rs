@@ -227,9 +227,10 @@ pub trait EventTableRules: std::fmt::Debug + Send + Sync {
     /// write keeps the rollups whole.
     async fn fold_mark_for_delete(&self, tx: &mut Transaction<'static, Any>) -> Result<Option<i64>>;
 
-    /// Where the engine folds rollups in the background, the fold mark a series reads against:
-    /// the events that arrived after it are read raw.
-    async fn fold_mark(&self, pool: &AnyPool) -> Result<Option<i64>>;
+    /// Adds to `series` the events its rollups do not hold yet, where the engine keeps such
+    /// (SQLite's staged events, PostgreSQL's events not folded yet), read from `pool` in the
+    /// series' own statement.
+    async fn add_unrolled(&self, pool: &AnyPool, series: &mut rollups::SeriesParts<'_>) -> Result<()>;
 }
 
 /// The statements over the kept tables alone, as an engine's `EventTableRules` shape them.
@@ -332,11 +333,12 @@ impl EventTables {
         })
     }
 
-    /// A series from device_events and its rollups alone.
+    /// A series from the rollups, device_events and the events the engine adds
+    /// (`EventTableRules::add_unrolled`), in one statement (one snapshot of them all).
     pub async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {
-        let folded = self.rules.fold_mark(&self.pool).await?;
-        let statement = rollups::series_statement(query, None, folded);
-        rollups::fetch_series(&self.pool, &statement, query.first_last).await
+        let mut series = rollups::SeriesParts::new(query);
+        self.rules.add_unrolled(&self.pool, &mut series).await?;
+        rollups::fetch_series(&self.pool, &series.statement(), query.first_last).await
     }
 
     /// The device's shadow from device_shadows alone.

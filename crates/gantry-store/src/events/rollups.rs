@@ -373,10 +373,6 @@ pub async fn recompute(conn: &mut AnyConnection, deleted: &[(String, String, i64
     Ok(())
 }
 
-/// The rows an engine keeps apart from device_events (not in the rollups), for a series to add:
-/// given the statement (to bind its values to), the text `table WHERE condition AND `.
-pub type ApartRows<'a> = &'a dyn Fn(&mut Sql) -> String;
-
 /// The condition, for a statement over device_events, that picks the events not yet in the
 /// rollups (read in the statement's own snapshot, as its rollup rows are).
 const UNFOLDED: &str = "ingress_ts >= (SELECT ingested_through FROM device_event_rollup_folds)";
@@ -388,57 +384,103 @@ pub fn unfolded(read_before: i64) -> String {
     format!("ingress_ts >= {read_before} AND {UNFOLDED}")
 }
 
-/// The statement that answers `query`: per bucket, the rollups of the whole minutes (or hours)
-/// in its window and the raw events of the part minutes at the window's edges, by device time;
-/// by arrival time the raw events alone (the rollups are by device time). `apart` adds an
-/// engine's events not yet in device_events, over the whole window; `folded` (a fold mark read
-/// before, `folds`) the events of device_events not yet folded into the rollups, over the whole
-/// units.
-pub fn series_statement(query: &SeriesQuery, apart: Option<ApartRows<'_>>, folded: Option<i64>) -> Sql {
-    let (width, offset) = (query.interval.ms(), query.offset_ms);
-    let mut sql = Sql::new("");
-    let device = sql.placeholder(query.device.as_str());
-    let code = sql.placeholder(query.attribute_code.as_str());
-    let ts = match query.clock {
-        TimeField::Device => "device_ts",
-        TimeField::Ingress => "ingress_ts",
-    };
-    let raw = |rows: &str, from: i64, to: i64| {
-        format!(
+/// The statement that answers a series query, as it is put together: per bucket, the rollups of
+/// the whole minutes (or hours) in its window and the raw events of device_events in the part
+/// minutes at the window's edges, by device time; by arrival time the raw events alone (the
+/// rollups are by device time). The engine adds the rows its rollups do not hold yet
+/// (`EventTableRules::add_unrolled`), then `statement` sums the parts up per bucket.
+pub struct SeriesParts<'q> {
+    query: &'q SeriesQuery,
+    sql: Sql,
+    /// The placeholders of the device and the attribute code.
+    device: String,
+    code: String,
+    /// The column the query's clock reads.
+    ts: &'static str,
+    /// The whole units the rollups answer (`kept_span`).
+    span: Option<(i64, (i64, i64))>,
+    parts: Vec<String>,
+}
+
+impl<'q> SeriesParts<'q> {
+    /// The rollups' part and device_events' raw events around it.
+    pub fn new(query: &'q SeriesQuery) -> Self {
+        let mut sql = Sql::new("");
+        let device = sql.placeholder(query.device.as_str());
+        let code = sql.placeholder(query.attribute_code.as_str());
+        let ts = match query.clock {
+            TimeField::Device => "device_ts",
+            TimeField::Ingress => "ingress_ts",
+        };
+        let mut series = SeriesParts {
+            query,
+            sql,
+            device,
+            code,
+            ts,
+            span: kept_span(query),
+            parts: Vec::new(),
+        };
+        let (width, offset) = (query.interval.ms(), query.offset_ms);
+        match series.span {
+            Some((unit, (first, after))) => {
+                let (device, code) = (&series.device, &series.code);
+                series.parts.push(format!(
+                    "SELECT {} AS grp, {PARTIAL} FROM device_event_rollups WHERE device_id = {device} \
+                     AND attribute_code = {code} AND width = {unit} AND bucket >= {first} AND bucket < {after}",
+                    bucket_sql("bucket", width, offset)
+                ));
+                if query.start < first {
+                    series.add_raw("device_events WHERE ", (query.start, first - 1));
+                }
+                if after <= query.end {
+                    series.add_raw("device_events WHERE ", (after, query.end));
+                }
+            }
+            None => series.add_raw("device_events WHERE ", series.window()),
+        }
+        series
+    }
+
+    /// The query's window, both ends in.
+    pub fn window(&self) -> (i64, i64) {
+        (self.query.start, self.query.end)
+    }
+
+    /// The part of the window the rollups answer, both ends in; None when they answer none.
+    pub fn rolled_up(&self) -> Option<(i64, i64)> {
+        self.span.map(|(_, (first, after))| (first, after - 1))
+    }
+
+    /// The query's device.
+    pub fn device(&self) -> &'q str {
+        self.query.device.as_str()
+    }
+
+    /// A placeholder that binds `value` in the statement.
+    pub fn placeholder(&mut self, value: &str) -> String {
+        self.sql.placeholder(value)
+    }
+
+    /// Adds the raw events of `rows` (`table WHERE condition AND `) of the query's device and
+    /// attribute whose time (by the query's clock) is in `from..=to`.
+    pub fn add_raw(&mut self, rows: &str, (from, to): (i64, i64)) {
+        let (ts, device, code) = (self.ts, &self.device, &self.code);
+        self.parts.push(format!(
             "SELECT {} AS grp, {} FROM {rows}device_id = {device} AND attribute_code = {code} \
              AND {ts} >= {from} AND {ts} <= {to}",
-            bucket_sql(ts, width, offset),
+            bucket_sql(ts, self.query.interval.ms(), self.query.offset_ms),
             raw_partial(ts)
-        )
-    };
-    let mut parts = Vec::new();
-    match kept_span(query) {
-        Some((unit, (first, after))) => {
-            parts.push(format!(
-                "SELECT {} AS grp, {PARTIAL} FROM device_event_rollups WHERE device_id = {device} \
-                 AND attribute_code = {code} AND width = {unit} AND bucket >= {first} AND bucket < {after}",
-                bucket_sql("bucket", width, offset)
-            ));
-            if let Some(mark) = folded {
-                let unfolded = format!("device_events WHERE {} AND ", unfolded(mark));
-                parts.push(raw(&unfolded, first, after - 1));
-            }
-            if query.start < first {
-                parts.push(raw("device_events WHERE ", query.start, first - 1));
-            }
-            if after <= query.end {
-                parts.push(raw("device_events WHERE ", after, query.end));
-            }
-        }
-        None => parts.push(raw("device_events WHERE ", query.start, query.end)),
+        ));
     }
-    if let Some(apart) = apart {
-        let rows = apart(&mut sql);
-        parts.push(raw(&rows, query.start, query.end));
+
+    /// The parts summed up per bucket, in bucket order.
+    pub fn statement(self) -> Sql {
+        let mut sql = self.sql;
+        let statement = combine("", &self.parts.join(" UNION ALL "), self.query.first_last);
+        sql.push(&statement).push(" ORDER BY grp");
+        sql
     }
-    let statement = combine("", &parts.join(" UNION ALL "), query.first_last);
-    sql.push(&statement).push(" ORDER BY grp");
-    sql
 }
 
 /// The rollups' width a query reads (minutes, or hours where every hour lies in one bucket: the
