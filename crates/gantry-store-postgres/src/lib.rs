@@ -17,7 +17,7 @@ use gantry_core::time::now_ms;
 use gantry_core::webhook::WebhookEvent;
 use sqlx::AnyPool;
 
-use gantry_store::engine::{Connected, Dialect, EngineFigures, EventEngine};
+use gantry_store::engine::{Connected, Dialect, EngineStats, EventEngine};
 use gantry_store::events::counts::CountChanges;
 use gantry_store::events::rollups::SeriesParts;
 use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTables, bind_event, by_id, update_shadows, values_clause};
@@ -192,10 +192,10 @@ impl EventEngine for PostgresEvents {
     }
 
     /// One pool serves reads, the catalog's writes and ingest; nothing is held apart.
-    fn figures(&self) -> EngineFigures {
-        EngineFigures {
-            pools: vec![gantry_store::figures::pool("main", self.pool())],
-            ..EngineFigures::default()
+    fn stats(&self) -> EngineStats {
+        EngineStats {
+            pools: vec![gantry_store::stats::pool("main", self.pool())],
+            ..EngineStats::default()
         }
     }
 }

@@ -122,15 +122,15 @@ pub trait EventEngine: EventStore + Debug {
         Ok(())
     }
 
-    /// What an operator watches of the engine (`SqlStore::figures`): its pools, and what it
+    /// What an operator watches of the engine (`SqlStore::stats`): its pools, and what it
     /// holds apart and on disk where it keeps such things.
-    fn figures(&self) -> EngineFigures;
+    fn stats(&self) -> EngineStats;
 }
 
-/// An engine's part of `StoreFigures`.
+/// An engine's part of `StoreStats`.
 #[derive(Debug, Clone, Default)]
-pub struct EngineFigures {
-    pub pools: Vec<crate::figures::PoolFigures>,
+pub struct EngineStats {
+    pub pools: Vec<crate::stats::PoolStats>,
     pub staged_events: Option<usize>,
     pub wal_bytes: Vec<(&'static str, u64)>,
 }

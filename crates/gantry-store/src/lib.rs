@@ -9,11 +9,11 @@
 pub mod engine;
 pub mod error;
 pub mod events;
-pub mod figures;
 pub mod outbox;
 pub mod row;
 mod shared;
 pub mod sql;
+pub mod stats;
 pub mod task;
 
 use std::sync::Arc;
@@ -29,7 +29,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Transaction};
 
 use crate::engine::{ApiWrites, Connected, Dialect, EventEngine};
-pub use crate::figures::{PoolFigures, StoreFigures};
+pub use crate::stats::{PoolStats, StoreStats};
 
 /// The store: every trait of `gantry_core::store`, the catalog's over `pool` and `writer`, the
 /// events' through the engine.
@@ -121,8 +121,8 @@ impl SqlStore {
 }
 
 impl SqlStore {
-    /// Reads the figures: one indexed count, and what the engine keeps of its own.
-    pub async fn figures(&self) -> gantry_core::Result<StoreFigures> {
+    /// Reads the statistics: one indexed count, and what the engine keeps of its own.
+    pub async fn stats(&self) -> gantry_core::Result<StoreStats> {
         let controls_pending: i64 = sqlx::query_scalar(&format!(
             "SELECT COUNT(*) FROM {} WHERE status = $1",
             self.dialect.event_logs
@@ -131,8 +131,8 @@ impl SqlStore {
         .fetch_one(&self.pool)
         .await
         .map_err(crate::error::db_error)?;
-        let engine = self.events.figures();
-        Ok(StoreFigures {
+        let engine = self.events.stats();
+        Ok(StoreStats {
             backend: self.backend(),
             pools: engine.pools,
             staged_events: engine.staged_events,

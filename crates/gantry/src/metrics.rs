@@ -192,7 +192,7 @@ fn desired_metrics(desired: &gantry_core::desired_state::DesiredStateService, ou
     }
 }
 
-/// The store's figures, read at each scrape; a failed read leaves them out and says so in a
+/// The store's stats, read at each scrape; a failed read leaves them out and says so in a
 /// gauge, so that an unreachable database shows on the dashboard rather than a stale figure.
 fn store_metrics(store: Arc<SqlStore>) -> AsyncCollector {
     Arc::new(move || {
@@ -203,18 +203,18 @@ fn store_metrics(store: Arc<SqlStore>) -> AsyncCollector {
 
 async fn render_store(store: &SqlStore) -> String {
     let mut out = String::new();
-    let figures = store.figures().await;
+    let stats = store.stats().await;
     header(
         &mut out,
         "gantry_store_up",
         "gauge",
         "1 when the store answered the last scrape's query.",
     );
-    let _ = writeln!(out, "gantry_store_up {}", u8::from(figures.is_ok()));
-    let figures = match figures {
-        Ok(figures) => figures,
+    let _ = writeln!(out, "gantry_store_up {}", u8::from(stats.is_ok()));
+    let stats = match stats {
+        Ok(stats) => stats,
         Err(e) => {
-            tracing::warn!(error = %e, "reading the store's figures for /metrics failed");
+            tracing::warn!(error = %e, "reading the store's statistics for /metrics failed");
             return out;
         }
     };
@@ -224,9 +224,9 @@ async fn render_store(store: &SqlStore) -> String {
         "gauge",
         "Controls waiting for their ack (processing), in the whole store.",
     );
-    let _ = writeln!(out, "gantry_controls_pending {}", figures.controls_pending);
+    let _ = writeln!(out, "gantry_controls_pending {}", stats.controls_pending);
     render_store_counts(&mut out, store).await;
-    render_engine(&mut out, &figures);
+    render_engine(&mut out, &stats);
     out
 }
 
@@ -262,16 +262,16 @@ async fn render_store_counts(out: &mut String, store: &SqlStore) {
     }
 }
 
-/// The engine's own figures: its pools, and SQLite's staged events and write-ahead logs.
-fn render_engine(out: &mut String, figures: &gantry_store::StoreFigures) {
+/// The engine's own statistics: its pools, and SQLite's staged events and write-ahead logs.
+fn render_engine(out: &mut String, stats: &gantry_store::StoreStats) {
     header(
         out,
         "gantry_store_pool_connections",
         "gauge",
         "Database connections by pool and state (idle, in_use) and the pool's max.",
     );
-    for pool in &figures.pools {
-        let (name, backend) = (pool.name, figures.backend);
+    for pool in &stats.pools {
+        let (name, backend) = (pool.name, stats.backend);
         for (state, n) in [
             ("idle", pool.idle),
             ("in_use", pool.open.saturating_sub(pool.idle)),
@@ -289,7 +289,7 @@ fn render_engine(out: &mut String, figures: &gantry_store::StoreFigures) {
         "gauge",
         "SQLite: events in the staging file waiting to be moved into the events table.",
     );
-    if let Some(staged) = figures.staged_events {
+    if let Some(staged) = stats.staged_events {
         let _ = writeln!(out, "gantry_store_staged_events {staged}");
     }
     header(
@@ -298,7 +298,7 @@ fn render_engine(out: &mut String, figures: &gantry_store::StoreFigures) {
         "gauge",
         "SQLite: size of the write-ahead log of the database (main), the staging file and the event-log file (logs).",
     );
-    for (file, bytes) in &figures.wal_bytes {
+    for (file, bytes) in &stats.wal_bytes {
         let _ = writeln!(out, "gantry_store_wal_bytes{{file=\"{file}\"}} {bytes}");
     }
 }

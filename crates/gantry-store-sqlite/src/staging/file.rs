@@ -12,11 +12,11 @@ static MIGRATOR: Migrator = sqlx::migrate!("./migrations/staging");
 
 /// The staging file's page size, in bytes, for a new file (an existing one keeps its own: SQLite
 /// sets the page size only before a file's first table, and not at all in WAL mode). Smaller
-/// pages carry an ingest commit's few rows in fewer WAL bytes; but a walk's deletes of moved rows
+/// pages carry an ingest commit's few rows in fewer WAL bytes; but a round's deletes of moved rows
 /// free more of them, on the stager's connection, where ingest commits wait.
 const PAGE_SIZE: u32 = 2048;
 
-/// The writers' pragmas for the staging file: a page cache of its own (a few walks of staged
+/// The writers' pragmas for the staging file: a page cache of its own (a few rounds of staged
 /// rows).
 pub(crate) const WRITER_PRAGMAS: &str = "PRAGMA staging.cache_size=-16384;";
 

@@ -5,7 +5,7 @@
 //! is flushed (gantry-core's ingest.rs), and commits that end during a flush share the next one,
 //! so a slow disk costs latency, not throughput. An ingest commit is acknowledged only after its
 //! flush, and its staged events enter the index (staged.rs) only then, in commit order: reads and
-//! walks see nothing that could vanish in a power cut.
+//! rounds see nothing that could vanish in a power cut.
 //!
 //! Why the WAL file alone: a commit in WAL mode appends its pages to the WAL file and nothing
 //! else; the database file is written by checkpoints, which flush the WAL first and the database
@@ -33,7 +33,7 @@ pub(crate) struct Flusher {
     stats: Arc<FlushStats>,
 }
 
-/// What the stager's ingest commits and the flushes did, for the walk's log.
+/// What the stager's ingest commits and the flushes did, for the round's log.
 #[derive(Debug, Default)]
 pub(crate) struct FlushStats {
     flushes: AtomicU64,
@@ -44,7 +44,7 @@ pub(crate) struct FlushStats {
 #[derive(Debug)]
 struct Request {
     /// The staged events of an ingest commit (number, device, id), for the index; empty for
-    /// another write of the stager (a walk's deletes, the adoption of old staged rows).
+    /// another write of the stager (a round's deletes, the adoption of old staged rows).
     staged: Vec<(i64, String, String)>,
     done: oneshot::Sender<Result<(), String>>,
 }
@@ -98,7 +98,7 @@ impl Flusher {
 #[derive(Debug, PartialEq)]
 pub(crate) struct Taken {
     pub(crate) flushes: u64,
-    /// Flush requests answered: ingest commits, and the walks' flushes.
+    /// Flush requests answered: ingest commits, and the rounds' flushes.
     pub(crate) requests: u64,
     /// The ingest commits' time on the stager (from their transaction's start to its commit).
     pub(crate) committing: Duration,
@@ -156,7 +156,7 @@ async fn flush_requested(
             }
             Err(e) => {
                 // The commits may not be on disk: their callers are told so, and their events
-                // stay out of the index (their rows go with the next walk's deletes, unmoved).
+                // stay out of the index (their rows go with the next round's deletes, unmoved).
                 tracing::error!(error = %e, wal = %wal.display(), "flushing the staging file failed");
                 for request in waiting.drain(..) {
                     let _ = request.done.send(Err(e.to_string()));

@@ -42,7 +42,7 @@ use self::mover::{MOVE_EVERY, Mover, PACE};
 use self::staged::{MAX_STAGED, Staged};
 use self::table::{OUTBOX, STAGING};
 use super::database::Database;
-use gantry_store::engine::{EngineFigures, EventEngine};
+use gantry_store::engine::{EngineStats, EventEngine};
 use gantry_store::events::rollups::SeriesParts;
 use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTableRules, EventTables, bind_event, values_clause};
 use gantry_store::outbox::{OUTBOX_ROWS, bind_row, insert_text, merge_by_time, take_rows, waiting_rows, write_outbox};
@@ -126,7 +126,7 @@ impl StagingEvents {
             ("staging", file.wal.clone()),
             ("logs", database.logs_wal.clone()),
         ];
-        // The flusher outlives the mover: a walk's deletes are flushed too.
+        // The flusher outlives the mover: a round's deletes are flushed too.
         let flusher_stop = tokio_util::sync::CancellationToken::new();
         let (flusher, flushing) = Flusher::new(file.wal, staged.clone(), flusher_stop.clone());
         database.chores.spawn(flushing);
@@ -141,33 +141,33 @@ impl StagingEvents {
             staged,
             flusher,
             api_writes: database.api_writes.clone(),
-            walked: Default::default(),
+            last_round: Default::default(),
             row_cost: Default::default(),
             stopping: stopping.clone(),
         });
-        let walks = every(
+        let rounds = every(
             MOVE_EVERY,
             writer,
             stopping,
-            "moving staged events failed; retrying at the next walk",
+            "moving staged events failed; retrying at the next round",
             {
                 let mover = mover.clone();
                 move |_| {
                     let mover = mover.clone();
                     async move {
-                        // A walk that waits for another (`catch_up`'s) does not start once the
+                        // A round that waits for another (`catch_up`'s) does not start once the
                         // chores stop, so closing the store never waits on the holder.
-                        let mut walked = tokio::select! {
-                            held = mover.walked.lock() => held,
+                        let mut last_round = tokio::select! {
+                            held = mover.last_round.lock() => held,
                             _ = mover.stopping.cancelled() => return Ok(0),
                         };
-                        mover::walk_held(&mover, &mut walked, Some(PACE)).await
+                        mover::round_held(&mover, &mut last_round, Some(PACE)).await
                     }
                 }
             },
         );
         database.chores.spawn(async move {
-            walks.await;
+            rounds.await;
             flusher_stop.cancel();
         });
         Ok(StagingEvents {
@@ -273,10 +273,10 @@ fn numbered(events: &[DeviceEvent], rows: &[sqlx::any::AnyRow]) -> Result<Vec<(i
 #[async_trait]
 impl EventEngine for StagingEvents {
     async fn catch_up(&self) -> Result<u64> {
-        mover::walk(&self.mover, None).await
+        mover::round(&self.mover, None).await
     }
 
-    /// The chores first (a walk under way finishes), then the files.
+    /// The chores first (a round under way finishes), then the files.
     async fn close(&self) {
         self.database.chores.end().await;
         self.stager.close().await;
@@ -316,9 +316,9 @@ impl EventEngine for StagingEvents {
 
     /// The read, writer and ingest pools, the staged events no move has taken, and the size of
     /// each file's write-ahead log.
-    fn figures(&self) -> EngineFigures {
-        use gantry_store::figures::{file_size, pool};
-        EngineFigures {
+    fn stats(&self) -> EngineStats {
+        use gantry_store::stats::{file_size, pool};
+        EngineStats {
             pools: vec![
                 pool("read", &self.database.pool),
                 pool("writer", &self.database.writer),
@@ -349,7 +349,7 @@ impl EventStore for StagingEvents {
         if events.is_empty() {
             return Ok(Box::pin(std::future::ready(Ok(()))));
         }
-        // Beyond this many staged events ingest waits for the walks (back-pressure), holding
+        // Beyond this many staged events ingest waits for the rounds (back-pressure), holding
         // nothing; then it tells the index in commit order (`Staged::committing`).
         self.staged().wait_for_room(MAX_STAGED).await;
         let _committing = self.staged().committing.lock().await;

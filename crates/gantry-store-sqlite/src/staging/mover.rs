@@ -5,24 +5,24 @@
 //! only the stager connection writes: SQLite locks each file apart, so ingest commits go on while
 //! a move holds the main file (file.rs).
 //!
-//! A walk (every `MOVE_EVERY`) takes the events staged when it starts from the in-memory index of
+//! A round (every `MOVE_EVERY`) takes the events staged when it starts from the in-memory index of
 //! staged events (staged.rs), grouped by device, less those recorded as moved, and moves a few
 //! devices' events per transaction on the main file's writer (spread over `PACE`): an INSERT into
 //! device_events sorted by device, the shadows, kept counts and rollups brought up to them
 //! (`settle_shadows`, `count_staged`, `rollups::add`), and a record of the device range moved
 //! (device_events_recent_moved, in the main file). Reads skip recorded rows (`NOT_MOVED`) and find
-//! them in device_events. The moved rows leave the staging file one walk later (`DELETE_MOVED_AFTER`), a
+//! them in device_events. The moved rows leave the staging file one round later (`DELETE_MOVED_AFTER`), a
 //! stretch of numbers per transaction on the stager; then the in-memory index of staged events
 //! (staged.rs) forgets those numbers and the records of those rows are cleared.
 //!
 //! The catalog's writes (the API's, a webhook delivery's) share the main file's writer: one that
-//! waits goes before the walk's next move (the pool queues in order); while they come, the walk's
-//! writes wait for a quiet moment between them (`Yielding`, bounded per walk) and the moves are
+//! waits goes before the round's next move (the pool queues in order); while they come, the round's
+//! writes wait for a quiet moment between them (`Yielding`, bounded per round) and the moves are
 //! short (`SHORT_MOVE`, a device's events split where they are more), so that such a write rarely
 //! meets a move, and then a short one. A control's event logs do not meet the moves at all: they
 //! have a file and a writer of their own (logs.rs).
 //!
-//! Why one walk later: a statement that reads both files takes its snapshot of the main file
+//! Why one round later: a statement that reads both files takes its snapshot of the main file
 //! first and of the staging file an instant later (SQLite opens them in schema order). A row
 //! whose move committed and whose delete committed both within that instant would be read in
 //! neither file. A move committed `DELETE_MOVED_AFTER` before the delete leaves that to a statement that
@@ -47,21 +47,21 @@ use gantry_store::events::rollups;
 use gantry_store::events::{COLUMNS, SHADOW_UPSERT};
 use gantry_store::sql::Sql;
 
-/// How often the mover walks the staged events. Each walk writes a page of each of a device's
-/// indexes once for all the device's staged events, so the longer the walk waits, the fewer pages
+/// How often the mover runs a round over the staged events. Each round writes a page of each of a device's
+/// indexes once for all the device's staged events, so the longer the round waits, the fewer pages
 /// per event; readers meanwhile find staged events by their numbers (one key lookup each), and
 /// more of them wait.
 pub(crate) const MOVE_EVERY: Duration = Duration::from_secs(3);
 
-/// The background walk spreads its moves over this long, when they take less (each waits until
-/// its share of this time is due; a walk behind that pace does not wait): a burst of moves holds
+/// The background round spreads its moves over this long, when they take less (each waits until
+/// its share of this time is due; a round behind that pace does not wait): a burst of moves holds
 /// a core while the ingest path shares the other with everything else.
 pub(crate) const PACE: Duration = MOVE_EVERY;
 
-/// Staged events moved per transaction, about (whole devices): the walk moves each device's
-/// staged events in one transaction, so its per-device index pages are written once per walk
-/// however the walk is cut. Not so the index of event ids: every move of a walk inserts ids spread
-/// over the walk's whole stretch of time, so each move writes most of that stretch's leaves again,
+/// Staged events moved per transaction, about (whole devices): the round moves each device's
+/// staged events in one transaction, so its per-device index pages are written once per round
+/// however the round is cut. Not so the index of event ids: every move of a round inserts ids spread
+/// over the round's whole stretch of time, so each move writes most of that stretch's leaves again,
 /// and fewer, larger moves write fewer pages. The price is the wait of a main-file write that
 /// meets a move, while no API writes come (`ROWS_PER_SHORT_MOVE`); ingest does not wait for moves
 /// (they write the main file).
@@ -83,26 +83,26 @@ const SHORT_MOVE: Duration = Duration::from_millis(20);
 /// rows.
 const MIN_ROWS_PER_SHORT_MOVE: usize = 100;
 
-/// How long after an API write the moves stay short: a walk's length, so that the next write of
+/// How long after an API write the moves stay short: a round's length, so that the next write of
 /// a series (an operator's script, a webhook's deliveries) finds them short too.
 const API_WRITES_RECENT: Duration = MOVE_EVERY;
 
-/// The walk's writes on the main file wait until no API write has had the writer for this
+/// The round's writes on the main file wait until no API write has had the writer for this
 /// long (a series of writes comes a few milliseconds apart), so that they start between the
-/// writes rather than in front of one. A walk waits so at most `YIELD_PER_WALK` in all (of
+/// writes rather than in front of one. A round waits so at most `YIELD_PER_ROUND` in all (of
 /// `MOVE_EVERY`), and not while ingest waits for room (`staged::MAX_STAGED`): API writes delay
 /// the moves, never stop them.
 const YIELD_QUIET: Duration = Duration::from_millis(5);
 
-/// The most a walk waits for API writes in all (see `YIELD_QUIET`).
-const YIELD_PER_WALK: Duration = Duration::from_secs(1);
+/// The most a round waits for API writes in all (see `YIELD_QUIET`).
+const YIELD_PER_ROUND: Duration = Duration::from_secs(1);
 
 /// How long moved rows stay in the staging file after their move committed, at least (see the
-/// module's doc): the next walk deletes them, waiting first if it starts sooner.
+/// module's doc): the next round deletes them, waiting first if it starts sooner.
 pub(super) const DELETE_MOVED_AFTER: Duration = Duration::from_secs(1);
 
-/// The mover: the main file's writer and a reader, the staging file's side of a walk (its one
-/// writer, the index of its rows, its flushes), and what the last walk left for the next.
+/// The mover: the main file's writer and a reader, the staging file's side of a round (its one
+/// writer, the index of its rows, its flushes), and what the last round left for the next.
 #[derive(Debug)]
 pub(crate) struct Mover {
     pub(crate) reader: AnyPool,
@@ -112,13 +112,13 @@ pub(crate) struct Mover {
     pub(crate) flusher: Arc<Flusher>,
     /// When the API's writes last asked for `writer`.
     pub(crate) api_writes: Arc<ApiWrites>,
-    /// Held by a walk from its first delete to its last move: two walks at once (the background
+    /// Held by a round from its first delete to its last move: two rounds at once (the background
     /// one and `SqlStore::catch_up`) would move the same rows.
-    pub(crate) walked: tokio::sync::Mutex<Walked>,
+    pub(crate) last_round: tokio::sync::Mutex<LastRound>,
     /// What a moved row cost the writer lately, in nanoseconds: the last move's time over its
     /// rows (`SHORT_MOVE`).
     pub(crate) row_cost: std::sync::atomic::AtomicU64,
-    /// Cancelled when the store's chores are to stop: a walk under way then moves the rest of
+    /// Cancelled when the store's chores are to stop: a round under way then moves the rest of
     /// its events without the pace's waits, so the shutdown waits for the moves alone.
     pub(crate) stopping: tokio_util::sync::CancellationToken,
 }
@@ -139,41 +139,41 @@ impl Mover {
     }
 }
 
-/// What a walk leaves for the next: the highest number it took and when its moves ended.
+/// What a round leaves for the next: the highest number it took and when its moves ended.
 #[derive(Debug, Default)]
-pub(crate) struct Walked {
+pub(crate) struct LastRound {
     moved: Option<(i64, Instant)>,
 }
 
-/// A walk: deletes from the staging file what the last walk moved (`DELETE_MOVED_AFTER` after it ended, at
+/// A round: deletes from the staging file what the last round moved (`DELETE_MOVED_AFTER` after it ended, at
 /// least), a stretch of numbers per transaction, while it moves every event staged when it
 /// starts, a few devices per transaction (each device's events in one, but for short moves);
 /// returns how many moved.
-/// Events staged meanwhile wait for the next walk.
+/// Events staged meanwhile wait for the next round.
 ///
 /// Until they are deleted, moved rows stay in the staging table, excluded from reads by
-/// `NOT_MOVED` (each move records its device range in its transaction). A walk cut short (a
-/// failure, a crash) leaves its records; the next walk skips those rows, and the walk after it
+/// `NOT_MOVED` (each move records its device range in its transaction). A round cut short (a
+/// failure, a crash) leaves its records; the next round skips those rows, and the round after it
 /// deletes them with the next's own.
-pub(crate) async fn walk(mover: &Mover, pace: Option<Duration>) -> Result<u64> {
-    walk_held(mover, &mut *mover.walked.lock().await, pace).await
+pub(crate) async fn round(mover: &Mover, pace: Option<Duration>) -> Result<u64> {
+    round_held(mover, &mut *mover.last_round.lock().await, pace).await
 }
 
-/// `walk`, with `mover.walked` held by the caller.
-pub(super) async fn walk_held(mover: &Mover, walked: &mut Walked, pace: Option<Duration>) -> Result<u64> {
-    let previous = walked.moved.take();
+/// `round`, with `mover.last_round` held by the caller.
+pub(super) async fn round_held(mover: &Mover, last_round: &mut LastRound, pace: Option<Duration>) -> Result<u64> {
+    let previous = last_round.moved.take();
     let yielding = Yielding::new();
-    // The delete of the last walk's rows (on the stager) and this walk's moves (on the writer)
+    // The delete of the last round's rows (on the stager) and this round's moves (on the writer)
     // write different files: they run side by side.
     let deleting = async {
         match previous {
-            Some((through, ended)) => delete_walked(mover, through, ended, &yielding).await,
+            Some((through, ended)) => delete_last_round(mover, through, ended, &yielding).await,
             None => Ok(()),
         }
     };
     let (deleted, moving) = tokio::join!(deleting, move_staged(mover, pace, &yielding));
-    // Rows left undeleted (a failure) are deleted with the next walk's: its mark is no lower.
-    walked.moved = match &moving {
+    // Rows left undeleted (a failure) are deleted with the next round's: its mark is no lower.
+    last_round.moved = match &moving {
         Ok(Some((_, through))) => Some((*through, Instant::now())),
         _ if deleted.is_err() => previous,
         _ => None,
@@ -182,11 +182,11 @@ pub(super) async fn walk_held(mover: &Mover, walked: &mut Walked, pace: Option<D
     Ok(moving?.map_or(0, |(moved, _)| moved))
 }
 
-/// Deletes the rows a walk moved, numbered up to `through`, from the staging file, `DELETE_MOVED_AFTER` after
+/// Deletes the rows a round moved, numbered up to `through`, from the staging file, `DELETE_MOVED_AFTER` after
 /// its moves `ended` at least, then clears their records.
-async fn delete_walked(mover: &Mover, through: i64, ended: Instant, yielding: &Yielding) -> Result<()> {
+async fn delete_last_round(mover: &Mover, through: i64, ended: Instant, yielding: &Yielding) -> Result<()> {
     let writer = &mover.writer;
-    // Walks that take most of `MOVE_EVERY` start less than `DELETE_MOVED_AFTER` after the last ended.
+    // Rounds that take most of `MOVE_EVERY` start less than `DELETE_MOVED_AFTER` after the last ended.
     tokio::time::sleep(DELETE_MOVED_AFTER.saturating_sub(ended.elapsed())).await;
     let started = Instant::now();
     // The moves committed without waiting for the disk (`move_devices`): on disk before their
@@ -221,7 +221,7 @@ async fn delete_walked(mover: &Mover, through: i64, ended: Instant, yielding: &Y
         through,
         deletes = stretches.len(),
         deleting_ms = started.elapsed().as_secs_f64() * 1e3,
-        // Since the walk before's deletes: the staging file's flushes, the requests they answered
+        // Since the round before's deletes: the staging file's flushes, the requests they answered
         // (about one per ingest commit) and the ingest commits' time on the stager.
         flushes = since.flushes,
         flush_requests = since.requests,
@@ -232,7 +232,7 @@ async fn delete_walked(mover: &Mover, through: i64, ended: Instant, yielding: &Y
 }
 
 /// Puts every commit before it on the main file on disk: a synced commit (FULL, the writer's
-/// durability) that counts one more sync in walk_syncs. Its flush takes the
+/// durability) that counts one more sync in walk_syncs (the schema's name for the rounds' syncs). Its flush takes the
 /// whole WAL file, and recovery replays the WAL in order up to its last whole commit (what left
 /// the WAL before had been checkpointed into the synced database file). The staging file's
 /// commits are put on disk by the flusher (flush.rs).
@@ -251,7 +251,7 @@ pub(super) async fn sync_main(writer: &AnyPool) -> Result<()> {
 
 /// Moves every event staged now, a few devices per transaction (each device's events in one, but
 /// for short moves, which split a device's events in parts, each with its own record);
-/// returns how many moved and the highest number the walk took (every row up to it is then in
+/// returns how many moved and the highest number the round took (every row up to it is then in
 /// device_events, or was deleted), or None when nothing is staged. With `pace`, the moves are
 /// spread over that long (`PACE`).
 async fn move_staged(mover: &Mover, pace: Option<Duration>, yielding: &Yielding) -> Result<Option<(u64, i64)>> {
@@ -301,7 +301,7 @@ async fn move_staged(mover: &Mover, pace: Option<Duration>, yielding: &Yielding)
 /// highest number staged now; None when nothing is staged.
 async fn not_yet_moved(mover: &Mover) -> Result<Option<(i64, VecDeque<(String, Vec<i64>)>)>> {
     // The records of moves first, then the index: the rows of a record cleared meanwhile (by this
-    // walk's delete, running beside) left the index before their record went.
+    // round's delete, running beside) left the index before their record went.
     let records: Vec<(String, String, i64)> =
         sqlx::query_as("SELECT device_lo, device_hi, through FROM main.device_events_recent_moved")
             .fetch_all(&mover.reader)
@@ -309,7 +309,7 @@ async fn not_yet_moved(mover: &Mover) -> Result<Option<(i64, VecDeque<(String, V
             .map_err(gantry_store::error::db_error)?;
     // The staged events from the index in memory, not from the staging table (reading every
     // staged row through sqlx costs CPU that ingest needs). Rows moved
-    // but not yet deleted count for `through`: they are deleted with this walk's.
+    // but not yet deleted count for `through`: they are deleted with this round's.
     let Some((through, mut by_device)) = mover.staged.by_device() else {
         return Ok(None);
     };
@@ -376,7 +376,7 @@ fn next_move(devices: &mut VecDeque<(String, Vec<i64>)>, rows_per_move: usize, t
     }
 }
 
-/// What a walk has left of `YIELD_PER_WALK`, shared by its moves and its deletes.
+/// What a round has left of `YIELD_PER_ROUND`, shared by its moves and its deletes.
 struct Yielding {
     left: std::sync::Mutex<Duration>,
 }
@@ -384,12 +384,12 @@ struct Yielding {
 impl Yielding {
     fn new() -> Self {
         Yielding {
-            left: std::sync::Mutex::new(YIELD_PER_WALK),
+            left: std::sync::Mutex::new(YIELD_PER_ROUND),
         }
     }
 
     /// Waits until the API's writes leave the writer quiet for `YIELD_QUIET`, within what the
-    /// walk has left and while ingest is not waiting for room.
+    /// round has left and while ingest is not waiting for room.
     async fn wait(&self, mover: &Mover) {
         loop {
             let left = *self.left.lock().expect("not poisoned");
@@ -413,9 +413,9 @@ const ROWS_PER_DELETE: usize = 1_000;
 /// file's one writer (ingest commits wait for the connection meanwhile).
 ///
 /// It commits without waiting for the disk, as every commit of the stager: a flush of the disk
-/// per delete would be a wait for the ingest commits on the same connection, many per walk. A
+/// per delete would be a wait for the ingest commits on the same connection, many per round. A
 /// lost delete leaves rows that their records still mark as moved;
-/// `delete_walked` flushes the walk's deletes once before their records go.
+/// `delete_last_round` flushes the round's deletes once before their records go.
 pub(super) async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> Result<()> {
     sqlx::query(&format!("DELETE FROM {STAGING} WHERE seq > $1 AND seq <= $2"))
         .bind(after)
@@ -434,7 +434,7 @@ pub(super) async fn delete_moved(stager: &AnyPool, after: i64, through: i64) -> 
 /// It commits without waiting for the disk (`synchronous=NORMAL` on the main file, for this
 /// transaction only): the events are on disk in the staging file already, and a move lost to a
 /// power cut is lost with its record, so its rows are moved again. Only their delete from the
-/// staging file must wait until the move is on disk: `delete_walked` commits a synced transaction
+/// staging file must wait until the move is on disk: `delete_last_round` commits a synced transaction
 /// on the main file first. Every other write of the main file stays synced (FULL).
 pub(super) async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &str, through: i64) -> Result<u64> {
     let mut conn = Unsynced::acquire(writer).await?;
@@ -517,7 +517,7 @@ async fn count_staged(conn: &mut AnyConnection, staged: &Sql) -> Result<()> {
 }
 
 /// The writer's connection while its commits to the main file do not wait for the disk
-/// (`synchronous=NORMAL`: the moves). Dropped before `synced` set FULL again (a failure, a walk
+/// (`synchronous=NORMAL`: the moves). Dropped before `synced` set FULL again (a failure, a round
 /// cancelled at shutdown), the connection is closed instead of going back to the pool, where an
 /// API write would take it.
 struct Unsynced {

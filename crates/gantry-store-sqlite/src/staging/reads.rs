@@ -66,7 +66,7 @@ impl StagingEvents {
         let mut tx = self.begin_write().await?;
         let mut deleted = self.kept.delete_before(&mut tx, cutoff, limit).await?;
         if deleted < limit as u64 {
-            // Rows a walk has moved but not yet deleted from staging are deleted from
+            // Rows a round has moved but not yet deleted from staging are deleted from
             // device_events.
             let mut selected = Sql::new(&format!("id IN (SELECT id FROM {STAGING} WHERE {NOT_MOVED} AND id < "));
             selected

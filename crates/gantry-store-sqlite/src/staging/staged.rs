@@ -1,16 +1,16 @@
 //! Which events are in the staging table, in memory. The staging table (table.rs) has no
 //! index but its arrival number (`seq`), so that an ingest commit appends to the end of one
 //! table; this index finds a device's staged events (by their numbers) and an event's number by
-//! its id for the reads, and the events a walk moves.
+//! its id for the reads, and the events a round moves.
 //!
 //! Why it can be stale without a read going wrong: a read passes the numbers to SQL and reads the
 //! rows in the same statement as device_events, in one snapshot. A move inserts a device's staged
 //! rows into device_events and records them as moved in one transaction (they are deleted from
-//! staging at the end of the mover's walk), and reads skip recorded rows, so a row is found in one
+//! staging at the end of the mover's round), and reads skip recorded rows, so a row is found in one
 //! table or the other, never both. A number that names no row any more (moved or deleted) finds
 //! nothing; numbers are never reused (AUTOINCREMENT). What must hold is the other way: an event
 //! whose commit has been acknowledged is here until it has left the staging table. `add` runs
-//! after the commit is on disk (flush.rs) and before the acknowledgement; `moved_through` runs after a walk's delete
+//! after the commit is on disk (flush.rs) and before the acknowledgement; `moved_through` runs after a round's delete
 //! has committed and removes numbers no higher than the highest it deleted, and numbers rise in
 //! commit order (one writer of the staging file, the stager).
 
@@ -26,15 +26,15 @@ pub(crate) struct Staged {
     room: tokio::sync::Notify,
     /// Held by ingest from its transaction's start until it has handed the commit to the flusher
     /// (flush.rs), which calls `add` in the order it was handed them: numbers enter the index in
-    /// commit order, so a walk that takes every held number up to the highest leaves none
+    /// commit order, so a round that takes every held number up to the highest leaves none
     /// committed before it behind (`by_device`). One connection commits ingest anyway.
     pub(crate) committing: tokio::sync::Mutex<()>,
 }
 
-/// The most events waiting for a move before ingest waits for the walks (back-pressure): a bound
-/// on a walk's size and on the index (at most this many waiting and a walk's worth moved and not
+/// The most events waiting for a move before ingest waits for the rounds (back-pressure): a bound
+/// on a round's size and on the index (at most this many waiting and a round's worth moved and not
 /// yet deleted). Without it an ingest faster than the moves (a bulk load, MQTT offered beyond
-/// what the walks move) grows both without end. It leaves room for about a walk's period
+/// what the rounds move) grows both without end. It leaves room for about a round's period
 /// (`mover::MOVE_EVERY`) of events at the highest rate the targets ask for.
 pub(crate) const MAX_STAGED: usize = 100_000;
 
@@ -49,7 +49,7 @@ struct Inner {
     /// The highest number moved so far: an event numbered no higher was moved (or deleted) before
     /// `add` was told of it.
     moved_through: i64,
-    /// How many held events a move has put into device_events (their delete comes a walk later),
+    /// How many held events a move has put into device_events (their delete comes a round later),
     /// about: deletes by id and retention are not counted.
     moved: usize,
 }
@@ -78,7 +78,7 @@ impl Staged {
     }
 
     /// Returns once fewer than `max` held events wait for a move: ingest's back-pressure.
-    /// Waiting holds no connection, so nothing the walk needs is kept from it.
+    /// Waiting holds no connection, so nothing the round needs is kept from it.
     pub(crate) async fn wait_for_room(&self, max: usize) {
         loop {
             let room = self.room.notified();

@@ -9,8 +9,8 @@ pub(crate) const STAGING: &str = "staging.device_events_recent";
 /// The staging file's webhook outbox (telemetry and shadow events; the main file has its own).
 pub(crate) const OUTBOX: &str = "staging.webhook_outbox";
 
-/// Staged rows a walk has moved already (in device_events, deleted from staging a walk later):
-/// excluded wherever staged rows are read (a walk excludes them by the records it reads).
+/// Staged rows a round has moved already (in device_events, deleted from staging a round later):
+/// excluded wherever staged rows are read (a round excludes them by the records it reads).
 pub(crate) const NOT_MOVED: &str = "NOT EXISTS (SELECT 1 FROM main.device_events_recent_moved AS moved \
      WHERE device_events_recent.device_id BETWEEN moved.device_lo AND moved.device_hi \
      AND device_events_recent.seq <= moved.through)";
@@ -27,7 +27,7 @@ pub(crate) const LATEST_STAGED: (&str, &str) = (
 );
 
 /// The staged rows whose numbers the JSON array bound at `placeholder` lists, each found by the
-/// staging table's key, less those a walk of the mover has put into device_events already.
+/// staging table's key, less those a round of the mover has put into device_events already.
 pub(crate) fn in_staged(placeholder: &str) -> String {
     format!("seq IN (SELECT value FROM json_each({placeholder})) AND {NOT_MOVED}")
 }

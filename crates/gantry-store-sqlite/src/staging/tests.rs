@@ -1,4 +1,4 @@
-//! The staging engine's own tests: the numbers of staged rows, walks cut short, the files'
+//! The staging engine's own tests: the numbers of staged rows, rounds cut short, the files'
 //! durability settings and page sizes. (The store suite runs every behaviour on both engines.)
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use serde_json::json;
 use sqlx::AnyPool;
 
 use super::StagingEvents;
-use super::mover::{DELETE_MOVED_AFTER, ROWS_PER_SHORT_MOVE, delete_moved, move_devices, sync_main, walk_held};
+use super::mover::{DELETE_MOVED_AFTER, ROWS_PER_SHORT_MOVE, delete_moved, move_devices, round_held, sync_main};
 use crate::file::sqlite_url;
 use gantry_store::engine::EventEngine;
 
@@ -88,7 +88,7 @@ async fn read(store: &StagingEvents, device: &str) -> (u64, Vec<i64>, Vec<serde_
 async fn staged_numbers_are_the_rows_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&sqlite_url(dir.path())).await.unwrap();
-    let _walking = store.mover.walked.lock().await;
+    let _round = store.mover.last_round.lock().await;
     let batch = |from: i64| -> Vec<DeviceEvent> {
         (from..from + 300)
             .map(|ts| event(["dev-a", "dev-b", "dev-c"][ts as usize % 3], ts))
@@ -116,16 +116,16 @@ async fn staged_numbers_are_the_rows_numbers() {
     }
 }
 
-/// A walk cut short after its first move (a crash between two of its transactions): reads
-/// stay exact before and after the store reopens, and the next walk moves the rest without
+/// A round cut short after its first move (a crash between two of its transactions): reads
+/// stay exact before and after the store reopens, and the next round moves the rest without
 /// moving anything twice.
 #[tokio::test]
-async fn a_walk_cut_short_is_finished_by_the_next() {
+async fn a_round_cut_short_is_finished_by_the_next() {
     let dir = tempfile::tempdir().unwrap();
     let url = sqlite_url(dir.path());
     let store = open_store(&url).await.unwrap();
-    // The background walk waits: this test makes the walk's first move itself.
-    let walking = store.mover.walked.lock().await;
+    // The background round waits: this test makes the round's first move itself.
+    let held = store.mover.last_round.lock().await;
     store
         .append_events(&[event("dev-a", 1), event("dev-b", 2), event("dev-a", 3)])
         .await
@@ -147,7 +147,7 @@ async fn a_walk_cut_short_is_finished_by_the_next() {
     );
     assert_eq!(read(&store, "dev-b").await, expected_b);
     EventEngine::close(&store).await;
-    drop(walking);
+    drop(held);
     drop(store);
 
     let store = open_store(&url).await.unwrap();
@@ -171,9 +171,9 @@ async fn a_walk_cut_short_is_finished_by_the_next() {
         )
     };
     assert_eq!(counts().await.0, 3, "each event moved once");
-    assert_eq!(read(&store, "dev-a").await, expected_a, "after the next walk");
+    assert_eq!(read(&store, "dev-a").await, expected_a, "after the next round");
     assert_eq!(read(&store, "dev-b").await, expected_b);
-    // The walk after, once the moves have settled, deletes what was moved from staging.
+    // The round after, once the moves have settled, deletes what was moved from staging.
     tokio::time::sleep(DELETE_MOVED_AFTER).await;
     store.catch_up().await.unwrap();
     assert_eq!(counts().await, (3, 0, 0), "staging emptied, records cleared");
@@ -181,22 +181,22 @@ async fn a_walk_cut_short_is_finished_by_the_next() {
         .fetch_one(&store.database.pool)
         .await
         .unwrap();
-    // The background walk may have deleted too.
-    assert!(syncs >= 1, "a walk that deleted moved rows synced the main file");
+    // The background round may have deleted too.
+    assert!(syncs >= 1, "a round that deleted moved rows synced the main file");
     assert_eq!(read(&store, "dev-a").await, expected_a, "after the deletes");
     assert_eq!(read(&store, "dev-b").await, expected_b);
 }
 
-/// While API writes come (a control's event log), a walk moves in short transactions, each of
-/// which such a write may have to wait for; without them, in long ones. Counted by the walk's
+/// While API writes come (a control's event log), a round moves in short transactions, each of
+/// which such a write may have to wait for; without them, in long ones. Counted by the round's
 /// records, one per move.
 #[tokio::test]
 async fn moves_are_short_while_api_writes_come() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&sqlite_url(dir.path())).await.unwrap();
-    // The background walk waits: this test walks itself, and reads the records before a next
-    // walk clears them.
-    let mut walked = store.mover.walked.lock().await;
+    // The background round waits: this test runs the rounds itself, and reads the records before a next
+    // round clears them.
+    let mut last_round = store.mover.last_round.lock().await;
     let devices = ["dev-a", "dev-b", "dev-c"];
     let mut ts = 0;
     let mut stage = || {
@@ -219,7 +219,7 @@ async fn moves_are_short_while_api_writes_come() {
     };
 
     store.append_events(&stage()).await.unwrap();
-    walk_held(&store.mover, &mut walked, None).await.unwrap();
+    round_held(&store.mover, &mut last_round, None).await.unwrap();
     assert_eq!(moves().await, 1, "no API write yet: one move");
 
     // An API write, as `SqlStore::begin_write` makes one.
@@ -231,20 +231,20 @@ async fn moves_are_short_while_api_writes_come() {
         .unwrap();
     tx.commit().await.unwrap();
     store.append_events(&stage()).await.unwrap();
-    walk_held(&store.mover, &mut walked, None).await.unwrap();
+    round_held(&store.mover, &mut last_round, None).await.unwrap();
     assert_eq!(moves().await, 3, "after an API write: one move per device");
     assert_eq!(read(&store, "dev-c").await.0, 2 * (ROWS_PER_SHORT_MOVE as u64 + 100));
 }
 
 /// While API writes come, a short move takes what the writer moves in about `SHORT_MOVE`, at
 /// most `ROWS_PER_SHORT_MOVE`, and splits a device's events where they are more, each part with
-/// a record of its own. Every event is read once after the walk, the shadow holds the newest, and
-/// the next walk deletes the moved rows.
+/// a record of its own. Every event is read once after the round, the shadow holds the newest, and
+/// the next round deletes the moved rows.
 #[tokio::test]
 async fn short_moves_split_a_devices_events() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&sqlite_url(dir.path())).await.unwrap();
-    let mut walked = store.mover.walked.lock().await;
+    let mut last_round = store.mover.last_round.lock().await;
     let per_device = ROWS_PER_SHORT_MOVE as i64 + 100;
     let events: Vec<DeviceEvent> = ["dev-a", "dev-b"]
         .iter()
@@ -252,7 +252,7 @@ async fn short_moves_split_a_devices_events() {
         .collect();
     store.append_events(&events).await.unwrap();
     store.database.api_writes.asking();
-    walk_held(&store.mover, &mut walked, None).await.unwrap();
+    round_held(&store.mover, &mut last_round, None).await.unwrap();
     let records: Vec<(String, String, i64)> =
         sqlx::query_as("SELECT device_lo, device_hi, through FROM device_events_recent_moved ORDER BY through")
             .fetch_all(&store.database.pool)
@@ -271,24 +271,24 @@ async fn short_moves_split_a_devices_events() {
         assert_eq!(newest[0], per_device - 1, "{device}: newest first");
         assert_eq!(shadow, vec![json!(per_device - 1)], "{device}: the shadow");
     }
-    walk_held(&store.mover, &mut walked, None).await.unwrap();
+    round_held(&store.mover, &mut last_round, None).await.unwrap();
     let staged: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM staging.device_events_recent")
         .fetch_one(&store.database.pool)
         .await
         .unwrap();
-    assert_eq!(staged, 0, "the next walk deleted the moved rows");
+    assert_eq!(staged, 0, "the next round deleted the moved rows");
     assert_eq!(read(&store, "dev-b").await.0, per_device as u64);
 }
 
-/// While API writes keep coming a few milliseconds apart (a series of controls), a walk holds
-/// its moves back; once they stop it moves. A stream of them that never stops delays a walk by
+/// While API writes keep coming a few milliseconds apart (a series of controls), a round holds
+/// its moves back; once they stop it moves. A stream of them that never stops delays a round by
 /// a bounded time, never stops it.
 #[tokio::test]
-async fn a_walk_waits_for_a_gap_between_api_writes() {
+async fn a_round_waits_for_a_gap_between_api_writes() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&sqlite_url(dir.path())).await.unwrap();
-    // The background walk waits: this test walks itself.
-    let mut walked = store.mover.walked.lock().await;
+    // The background round waits: this test runs the rounds itself.
+    let mut last_round = store.mover.last_round.lock().await;
     let moved = || async {
         sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM main.device_events")
             .fetch_one(&store.database.pool)
@@ -320,19 +320,19 @@ async fn a_walk_waits_for_a_gap_between_api_writes() {
         stop.store(true, Ordering::Relaxed);
         during
     };
-    let (walk, during) = tokio::join!(walk_held(&store.mover, &mut walked, None), watching);
+    let (round, during) = tokio::join!(round_held(&store.mover, &mut last_round, None), watching);
     asking.join().unwrap();
     assert_eq!(during, 0, "no move while API writes come");
-    assert_eq!(walk.unwrap(), 2, "moved once they stopped");
+    assert_eq!(round.unwrap(), 2, "moved once they stopped");
 
-    // Writes that never stop: the walk still moves.
+    // Writes that never stop: the round still moves.
     let stop = Arc::new(AtomicBool::new(false));
     let asking = keep_asking(stop.clone());
     store.append_events(&[event("dev-b", 3)]).await.unwrap();
-    let walk = tokio::time::timeout(Duration::from_secs(10), walk_held(&store.mover, &mut walked, None)).await;
+    let round = tokio::time::timeout(Duration::from_secs(10), round_held(&store.mover, &mut last_round, None)).await;
     stop.store(true, Ordering::Relaxed);
     asking.join().unwrap();
-    assert_eq!(walk.expect("the walk ends while API writes go on").unwrap(), 1);
+    assert_eq!(round.expect("the round ends while API writes go on").unwrap(), 1);
     assert_eq!(moved().await, 3);
 }
 
@@ -349,7 +349,7 @@ async fn a_sync_commits_a_change_to_the_main_file() {
     }
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&sqlite_url(dir.path())).await.unwrap();
-    let _walking = store.mover.walked.lock().await;
+    let _round = store.mover.last_round.lock().await;
     let mut reader = store.database.pool.acquire().await.unwrap();
     let before = version(&mut reader).await;
     sync_main(&store.database.writer).await.unwrap();
@@ -375,7 +375,7 @@ async fn a_sync_commits_a_change_to_the_main_file() {
 async fn the_writer_is_synced_again_after_a_move() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&sqlite_url(dir.path())).await.unwrap();
-    let _walking = store.mover.walked.lock().await;
+    let _round = store.mover.last_round.lock().await;
     store
         .append_events(&[event("dev-a", 1), event("dev-a", 2)])
         .await
@@ -395,7 +395,7 @@ async fn the_writer_is_synced_again_after_a_move() {
 async fn the_stager_commits_unsynced_and_the_flusher_flushes() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&sqlite_url(dir.path())).await.unwrap();
-    let _walking = store.mover.walked.lock().await;
+    let _round = store.mover.last_round.lock().await;
     let flusher = store.mover.flusher.clone();
     flusher.stats().taken();
     let events = [event("dev-a", 1), event("dev-a", 2), event("dev-a", 3)];
@@ -442,7 +442,7 @@ async fn a_new_staging_file_has_small_pages_and_an_old_one_keeps_its_own() {
         .append_events(&[event("dev-a", 1), event("dev-a", 2)])
         .await
         .unwrap();
-    // This walk or the background's moves them.
+    // This round or the background's moves them.
     store.catch_up().await.unwrap();
     let moved: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM main.device_events")
         .fetch_one(&store.database.pool)

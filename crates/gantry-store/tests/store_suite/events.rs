@@ -203,7 +203,7 @@ pub(crate) fn chrono_now() -> i64 {
 }
 
 /// Several writers (nodes sharing one database) append batches that touch the same shadows and
-/// counts in different orders, while walks move staged events back to back (SQLite): all commit,
+/// counts in different orders, while rounds move staged events back to back (SQLite): all commit,
 /// and the counts add up.
 pub(crate) async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
     let tenant = new_tenant(&store, "writers").await;
@@ -231,11 +231,11 @@ pub(crate) async fn concurrent_batches_on_the_same_devices(store: SqlStore) {
             })
         })
         .collect();
-    let walking = Walking::start(&store);
+    let rounds = MovingRounds::start(&store);
     for writer in writers {
         writer.await.expect("no writer failed");
     }
-    walking.stop().await;
+    rounds.stop().await;
     store.catch_up().await.unwrap();
     for device in &devices {
         let query = every_event_of(device);
@@ -331,14 +331,14 @@ pub(crate) async fn ingest_keeps_each_devices_order(store: SqlStore) {
     }
 }
 
-/// Walks of the mover back to back (`catch_up` in a loop, none on PostgreSQL's store) until
+/// Rounds of the mover back to back (`catch_up` in a loop, none on PostgreSQL's store) until
 /// `stop`.
-pub(crate) struct Walking {
+pub(crate) struct MovingRounds {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     task: tokio::task::JoinHandle<u64>,
 }
 
-impl Walking {
+impl MovingRounds {
     fn start(store: &SqlStore) -> Self {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let task = tokio::spawn({
@@ -352,13 +352,13 @@ impl Walking {
                 moved
             }
         });
-        Walking { stop, task }
+        MovingRounds { stop, task }
     }
 
-    /// Stops the walks; how many events they moved.
+    /// Stops the rounds; how many events they moved.
     async fn stop(self) -> u64 {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.task.await.expect("no walk failed")
+        self.task.await.expect("no round failed")
     }
 }
 
@@ -369,7 +369,7 @@ pub(crate) async fn staged_events(store: &SqlStore) -> (i64, i64) {
             .await
             .unwrap()
     };
-    // Moved rows stay in the staging file for a walk, recorded as moved.
+    // Moved rows stay in the staging file for a round, recorded as moved.
     let staged = if store.backend() == "sqlite" {
         count(
             "staging.device_events_recent AS staged WHERE NOT EXISTS (SELECT 1 FROM device_events_recent_moved AS moved \
@@ -550,7 +550,7 @@ pub(crate) async fn deletes_and_listings_during_moves(store: SqlStore) {
     let project = new_project(&store, &tenant, "p").await;
     let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
     let device = new_device(&store, &tenant, "d", &project, &model).await;
-    let walking = Walking::start(&store);
+    let rounds = MovingRounds::start(&store);
     let query = EventQuery {
         device: device.id.clone(),
         attribute_code: None,
@@ -583,7 +583,7 @@ pub(crate) async fn deletes_and_listings_during_moves(store: SqlStore) {
             assert_eq!(listed.items.len(), ids.len() - n - 1);
         }
     }
-    let moved = walking.stop().await;
+    let moved = rounds.stop().await;
     if store.backend() == "sqlite" {
         assert!(moved > 0, "moves ran meanwhile");
     }
@@ -882,7 +882,7 @@ pub(crate) async fn deep_pages_list_in_order(store: SqlStore) {
     check("as committed").await;
     store.catch_up().await.unwrap();
     check("moved").await;
-    // The next walk deletes the moved rows from staging: the listing reads device_events alone.
+    // The next round deletes the moved rows from staging: the listing reads device_events alone.
     store.catch_up().await.unwrap();
     check("moved and deleted from staging").await;
 }

@@ -4,13 +4,13 @@
 
 use sqlx::AnyPool;
 
-/// One reading of the store's figures.
+/// One reading of the store's statistics (`SqlStore::stats`), which /metrics shows.
 #[derive(Debug, Clone)]
-pub struct StoreFigures {
+pub struct StoreStats {
     /// `sqlite` or `postgres`.
     pub backend: &'static str,
     /// Each pool's connections.
-    pub pools: Vec<PoolFigures>,
+    pub pools: Vec<PoolStats>,
     /// SQLite: events committed to the staging file that no move has taken yet.
     pub staged_events: Option<usize>,
     /// SQLite: the size of each write-ahead log (`main`, `staging`) in bytes; a missing file is 0.
@@ -20,7 +20,7 @@ pub struct StoreFigures {
 }
 
 #[derive(Debug, Clone)]
-pub struct PoolFigures {
+pub struct PoolStats {
     /// `read`, `writer` or `ingest` on SQLite; `main` on PostgreSQL, whose one pool serves all.
     pub name: &'static str,
     /// Connections open, and of those the idle ones.
@@ -29,9 +29,9 @@ pub struct PoolFigures {
     pub max: u32,
 }
 
-/// One pool's figures, under `name`.
-pub fn pool(name: &'static str, pool: &AnyPool) -> PoolFigures {
-    PoolFigures {
+/// One pool's statistics, under `name`.
+pub fn pool(name: &'static str, pool: &AnyPool) -> PoolStats {
+    PoolStats {
         name,
         open: pool.size(),
         idle: pool.num_idle() as u32,
