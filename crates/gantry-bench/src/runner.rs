@@ -415,6 +415,11 @@ async fn measure_all(
         if settings.wants(ingest_mqtt::SCENARIO) {
             measure_ingest_mqtt(run, ctx, mqtt, &fleet.ingest, settings, &tag).await?;
         }
+        if settings.wants(alarms::SCENARIO) {
+            let rate = settings.mqtt_rate;
+            run.measurements
+                .extend(alarms::run_mqtt(ctx, mqtt, &fleet.model_id, &fleet.ingest, rate).await?);
+        }
         if settings.wants(control::SCENARIO) {
             // Its first measurement is of an idle server.
             if let Some(waited) = server::wait_until_idle(ctx.pid, Duration::from_secs(120)).await {
