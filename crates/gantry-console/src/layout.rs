@@ -54,7 +54,7 @@ fn tile_origin(template: &str) -> Option<String> {
 pub enum Nav<'a> {
     Projects,
     Models,
-    /// A project's pages: its overview, devices, event logs, webhooks.
+    /// A project's pages: its overview, devices, alarms, event logs, webhooks.
     Project(&'a ProjectId, Section),
 }
 
@@ -62,6 +62,7 @@ pub enum Nav<'a> {
 pub enum Section {
     Overview,
     Devices,
+    Alarms,
     Logs,
     Webhooks,
 }
@@ -103,6 +104,7 @@ fn project_tabs(id: &ProjectId, section: Section) -> Markup {
         nav.tabs aria-label="Project" {
             (tab(Section::Overview, "", "Overview"))
             (tab(Section::Devices, "/devices", "Devices"))
+            (tab(Section::Alarms, "/alarms", "Alarms"))
             (tab(Section::Logs, "/logs", "Event logs"))
             (tab(Section::Webhooks, "/webhooks", "Webhooks"))
         }

@@ -91,8 +91,12 @@ pub fn router(console: Console) -> Router {
         .merge(pages::models::routes())
         .merge(pages::logs::routes())
         .merge(pages::webhooks::routes())
+        .merge(pages::alarms::routes())
+        .merge(pages::alarm::routes())
         .route("/projects/{id}/live", get(live::project))
+        .route("/projects/{id}/alarms/live", get(live::alarms))
         .route("/devices/{id}/live", get(live::device))
+        .route("/alarms/{id}/live", get(live::alarm))
         .fallback(error::not_found);
     Router::new()
         .nest("/console", pages)

@@ -1,6 +1,8 @@
 //! The console's pages, one file each. A handler extracts the signed-in caller and its input,
 //! calls the core services with the caller's principal, and renders the answer.
 
+pub mod alarm;
+pub mod alarms;
 pub mod device;
 pub mod device_actions;
 mod device_control;

@@ -1,7 +1,8 @@
 //! An operator's walk through the console: sign in as a user (an ADMIN account), create a
 //! project, a model (an attribute, a position, an action) and a device, watch the device page
-//! follow its telemetry and a control's ack live, sign out and be refused; then a VIEWER signs in
-//! and sees the device with no control form and no token.
+//! follow its telemetry and a control's ack live, see an alarm raised by telemetry appear on
+//! the alarms page live and acknowledge it there, sign out and be refused; then a VIEWER signs
+//! in and sees the device with no control form and no token.
 
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ pub async fn operator_walk(b: &Browser) {
     let mut mqtt = Device::connect(b, &device, &token).await;
     watch_device(b, &device, &mut mqtt).await;
     control_device(b, &mut mqtt).await;
+    alarms_live(b, &project, &mqtt).await;
     other_pages(b, &project).await;
     sign_out(b, &device).await;
     viewer_reads_only(b, &device, &token).await;
@@ -298,6 +300,90 @@ async fn control_device(b: &Browser, mqtt: &mut Device) {
         b.text(&row).await
     );
     b.check_and_shoot("device").await;
+}
+
+/// An alarm rule on the model; telemetry over MQTT raises its alarm, which the open alarms page
+/// shows without a reload; it is acknowledged from the page, and commented on its own page.
+async fn alarms_live(b: &Browser, project: &str, mqtt: &Device) {
+    let models: Value = api(b, reqwest::Method::GET, "/api/v1/deviceModels?pageSize=100", None).await;
+    let model = models["result"]["results"]
+        .as_array()
+        .and_then(|all| all.iter().find(|m| m["name"] == "Tower crane T1"))
+        .expect("the model")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let rule = json!({"name": "Overload", "attributeCode": "load", "severity": "CRITICAL",
+                      "condition": {"op": ">", "value": 40}});
+    let path = format!("/api/v1/deviceModels/{model}/alarmRules");
+    let answer = api(b, reqwest::Method::POST, &path, Some(rule)).await;
+    assert_eq!(answer["returnCode"], 0, "{answer}");
+
+    b.open(&format!("/console/projects/{project}/alarms")).await;
+    assert!(b.text("#alarm-list").await.contains("No alarms match."));
+    b.wait_for_stream().await;
+    b.client
+        .execute("window.gantryNotReloaded = true;", vec![])
+        .await
+        .expect("script runs");
+    mqtt.publish(json!({"meta": {"type": "m"}, "payload": {"attrs": [{"code": "load", "value": 47.5}]}}))
+        .await;
+    let row = "table.alarms tbody tr";
+    let shown = eventually(LIVE, async || b.text(row).await.contains("Overload")).await;
+    assert!(shown, "the alarm appears live: {}", b.text("#alarm-list").await);
+    let same_page = b
+        .client
+        .execute("return window.gantryNotReloaded === true;", vec![])
+        .await
+        .expect("script runs");
+    assert_eq!(same_page, json!(true), "without a reload");
+    let text = b.text(row).await;
+    assert!(
+        text.contains("CRITICAL") && text.contains("ACTIVE") && text.contains("crane-07") && text.contains("47.5"),
+        "{text}"
+    );
+    b.check_and_shoot("alarms").await;
+
+    b.press("Acknowledge").await;
+    assert_eq!(b.text(&format!("{row} .alarm-status")).await, "ACKNOWLEDGED");
+    b.client
+        .find(Locator::LinkText("Overload"))
+        .await
+        .expect("the alarm's link")
+        .click()
+        .await
+        .expect("open");
+    assert_eq!(b.text("h1").await, "Overload");
+    b.fill("text", "Load reduced, crew informed").await;
+    b.press("Add comment").await;
+    let history = b.text("table.history").await;
+    for shown in [
+        "RAISED",
+        "ACKNOWLEDGED",
+        "COMMENTED",
+        "Load reduced, crew informed",
+        "site.manager",
+    ] {
+        assert!(history.contains(shown), "the history shows {shown}: {history}");
+    }
+    b.check_and_shoot("alarm").await;
+}
+
+/// A call to the REST API with the administrator's token; its JSON answer.
+async fn api(b: &Browser, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{}{path}", b.base))
+        .bearer_auth(&b.admin);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    request
+        .send()
+        .await
+        .expect("the API answers")
+        .json()
+        .await
+        .expect("JSON")
 }
 
 async fn other_pages(b: &Browser, project: &str) {
