@@ -21,7 +21,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use crate::Console;
 use crate::error::PageResult;
 use crate::pages::alarms::{self, AlarmParams};
-use crate::pages::{alarm, device, devices};
+use crate::pages::{alarm, device, device_desired, devices};
 use crate::session::Signed;
 
 /// How often a stream checks its session.
@@ -184,6 +184,11 @@ impl Follower {
             (StreamType::EventLog, View::Device(id)) => {
                 let rows = device::event_log_rows(&self.console, &self.signed.who, id).await;
                 rows.map(|rows| vec![fragment("eventlogs".into(), rows)])
+                    .unwrap_or_default()
+            }
+            (StreamType::Desired, View::Device(id)) => {
+                let rows = device_desired::rows(&self.console, &self.signed, id).await;
+                rows.map(|rows| vec![fragment("desired".into(), rows)])
                     .unwrap_or_default()
             }
             (StreamType::Alarm, _) => self.alarm_fragments(event).await,

@@ -1,6 +1,7 @@
 //! A device: header (status, presence), shadow (live), its open alarms (live), a chart of a
 //! numeric attribute, the latest events, and its management (lock, token). The control forms
-//! with their event logs are in `device_control.rs`, the routes in `device_routes.rs`.
+//! with their event logs are in `device_control.rs`, the desired state in `device_desired.rs`,
+//! the routes in `device_routes.rs`.
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
@@ -86,6 +87,7 @@ pub async fn render(
         true => Some(super::device_routes::section(c, signed, &device, &outcome).await?),
         false => None,
     };
+    let desired = super::device_desired::section(c, signed, &device, &model, &outcome).await?;
     let alarms = alarm_rows(c, signed, id).await?;
     let body = html! {
         div.live hx-ext="sse" sse-connect={ "/console/devices/" (id) "/live" } {
@@ -99,6 +101,7 @@ pub async fn render(
             }
             (chart)
             @if let Some(controls) = controls { (controls) }
+            (desired)
             (events_section(id, q, &events))
             @if let Some(routes) = routes { (routes) }
         }

@@ -6,6 +6,7 @@ pub mod alarms;
 pub mod device;
 pub mod device_actions;
 mod device_control;
+pub mod device_desired;
 mod device_outcome;
 mod device_routes;
 pub mod devices;

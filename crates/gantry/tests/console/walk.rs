@@ -1,8 +1,8 @@
 //! An operator's walk through the console: sign in as a user (an ADMIN account), create a
 //! project, a model (an attribute, a position, an action) and a device, watch the device page
-//! follow its telemetry and a control's ack live, see an alarm raised by telemetry appear on
-//! the alarms page live and acknowledge it there, sign out and be refused; then a VIEWER signs
-//! in and sees the device with no control form and no token.
+//! follow its telemetry, a control's ack and a desired value live, see an alarm raised by
+//! telemetry appear on the alarms page live and acknowledge it there, sign out and be refused;
+//! then a VIEWER signs in and sees the device with no control form and no token.
 
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ pub async fn operator_walk(b: &Browser) {
     let mut mqtt = Device::connect(b, &device, &token).await;
     watch_device(b, &device, &mut mqtt).await;
     control_device(b, &mut mqtt).await;
+    desired_state(b, &mut mqtt).await;
     alarms_live(b, &project, &mqtt).await;
     other_pages(b, &project).await;
     sign_out(b, &device).await;
@@ -95,6 +96,10 @@ async fn viewer_reads_only(b: &Browser, device: &str, token: &str) {
         "no control form for a viewer"
     );
     assert!(!page.contains("Rotate"), "no token rotation for a viewer: {page}");
+    assert!(
+        page.contains("Desired state") && !page.contains("Set desired"),
+        "the viewer reads the desired state and cannot set it: {page}"
+    );
     assert!(!b.text("body").await.contains(token), "the viewer sees no device token");
     b.check_and_shoot("device-viewer").await;
     b.press("Sign out").await;
@@ -298,6 +303,39 @@ async fn control_device(b: &Browser, mqtt: &mut Device) {
         completed,
         "the log turns completed on the open page: {}",
         b.text(&row).await
+    );
+}
+
+/// A desired value set from the device page is sent to the connected device, and turns
+/// `applied` on the open page when the device acks it.
+async fn desired_state(b: &Browser, mqtt: &mut Device) {
+    b.fill("attributes.load", "35").await;
+    b.press("Set desired").await;
+    assert!(
+        b.text("main").await.contains("Desired state saved"),
+        "{}",
+        b.text("main").await
+    );
+    let sent = tokio::time::timeout(LIVE, mqtt.inbox.recv())
+        .await
+        .expect("a desired delta")
+        .expect("inbox open");
+    assert_eq!(sent["meta"]["type"], "c", "{sent}");
+    let attr = &sent["payload"]["attrs"][0];
+    assert_eq!(
+        (&attr["code"], &attr["value"]),
+        (&json!("load"), &json!(35.0)),
+        "{sent}"
+    );
+    let id = sent["meta"]["id"].as_str().expect("meta.id").to_owned();
+    mqtt.publish(json!({"meta": {"type": "ack", "correlationId": id}}))
+        .await;
+    let status = "#desired-load .desired-status";
+    let applied = eventually(LIVE, async || b.text(status).await == "applied").await;
+    assert!(
+        applied,
+        "the desired value turns applied live: {}",
+        b.text(status).await
     );
     b.check_and_shoot("device").await;
 }

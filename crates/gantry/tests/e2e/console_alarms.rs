@@ -1,6 +1,6 @@
-//! The console's alarm pages over plain HTTP: what the pages show, what their forms do, and what
-//! they refuse (no CSRF token, a role that may not act, another tenant's alarm), each checked
-//! against the REST API.
+//! The console's alarm pages and the device's desired state over plain HTTP: what the pages
+//! show, what their forms do, and what they refuse (no CSRF token, a role that may not act,
+//! another tenant's alarm), each checked against the REST API.
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -250,5 +250,74 @@ async fn another_tenants_or_projects_alarm_is_refused() {
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(alarm_status(&app, &alarm).await, "ACTIVE");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn desired_values_are_set_from_the_device_page_at_the_version_it_shows() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let device = id(&world.device);
+    let page_path = format!("/console/devices/{device}");
+    let form = format!("{page_path}/desired");
+    let console = Console::sign_in(&app, &app.admin).await.expect("signed in");
+    let (_, page) = console.get(&page_path).await;
+    assert!(
+        page.contains("Desired state") && page.contains("No desired values."),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"name="attributes.setpoint""#) && !page.contains(r#"name="attributes.temp""#),
+        "the form offers the writable attributes alone"
+    );
+    let desired = async || {
+        app.get(format!("/api/v1/devices/{device}/desired"), &app.admin)
+            .await
+            .result()
+    };
+
+    let (status, page) = console
+        .post(&page_path, &form, &[("version", "0"), ("attributes.setpoint", "warm")])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(page.contains(r#"id="f-attributes.setpoint-error""#), "{page}");
+    let (status, page) = console
+        .post(&page_path, &form, &[("version", "0"), ("attributes.setpoint", "21.5")])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(
+        page.contains(r#"id="desired-setpoint""#) && page.contains("pending"),
+        "{page}"
+    );
+    assert_eq!(desired().await["attributes"]["setpoint"]["value"], json!(21.5));
+
+    // A form made at an older version changes nothing: someone set a value since.
+    let (status, page) = console
+        .post(&page_path, &form, &[("version", "0"), ("attributes.setpoint", "30")])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(page.contains("Someone changed this"), "{page}");
+    assert_eq!(desired().await["attributes"]["setpoint"]["value"], json!(21.5));
+
+    // No CSRF token, or a VIEWER: refused, nothing changes.
+    let (status, _) = console
+        .post_raw(&form, &[("version", "1"), ("remove", "setpoint")])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (name, password) = user(&app, "VIEWER").await;
+    let viewer = Console::sign_in_user(&app, &name, &password).await;
+    let (_, page) = viewer.get(&page_path).await;
+    assert!(page.contains("21.5") && !page.contains("Set desired") && !page.contains(">Remove</button>"));
+    let (status, _) = viewer
+        .post(&page_path, &form, &[("version", "1"), ("remove", "setpoint")])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(desired().await["attributes"].get("setpoint").is_some());
+
+    let (status, page) = console
+        .post(&page_path, &form, &[("version", "1"), ("remove", "setpoint")])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(desired().await["attributes"].get("setpoint").is_none(), "removed");
     app.stop().await;
 }
