@@ -54,6 +54,10 @@ fn tile_origin(template: &str) -> Option<String> {
 pub enum Nav<'a> {
     Projects,
     Models,
+    /// The tenant's user accounts (administrators only).
+    Users,
+    /// The tenant's audit log (administrators only).
+    Audit,
     /// A project's pages: its overview, devices, alarms, event logs, webhooks.
     Project(&'a ProjectId, Section),
 }
@@ -79,6 +83,10 @@ pub fn page(signed: &Signed, title: &str, nav: Nav, body: Markup) -> Markup {
                     nav aria-label="Console" {
                         a href="/console/projects" aria-current=[(nav == Nav::Projects).then_some("page")] { "Projects" }
                         a href="/console/models" aria-current=[(nav == Nav::Models).then_some("page")] { "Models" }
+                        @if signed.who.require_admin().is_ok() {
+                            a href="/console/users" aria-current=[(nav == Nav::Users).then_some("page")] { "Users" }
+                            a href="/console/audit" aria-current=[(nav == Nav::Audit).then_some("page")] { "Audit log" }
+                        }
                     }
                     form.sign-out method="post" action="/console/session/end" {
                         (form::csrf(signed))

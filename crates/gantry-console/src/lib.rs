@@ -94,6 +94,8 @@ pub fn router(console: Console) -> Router {
         .merge(pages::webhooks::routes())
         .merge(pages::alarms::routes())
         .merge(pages::alarm::routes())
+        .merge(pages::users::routes())
+        .merge(pages::audit::routes())
         .route("/projects/{id}/live", get(live::project))
         .route("/projects/{id}/alarms/live", get(live::alarms))
         .route("/devices/{id}/live", get(live::device))

@@ -3,6 +3,7 @@
 
 pub mod alarm;
 pub mod alarms;
+pub mod audit;
 pub mod device;
 pub mod device_actions;
 mod device_control;
@@ -15,6 +16,7 @@ pub mod models;
 pub mod overview;
 pub mod projects;
 pub mod sign_in;
+pub mod users;
 pub mod webhooks;
 
 use axum::response::{IntoResponse, Redirect, Response};

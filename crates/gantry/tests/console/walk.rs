@@ -1,8 +1,9 @@
 //! An operator's walk through the console: sign in as a user (an ADMIN account), create a
 //! project, a model (an attribute, a position, an action) and a device, watch the device page
 //! follow its telemetry, a control's ack and a desired value live, see an alarm raised by
-//! telemetry appear on the alarms page live and acknowledge it there, sign out and be refused;
-//! then a VIEWER signs in and sees the device with no control form and no token.
+//! telemetry appear on the alarms page live and acknowledge it there, look at the users and the
+//! audit log, sign out and be refused; then a VIEWER signs in and sees the device with no
+//! control form and no token.
 
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ pub async fn operator_walk(b: &Browser) {
     desired_state(b, &mut mqtt).await;
     alarms_live(b, &project, &mqtt).await;
     other_pages(b, &project).await;
+    admin_pages(b).await;
     sign_out(b, &device).await;
     viewer_reads_only(b, &device, &token).await;
 }
@@ -422,6 +424,20 @@ async fn api(b: &Browser, method: reqwest::Method, path: &str, body: Option<Valu
         .json()
         .await
         .expect("JSON")
+}
+
+/// The users and the audit log, which list the walk's own doings.
+async fn admin_pages(b: &Browser) {
+    b.open("/console/users").await;
+    assert!(b.text("table").await.contains("site.manager"));
+    b.check_and_shoot("users").await;
+    b.open("/console/audit?resourceType=user").await;
+    let records = b.text("table").await;
+    assert!(
+        records.contains("create") && records.contains("system administrator"),
+        "the users created through the API are in the audit log: {records}"
+    );
+    b.check_and_shoot("audit").await;
 }
 
 async fn other_pages(b: &Browser, project: &str) {
