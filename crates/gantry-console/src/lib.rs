@@ -6,6 +6,7 @@
 //! the same service the REST API calls, so a rule (and a refusal) lives in one place.
 
 mod assets;
+mod audit;
 mod chart;
 mod error;
 mod form;
@@ -104,6 +105,10 @@ pub fn router(console: Console) -> Router {
     Router::new()
         .nest("/console", pages)
         .route("/console/", get(pages::home))
+        .layer(axum::middleware::from_fn_with_state(
+            console.clone(),
+            audit::record_changes,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             console.clone(),
             layout::security_headers,

@@ -212,7 +212,8 @@ async fn create(
                     p { "Its initial password (shown once here): " code.token id="new-password" { (p.expose()) } }
                 }
             };
-            render(&c, &posted.signed, &q, None, Some(notice)).await
+            let page = render(&c, &posted.signed, &q, None, Some(notice)).await?;
+            Ok(crate::audit::created(page, &created.user.id))
         }
         Err(
             e @ (gantry_core::Error::Invalid { .. }

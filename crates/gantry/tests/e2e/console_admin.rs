@@ -1,11 +1,12 @@
 //! The console's pages for tenant administrators over plain HTTP: users (list, create, lock,
-//! unlock, delete) and the audit log, who is refused them, and another tenant's records.
+//! unlock, delete) and the audit log, who is refused them, another tenant's records; and that a
+//! change made through the console is in the audit log, with who made it.
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::console::Console;
-use crate::console_alarms::user;
+use crate::console_alarms::{raise_alarm, user};
 use crate::helpers::{TestApp, spawn_app, unique};
 
 async fn api_user(app: &TestApp, username: &str) -> Option<Value> {
@@ -136,5 +137,68 @@ async fn users_and_the_audit_log_are_for_administrators_of_the_tenant() {
     assert!(page.contains(r#"<table class="list audit">"#), "{page}");
     assert!(!page.contains(project), "another tenant's records are not shown");
     assert_eq!(api_user(&app, &victim).await.unwrap()["status"], "ACTIVE");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_change_made_in_the_console_is_in_the_audit_log() {
+    let app = spawn_app().await;
+    let world = app.world().await;
+    let alarm = raise_alarm(&app, &world).await;
+    let alarm_id = alarm["id"].as_str().unwrap();
+    let (name, password) = user(&app, "OPERATOR").await;
+    let operator = Console::sign_in_user(&app, &name, &password).await;
+    let alarm_page = format!("/console/alarms/{alarm_id}");
+    let (status, _) = operator
+        .post_sent_to(
+            &alarm_page,
+            &format!("{alarm_page}/comments"),
+            &[("text", "checked the sensor")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (status, _) = operator
+        .post_sent_to(&alarm_page, &format!("{alarm_page}/clear"), &[])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (status, _) = operator.post(&alarm_page, &format!("{alarm_page}/clear"), &[]).await;
+    assert_eq!(status, StatusCode::CONFLICT, "cleared already");
+
+    let records = app
+        .get(
+            format!("/api/v1/auditLogs?resourceId={alarm_id}&pageSize=10"),
+            &app.admin,
+        )
+        .await
+        .result();
+    let records = records["results"].as_array().unwrap();
+    let seen: Vec<(String, String, String)> = records
+        .iter()
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+            (text("action"), text("outcome"), text("principalName"))
+        })
+        .collect();
+    for (action, outcome) in [("comments", "SUCCESS"), ("clear", "SUCCESS"), ("clear", "FAILURE")] {
+        assert!(
+            seen.contains(&(action.to_owned(), outcome.to_owned(), name.clone())),
+            "{action} {outcome} by {name} in {seen:?}"
+        );
+    }
+    let comment = records.iter().find(|r| r["action"] == "comments").unwrap();
+    assert_eq!(comment["resourceType"], "alarm");
+    assert_eq!(comment["changedFields"], json!(["text"]), "field names, never values");
+    assert!(comment["clientAddress"].as_str().is_some_and(|a| !a.is_empty()));
+    assert!(!records.iter().any(|r| r.to_string().contains("checked the sensor")));
+
+    // The administrator reads it on the audit page too.
+    let admin = Console::sign_in(&app, &app.admin).await.expect("signed in");
+    let (status, page) = admin
+        .get(&format!("/console/audit?resourceType=alarm&resourceId={alarm_id}"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("comments") && page.contains(&name), "{page}");
+    let (status, _) = admin.get("/console/audit?startDate=yesterday").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     app.stop().await;
 }
