@@ -8,9 +8,10 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::report::Settings;
 use crate::scenarios::control::Burst;
+use crate::scenarios::reconnect::ReconnectLoad;
 use crate::scenarios::stream::StreamLoad;
 use crate::scenarios::{
-    alarms, connections, console, control, ingest_mqtt, ingest_rest, read, series, sign_in, stream, webhooks,
+    alarms, connections, console, control, ingest_mqtt, ingest_rest, read, reconnect, series, sign_in, stream, webhooks,
 };
 
 #[derive(Debug, Parser)]
@@ -47,6 +48,9 @@ pub enum Command {
     /// Telemetry followed by Server-Sent-Events subscribers (one device each): delivery latency,
     /// and ingest beside ingest with nobody following.
     Stream,
+    /// Devices with desired values set while offline reconnect all at once under telemetry:
+    /// CONNACK → delta delay, and ingest beside ingest alone.
+    Reconnect,
     /// As many device connections as the open-file limit allows, held; memory per connection.
     Connections,
     /// Each page of the operator console at /console/ with 10,000 devices in the project, and
@@ -105,6 +109,9 @@ pub struct Options {
     /// --quick 2,000].
     #[arg(long, global = true)]
     pub held_connections: Option<usize>,
+    /// Devices the reconnect scenario brings back at once [default: 1,000; --quick 200].
+    #[arg(long, global = true)]
+    pub reconnect_devices: Option<usize>,
     /// The plain Mosquitto of the ingest-mqtt baseline (anonymous access).
     #[arg(long, global = true, default_value = "127.0.0.1:1883", value_name = "HOST:PORT")]
     pub mosquitto: String,
@@ -141,6 +148,7 @@ impl Options {
             Command::IngestMqtt => vec![ingest_mqtt::SCENARIO],
             Command::Control => vec![control::SCENARIO],
             Command::Stream => vec![stream::SCENARIO],
+            Command::Reconnect => vec![reconnect::SCENARIO],
             Command::Connections => vec![connections::SCENARIO],
             Command::Console => vec![console::SCENARIO],
             Command::SignIn => vec![sign_in::SCENARIO],
@@ -154,6 +162,7 @@ impl Options {
                 ingest_mqtt::SCENARIO,
                 control::SCENARIO,
                 stream::SCENARIO,
+                reconnect::SCENARIO,
                 connections::SCENARIO,
                 console::SCENARIO,
             ],
@@ -198,11 +207,19 @@ impl Options {
                 StreamLoad::FULL
             },
             console_devices: if q { 1_000 } else { 10_000 },
+            // --quick: a fifth of the devices and of the rate.
+            reconnect: ReconnectLoad {
+                devices: self
+                    .reconnect_devices
+                    .unwrap_or(if q { 200 } else { ReconnectLoad::FULL.devices }),
+                rate: if q { 2_000.0 } else { ReconnectLoad::FULL.rate },
+            },
         };
         ensure!(settings.connections > 0, "--connections must be at least 1");
         ensure!(settings.duration_seconds > 0.0, "--duration must be positive");
         ensure!(settings.ingest_devices > 0, "--ingest-devices must be at least 1");
         ensure!(settings.mqtt_rate > 0.0, "--mqtt-rate must be positive");
+        ensure!(settings.reconnect.devices > 0, "--reconnect-devices must be at least 1");
         ensure!(
             settings.control_background_rate >= 0.0,
             "--control-background-rate must not be negative"
@@ -217,7 +234,8 @@ impl Options {
             || self.ingest_devices.is_some()
             || self.mqtt_rate.is_some()
             || self.control_background_rate.is_some()
-            || self.held_connections.is_some();
+            || self.held_connections.is_some()
+            || self.reconnect_devices.is_some();
         let mode = match (q, custom) {
             (true, false) => "quick",
             (false, false) => "full",
@@ -251,12 +269,14 @@ mod tests {
                 "ingest-mqtt",
                 "control",
                 "stream",
+                "reconnect",
                 "connections",
                 "console"
             ]
         );
         assert_eq!(s.console_devices, 1_000);
         assert_eq!((s.stream.subscribers, s.stream.rate), (200, 2_000.0));
+        assert_eq!((s.reconnect.devices, s.reconnect.rate), (200, 2_000.0));
         assert_eq!(s.series_events, 43_200);
         assert_eq!((s.mqtt_rate, s.held_connections), (5_000.0, 2_000));
         assert_eq!((s.burst.events, s.burst.rate, s.burst.controls), (50_000, 5_000.0, 200));

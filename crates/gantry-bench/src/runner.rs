@@ -14,8 +14,8 @@ use crate::http::{Api, Target};
 use crate::report::{BackendRun, Settings};
 use crate::scenarios::ingest_mqtt::MqttTarget;
 use crate::scenarios::{
-    Ctx, alarms, baseline, connections, console, control, ingest_mqtt, ingest_rest, read, series, sign_in, stream,
-    webhooks,
+    Ctx, alarms, baseline, connections, console, control, ingest_mqtt, ingest_rest, read, reconnect, series, sign_in,
+    stream, webhooks,
 };
 use crate::seed::{self, DeviceRef, Fleet, FleetSize};
 use crate::server::{self, Server, ServerOptions};
@@ -82,6 +82,7 @@ fn fleet_size(settings: &Settings) -> FleetSize {
         || wants(ingest_mqtt::SCENARIO)
         || wants(control::SCENARIO)
         || wants(stream::SCENARIO)
+        || wants(reconnect::SCENARIO)
     {
         settings.ingest_devices
     } else {
@@ -93,9 +94,14 @@ fn fleet_size(settings: &Settings) -> FleetSize {
         0
     };
     let control = usize::from(wants(control::SCENARIO));
+    let reconnect = if wants(reconnect::SCENARIO) {
+        settings.reconnect.devices
+    } else {
+        0
+    };
     let holders = if wants(connections::SCENARIO) {
         let target = connections::target(settings.held_connections, server::open_file_limit());
-        target.saturating_sub(1 + ingest + fillers + control)
+        target.saturating_sub(1 + ingest + fillers + control + reconnect)
     } else {
         0
     };
@@ -103,6 +109,7 @@ fn fleet_size(settings: &Settings) -> FleetSize {
         ingest,
         fillers,
         control,
+        reconnect,
         holders,
     }
 }
@@ -403,6 +410,7 @@ async fn measure_all(
             ingest_mqtt::SCENARIO,
             control::SCENARIO,
             stream::SCENARIO,
+            reconnect::SCENARIO,
             connections::SCENARIO,
         ];
         let Some(mqtt) = ctx.mqtt else {
@@ -414,6 +422,11 @@ async fn measure_all(
         };
         if settings.wants(ingest_mqtt::SCENARIO) {
             measure_ingest_mqtt(run, ctx, mqtt, &fleet.ingest, settings, &tag).await?;
+        }
+        if settings.wants(alarms::SCENARIO) {
+            let rate = settings.mqtt_rate;
+            run.measurements
+                .extend(alarms::run_mqtt(ctx, mqtt, &fleet.model_id, &fleet.ingest, rate).await?);
         }
         if settings.wants(control::SCENARIO) {
             // Its first measurement is of an idle server.
@@ -452,6 +465,13 @@ async fn measure_all(
             }
             run.measurements.extend(outcome.measurements);
             run.stream_check = Some(outcome.check);
+        }
+        if settings.wants(reconnect::SCENARIO) {
+            server::wait_until_idle(ctx.pid, Duration::from_secs(120)).await;
+            let load = settings.reconnect;
+            let outcome = reconnect::run(ctx, mqtt, &fleet.reconnect, &fleet.ingest, load).await?;
+            run.measurements.extend(outcome.measurements);
+            run.reconnect_check = Some(outcome.check);
         }
         if with_connections && settings.wants(connections::SCENARIO) {
             run.connections = Some(hold_connections(mqtt, ctx.pid, fleet, settings, run.idle_rss_mib).await);

@@ -58,6 +58,8 @@ pub struct Fleet {
     pub listed: DeviceRef,
     /// Devices that take controls.
     pub control: Vec<DeviceRef>,
+    /// Devices that reconnect with desired values waiting.
+    pub reconnect: Vec<DeviceRef>,
     /// Devices that exist only to hold connections (with all the others).
     pub holders: Vec<DeviceRef>,
     pub seconds: f64,
@@ -69,6 +71,7 @@ pub struct FleetSize {
     pub ingest: usize,
     pub fillers: usize,
     pub control: usize,
+    pub reconnect: usize,
     pub holders: usize,
 }
 
@@ -83,6 +86,7 @@ impl Fleet {
             .chain(&self.ingest)
             .chain(&self.fillers)
             .chain(&self.control)
+            .chain(&self.reconnect)
             .chain(&self.holders)
     }
 }
@@ -123,6 +127,7 @@ pub async fn create_fleet(api: &Api, tag: &str, size: FleetSize) -> anyhow::Resu
         .chain((0..size.ingest).map(|i| format!("bench-{tag}-ingest-{i:05}")))
         .chain((0..size.fillers).map(|i| format!("bench-{tag}-filler-{i:05}")))
         .chain((0..size.control).map(|i| format!("bench-{tag}-control-{i:02}")))
+        .chain((0..size.reconnect).map(|i| format!("bench-{tag}-reconnect-{i:05}")))
         .chain((0..size.holders).map(|i| format!("bench-{tag}-held-{i:05}")))
         .collect();
     let mut devices: Vec<DeviceRef> = futures::stream::iter(names)
@@ -141,7 +146,8 @@ pub async fn create_fleet(api: &Api, tag: &str, size: FleetSize) -> anyhow::Resu
         .try_collect()
         .await
         .context("creating devices")?;
-    let holders = devices.split_off(1 + size.ingest + size.fillers + size.control);
+    let holders = devices.split_off(1 + size.ingest + size.fillers + size.control + size.reconnect);
+    let reconnect = devices.split_off(1 + size.ingest + size.fillers + size.control);
     let control = devices.split_off(1 + size.ingest + size.fillers);
     let fillers = devices.split_off(1 + size.ingest);
     let ingest = devices.split_off(1);
@@ -153,6 +159,7 @@ pub async fn create_fleet(api: &Api, tag: &str, size: FleetSize) -> anyhow::Resu
         fillers,
         listed,
         control,
+        reconnect,
         holders,
         seconds: started.elapsed().as_secs_f64(),
     })

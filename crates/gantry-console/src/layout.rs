@@ -54,7 +54,11 @@ fn tile_origin(template: &str) -> Option<String> {
 pub enum Nav<'a> {
     Projects,
     Models,
-    /// A project's pages: its overview, devices, event logs, webhooks.
+    /// The tenant's user accounts (administrators only).
+    Users,
+    /// The tenant's audit log (administrators only).
+    Audit,
+    /// A project's pages: its overview, devices, alarms, event logs, webhooks.
     Project(&'a ProjectId, Section),
 }
 
@@ -62,6 +66,7 @@ pub enum Nav<'a> {
 pub enum Section {
     Overview,
     Devices,
+    Alarms,
     Logs,
     Webhooks,
 }
@@ -78,6 +83,10 @@ pub fn page(signed: &Signed, title: &str, nav: Nav, body: Markup) -> Markup {
                     nav aria-label="Console" {
                         a href="/console/projects" aria-current=[(nav == Nav::Projects).then_some("page")] { "Projects" }
                         a href="/console/models" aria-current=[(nav == Nav::Models).then_some("page")] { "Models" }
+                        @if signed.who.require_admin().is_ok() {
+                            a href="/console/users" aria-current=[(nav == Nav::Users).then_some("page")] { "Users" }
+                            a href="/console/audit" aria-current=[(nav == Nav::Audit).then_some("page")] { "Audit log" }
+                        }
                     }
                     form.sign-out method="post" action="/console/session/end" {
                         (form::csrf(signed))
@@ -103,6 +112,7 @@ fn project_tabs(id: &ProjectId, section: Section) -> Markup {
         nav.tabs aria-label="Project" {
             (tab(Section::Overview, "", "Overview"))
             (tab(Section::Devices, "/devices", "Devices"))
+            (tab(Section::Alarms, "/alarms", "Alarms"))
             (tab(Section::Logs, "/logs", "Event logs"))
             (tab(Section::Webhooks, "/webhooks", "Webhooks"))
         }

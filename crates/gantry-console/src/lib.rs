@@ -6,6 +6,7 @@
 //! the same service the REST API calls, so a rule (and a refusal) lives in one place.
 
 mod assets;
+mod audit;
 mod chart;
 mod error;
 mod form;
@@ -88,15 +89,26 @@ pub fn router(console: Console) -> Router {
         .merge(pages::devices::routes())
         .merge(pages::device::routes())
         .merge(pages::device_actions::routes())
+        .merge(pages::device_desired::routes())
         .merge(pages::models::routes())
         .merge(pages::logs::routes())
         .merge(pages::webhooks::routes())
+        .merge(pages::alarms::routes())
+        .merge(pages::alarm::routes())
+        .merge(pages::users::routes())
+        .merge(pages::audit::routes())
         .route("/projects/{id}/live", get(live::project))
+        .route("/projects/{id}/alarms/live", get(live::alarms))
         .route("/devices/{id}/live", get(live::device))
+        .route("/alarms/{id}/live", get(live::alarm))
         .fallback(error::not_found);
     Router::new()
         .nest("/console", pages)
         .route("/console/", get(pages::home))
+        .layer(axum::middleware::from_fn_with_state(
+            console.clone(),
+            audit::record_changes,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             console.clone(),
             layout::security_headers,

@@ -12,6 +12,7 @@ pub fn status_of(e: &Error) -> StatusCode {
         Error::Forbidden(_) => StatusCode::FORBIDDEN,
         Error::NotFound { .. } => StatusCode::NOT_FOUND,
         Error::Duplicate(_) | Error::Conflict(_) => StatusCode::CONFLICT,
+        Error::VersionMismatch { .. } => StatusCode::PRECONDITION_FAILED,
         Error::Busy(_) | Error::LimitReached { .. } => StatusCode::TOO_MANY_REQUESTS,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     }
@@ -25,6 +26,10 @@ pub fn words(e: &Error) -> String {
             "The store could not answer; try again.".to_owned()
         }
         Error::Forbidden(why) => format!("Not allowed: {why}."),
+        Error::VersionMismatch { current } => format!(
+            "Someone changed this since the page was loaded (it is at version {current} now): \
+             look at the values again and send the form again."
+        ),
         other => other.to_string(),
     }
 }

@@ -199,6 +199,9 @@ impl<T: DeserializeOwned + Send> FromRequest<Console> for Posted<T> {
         if sent != Some(signed.csrf.as_str()) {
             return Err(PageError::Csrf);
         }
+        if let Some(caller) = parts.extensions.get::<crate::audit::FormCaller>() {
+            caller.set(&signed.who, crate::audit::field_names(&pairs));
+        }
         let form = serde_urlencoded::from_bytes(&bytes).map_err(|e| PageError::BadForm(e.to_string()))?;
         Ok(Posted { signed, form })
     }

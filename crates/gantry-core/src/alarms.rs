@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::alarm::{
-    Alarm, AlarmFilter, AlarmHistoryEntry, AlarmQuery, AlarmSort, AlarmWrite, Raiser, Subject, Trigger, step,
+    Alarm, AlarmFilter, AlarmHistoryEntry, AlarmQuery, AlarmSort, AlarmWrite, Raiser, Subject, Trigger,
 };
 use crate::alarm_rule::{AlarmRule, AlarmRuleFields, AlarmRuleView, RuleStatus};
 use crate::cache::TtlCache;
@@ -67,6 +67,8 @@ pub struct AlarmService {
     feeds: Arc<Feeds>,
     rules: TtlCache<(TenantId, ModelId), Arc<Vec<AlarmRule>>>,
     stats: AlarmStats,
+    /// Writes evaluations' plans in batches.
+    writer: writer::PlanWriter,
     /// Rules one model may hold (`--alarm-rules-per-model`), checked before each create.
     max_rules_per_model: std::sync::atomic::AtomicU64,
 }
@@ -75,14 +77,16 @@ pub struct AlarmService {
 pub const DEFAULT_ALARM_RULES_PER_MODEL: u64 = 100;
 
 impl AlarmService {
+    /// The service, with its plan writer a task of `tasks` until `stop` (`PlanWriter::start`).
     pub fn new(
-        store: Arc<dyn AlarmStore>,
-        devices: Arc<dyn DeviceStore>,
+        (store, devices): (Arc<dyn AlarmStore>, Arc<dyn DeviceStore>),
         catalog: Arc<CatalogService>,
         webhooks: Arc<WebhookService>,
         feeds: Arc<Feeds>,
+        (tasks, stop): (&tokio_util::task::TaskTracker, tokio_util::sync::CancellationToken),
     ) -> Self {
         Self {
+            writer: writer::PlanWriter::start(store.clone(), tasks, stop),
             store,
             devices,
             catalog,
@@ -256,5 +260,6 @@ impl AlarmRule {
 
 mod evaluation;
 mod operations;
+mod writer;
 
 pub use evaluation::NO_DATA_SWEEP;

@@ -98,8 +98,8 @@ pub struct Services {
 
 impl Services {
     /// Wires the services over `store`; events go through `ingest`, messages to devices
-    /// through `downlink`. The push streams' publisher runs as a task of `tasks` until
-    /// `publisher_stop` is cancelled.
+    /// through `downlink`. The push streams' publisher and the alarm plan writer run as tasks of
+    /// `tasks` until `publisher_stop` is cancelled.
     // The one place every part meets; a struct of them would only rename the arguments.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -122,7 +122,7 @@ impl Services {
             store.clone(),
             feeds.clone(),
             tasks,
-            publisher_stop,
+            publisher_stop.clone(),
         ));
         let catalog = Arc::new(catalog::CatalogService::new(
             store.clone(),
@@ -132,11 +132,11 @@ impl Services {
         ));
         let webhooks = Arc::new(webhooks::WebhookService::new(store.clone(), catalog.clone(), webhooks));
         let alarms = Arc::new(alarms::AlarmService::new(
-            store.clone(),
-            store.clone(),
+            (store.clone(), store.clone()),
             catalog.clone(),
             webhooks.clone(),
             feeds.clone(),
+            (tasks, publisher_stop),
         ));
         let parts = (&store, &catalog, &feeds, &webhooks);
         let (control, desired) = commands(parts, downlink.clone(), ack_timeout);

@@ -315,6 +315,18 @@ pub trait WebhookStore: Send + Sync {
 /// alarm as the store holds them (`alarm::step`).
 pub type AlarmStep<'a> = dyn Fn(&AlarmState, Option<&Alarm>) -> Option<Transition> + Send + Sync + 'a;
 
+/// One device's alarm transitions computed outside any transaction, from a snapshot
+/// (`AlarmStore::alarm_snapshot`): each is written only over the state version it read
+/// (`Transition::state.version`) and, for an alarm that was open, only while it is still open.
+#[derive(Debug, Clone)]
+pub struct AlarmPlan {
+    pub tenant: TenantId,
+    pub device: DeviceId,
+    /// Per key (`Raiser::key`), its transition.
+    pub steps: Vec<(String, Transition)>,
+    pub webhooks: Audience,
+}
+
 /// An operator's change of an alarm, computed from the alarm as the store holds it: the alarm
 /// after it and its history entry, or why it cannot be done.
 pub type AlarmChange<'a> = dyn Fn(&Alarm) -> Result<(Alarm, AlarmHistoryEntry)> + Send + Sync + 'a;
@@ -348,6 +360,13 @@ pub trait AlarmStore: Send + Sync {
         step: &AlarmStep<'_>,
         webhooks: Audience,
     ) -> Result<Vec<AlarmWrite>>;
+    /// The state and the open alarm of each of `keys` for `device`, read in one snapshot; a key
+    /// with no stored state has the default one (version 0).
+    async fn alarm_snapshot(&self, device: &DeviceId, keys: &[String]) -> Result<Vec<(AlarmState, Option<Alarm>)>>;
+    /// Writes `plans` in one transaction, each wholly or not at all: a plan whose snapshot is
+    /// out of date (a state version moved, an open alarm was cleared) writes nothing and is
+    /// None, and its caller runs it through `apply_alarm_step`. Per plan, the alarms written.
+    async fn commit_alarm_plans(&self, plans: Vec<AlarmPlan>) -> Result<Vec<Option<Vec<AlarmWrite>>>>;
     /// Runs `change` over the alarm and writes its result with its history entry; a cleared
     /// alarm's rule state is forgotten, so its condition starts over. `NotFound` when missing.
     async fn change_alarm(

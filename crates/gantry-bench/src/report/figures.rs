@@ -8,7 +8,7 @@ use super::{BackendRun, Settings};
 use crate::format::thousands;
 use crate::scenarios::control::Burst;
 use crate::scenarios::ingest_mqtt::{self, MqttIngestCheck};
-use crate::scenarios::{Measurement, alarms, control, ingest_rest, read, series, stream, webhooks};
+use crate::scenarios::{Measurement, alarms, control, ingest_rest, read, reconnect, series, stream, webhooks};
 
 /// The sizes the targets are set at; a smaller run says so in the note.
 const FULL_LISTED_EVENTS: u64 = 1_000_000;
@@ -39,6 +39,9 @@ pub enum Figure {
     ControlBurstMax,
     StreamDeliveryP99,
     StreamIngestRatio,
+    ReconnectDeltaP99,
+    ReconnectMissing,
+    ReconnectIngestRatio,
     WebhooksIngestRatio,
     AlarmsIngestRatio,
     ConnectionsHeld,
@@ -163,6 +166,9 @@ impl Figures<'_> {
                 .find(|m| m.scenario == stream::SCENARIO && m.variant == stream::DELIVERY_VARIANT)
                 .map(|m| m.latency.p99_ms),
             Figure::StreamIngestRatio => run.stream_check.as_ref().map(|c| c.ingest_ratio()),
+            Figure::ReconnectDeltaP99 => run.reconnect_check.as_ref().map(|c| c.delta.p99_ms),
+            Figure::ReconnectMissing => run.reconnect_check.as_ref().map(|c| c.missing as f64),
+            Figure::ReconnectIngestRatio => run.reconnect_check.as_ref().map(|c| c.ingest_ratio()),
             Figure::WebhooksIngestRatio => {
                 let alone = self.find(webhooks::SCENARIO, webhooks::ALONE, many)?;
                 let with = self.find(webhooks::SCENARIO, &webhooks::with_variant(), many)?;
@@ -252,6 +258,10 @@ impl Figures<'_> {
                 }
                 (!notes.is_empty()).then(|| notes.join("; "))
             }),
+            Figure::ReconnectDeltaP99 | Figure::ReconnectMissing | Figure::ReconnectIngestRatio => run
+                .reconnect_check
+                .as_ref()
+                .and_then(|c| self.reconnect_note(figure, c)),
             Figure::ConnectionsHeld => run.connections.as_ref().and_then(|c| {
                 let mut notes: Vec<String> = c.error.iter().cloned().collect();
                 if c.target < FULL_HELD_CONNECTIONS {
@@ -282,6 +292,28 @@ impl Figures<'_> {
             );
         }
         note
+    }
+
+    /// A smaller load than the issue's; for the ratio, the seconds it is over; for the missing
+    /// count, the first devices without a delta.
+    fn reconnect_note(&self, figure: Figure, c: &reconnect::ReconnectCheck) -> Option<String> {
+        let mut notes = Vec::new();
+        if c.load != reconnect::ReconnectLoad::FULL {
+            notes.push(format!(
+                "{} devices under {} msg/s, not 1,000 under 10,000",
+                thousands(c.load.devices as f64),
+                thousands(c.load.rate)
+            ));
+        }
+        match figure {
+            Figure::ReconnectIngestRatio => notes.push(format!(
+                "PUBACKs/s over seconds {}–{} of the run (the reconnects) against the same seconds alone",
+                c.window.0, c.window.1
+            )),
+            Figure::ReconnectMissing if c.missing > 0 => notes.push(c.missing_devices.join(", ")),
+            _ => {}
+        }
+        (!notes.is_empty()).then(|| notes.join("; "))
     }
 
     /// What qualifies events stored/s of the run `which`: a rate, size or duration below the

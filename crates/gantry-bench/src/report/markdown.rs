@@ -172,6 +172,9 @@ fn mqtt_lines(out: &mut String, run: &BackendRun) {
         }
         out.push('\n');
     }
+    if let Some(c) = &run.reconnect_check {
+        reconnect_line(out, c);
+    }
     if let Some(c) = &run.connections {
         let _ = writeln!(
             out,
@@ -194,6 +197,34 @@ fn mqtt_lines(out: &mut String, run: &BackendRun) {
     for why in &run.skipped {
         let _ = writeln!(out, "  - skipped: {why}");
     }
+}
+
+/// The reconnect scenario's counts in words.
+fn reconnect_line(out: &mut String, c: &crate::scenarios::reconnect::ReconnectCheck) {
+    let _ = writeln!(
+        out,
+        "  - reconnect: {} devices reconnected at once under {} msg/s of telemetry; {} got their CONNACK, {} their delta{}, \
+         {} read applied afterwards; CONNACK → delta p50 {} ms, p99 {} ms; the last {:.2} s after the connects began; \
+         ingest {}/s over seconds {}–{} against {}/s alone ({:.2} ×)",
+        thousands(c.load.devices as f64),
+        thousands(c.load.rate),
+        thousands(c.connected as f64),
+        thousands(c.received as f64),
+        if c.missing == 0 {
+            String::new()
+        } else {
+            format!(" (**{} missing**: {})", c.missing, c.missing_devices.join(", "))
+        },
+        thousands(c.applied as f64),
+        millis(c.delta.p50_ms),
+        millis(c.delta.p99_ms),
+        c.spread_seconds,
+        thousands(c.with_in_window),
+        c.window.0,
+        c.window.1,
+        thousands(c.alone_in_window),
+        c.ingest_ratio()
+    );
 }
 
 /// The whole report as markdown.

@@ -69,6 +69,8 @@ pub struct Settings {
     pub stream: crate::scenarios::stream::StreamLoad,
     /// Devices in the project whose console pages the console scenario measures.
     pub console_devices: usize,
+    /// The reconnect scenario's devices and telemetry rate.
+    pub reconnect: crate::scenarios::reconnect::ReconnectLoad,
 }
 
 impl Settings {
@@ -94,6 +96,7 @@ pub struct BackendRun {
     pub mqtt_floor: Option<MqttIngestCheck>,
     pub control_check: Option<ControlCheck>,
     pub stream_check: Option<crate::scenarios::stream::StreamCheck>,
+    pub reconnect_check: Option<crate::scenarios::reconnect::ReconnectCheck>,
     pub connections: Option<ConnectionsResult>,
     /// Server RSS right after it started, before any request.
     pub idle_rss_mib: Option<f64>,
@@ -118,6 +121,7 @@ impl BackendRun {
             mqtt_floor: None,
             control_check: None,
             stream_check: None,
+            reconnect_check: None,
             connections: None,
             idle_rss_mib: None,
             skipped: Vec::new(),
@@ -129,7 +133,8 @@ impl BackendRun {
 
 impl Report {
     /// Whether the run is sound: no store stopped early and every count matched (events
-    /// answered or acknowledged against events stored, controls sent against logs completed).
+    /// answered or acknowledged against events stored, controls sent against logs completed,
+    /// reconnected devices against deltas received).
     /// A missed target is a finding, not a failure.
     pub fn sound(&self) -> bool {
         self.runs.iter().all(|r| {
@@ -137,6 +142,7 @@ impl Report {
                 && r.ingest_check.as_ref().is_none_or(|c| c.matches)
                 && r.mqtt_ingest.iter().chain(&r.mqtt_floor).all(|c| c.every_ack_stored)
                 && r.control_check.as_ref().is_none_or(|c| c.matches)
+                && r.reconnect_check.as_ref().is_none_or(|c| c.missing == 0)
         })
     }
 }

@@ -8,7 +8,9 @@ use serde::Serialize;
 use super::figures::{Figure, Figures, MqttRun};
 use super::{BackendRun, Settings};
 use crate::format::thousands;
-use crate::scenarios::{alarms, connections, control, ingest_mqtt, ingest_rest, read, series, stream, webhooks};
+use crate::scenarios::{
+    alarms, connections, control, ingest_mqtt, ingest_rest, read, reconnect, series, stream, webhooks,
+};
 use crate::store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -59,6 +61,7 @@ const MQTT: &[&str] = &[ingest_mqtt::SCENARIO];
 const CONTROL: &[&str] = &[control::SCENARIO];
 const CONNECTIONS: &[&str] = &[connections::SCENARIO];
 const STREAM: &[&str] = &[stream::SCENARIO];
+const RECONNECT: &[&str] = &[reconnect::SCENARIO];
 const WEBHOOKS: &[&str] = &[webhooks::SCENARIO];
 const ALARMS: &[&str] = &[alarms::SCENARIO];
 const IDLE: &[&str] = &[connections::SCENARIO, ingest_mqtt::SCENARIO];
@@ -110,6 +113,12 @@ pub static TARGETS: &[TargetRow] = &[
         figure: Figure::StreamDeliveryP99, bound: Below, limit: Fixed(100.0), unit: "ms", set_for: EveryStore, reference: false },
     TargetRow { scenarios: STREAM, name: "stream: ingest followed over ingest with nobody following",
         figure: Figure::StreamIngestRatio, bound: AtLeast, limit: Fixed(0.9), unit: "×", set_for: EveryStore, reference: false },
+    TargetRow { scenarios: RECONNECT, name: "reconnect: CONNACK → desired delta p99 (1,000 devices at once, 10,000 events/s)",
+        figure: Figure::ReconnectDeltaP99, bound: Below, limit: Fixed(1000.0), unit: "ms", set_for: EveryStore, reference: false },
+    TargetRow { scenarios: RECONNECT, name: "reconnect: devices without their delta",
+        figure: Figure::ReconnectMissing, bound: Below, limit: Fixed(1.0), unit: "devices", set_for: EveryStore, reference: false },
+    TargetRow { scenarios: RECONNECT, name: "reconnect: ingest while the devices reconnect over ingest alone",
+        figure: Figure::ReconnectIngestRatio, bound: AtLeast, limit: Fixed(0.9), unit: "×", set_for: EveryStore, reference: false },
     TargetRow { scenarios: WEBHOOKS, name: "webhooks: ingest-rest with 20 webhooks down over ingest-rest with none",
         figure: Figure::WebhooksIngestRatio, bound: AtLeast, limit: Fixed(0.8), unit: "×", set_for: EveryStore, reference: false },
     TargetRow { scenarios: ALARMS, name: "alarms: ingest-rest with 3 alarm rules over ingest-rest with none",

@@ -9,7 +9,7 @@ use crate::scenarios::connections::{self, ConnectionsResult};
 use crate::scenarios::control::{self, ControlCheck};
 use crate::scenarios::ingest_mqtt::{self, MqttIngestCheck};
 use crate::scenarios::ingest_rest::{self, IngestCheck};
-use crate::scenarios::{Measurement, read};
+use crate::scenarios::{Measurement, read, reconnect};
 use crate::seed::Seeded;
 use crate::server::Usage;
 use crate::store::Store;
@@ -74,6 +74,7 @@ fn sample_report() -> Report {
         held_connections: 19_000,
         stream: crate::scenarios::stream::StreamLoad::FULL,
         console_devices: 10_000,
+        reconnect: crate::scenarios::reconnect::ReconnectLoad::FULL,
     };
     let mut run = BackendRun::new(Store::Sqlite);
     run.measurements = vec![
@@ -628,5 +629,80 @@ fn controls_right_after_a_burst_are_checked_and_a_smaller_burst_says_so() {
             .starts_with("after 50,000 events at 5,000 msg/s from 200 devices, 200 controls"),
         "{:?}",
         max.note
+    );
+}
+
+fn reconnect_check(load: reconnect::ReconnectLoad, missing: u64, p99_ms: f64) -> reconnect::ReconnectCheck {
+    let latency = |p99_ms: f64| Latency {
+        p50_ms: p99_ms / 2.0,
+        p90_ms: p99_ms / 1.5,
+        p99_ms,
+        p999_ms: p99_ms,
+        max_ms: p99_ms,
+        mean_ms: p99_ms / 2.0,
+    };
+    reconnect::ReconnectCheck {
+        load,
+        connected: load.devices as u64,
+        received: load.devices as u64 - missing,
+        missing,
+        missing_devices: (0..missing).map(|i| format!("d-{i}: no delta in 30 s")).collect(),
+        applied: load.devices as u64 - missing,
+        connack: latency(40.0),
+        delta: latency(p99_ms),
+        spread_seconds: 1.4,
+        window: (4, 5),
+        alone_in_window: 10_000.0,
+        with_in_window: 8_500.0,
+        alone_per_second: 10_000.0,
+        with_per_second: 9_900.0,
+    }
+}
+
+#[test]
+fn reconnects_are_checked_and_a_missing_delta_makes_the_run_unsound() {
+    let mut report = sample_report();
+    report.settings.scenarios = vec![reconnect::SCENARIO.into()];
+    report.runs[0].reconnect_check = Some(reconnect_check(reconnect::ReconnectLoad::FULL, 0, 640.0));
+    let by_name = |targets: &[TargetResult], name: &str| targets.iter().find(|t| t.target == name).cloned().unwrap();
+    let targets = targets_for(&report.runs[0], &report.settings);
+    assert_eq!(targets.len(), 3);
+    let p99 = by_name(
+        &targets,
+        "reconnect: CONNACK → desired delta p99 (1,000 devices at once, 10,000 events/s)",
+    );
+    assert_eq!(
+        (p99.limit, p99.measured, p99.met, p99.note),
+        (1000.0, Some(640.0), Some(true), None)
+    );
+    let missing = by_name(&targets, "reconnect: devices without their delta");
+    assert_eq!((missing.measured, missing.met), (Some(0.0), Some(true)));
+    let ratio = by_name(
+        &targets,
+        "reconnect: ingest while the devices reconnect over ingest alone",
+    );
+    assert_eq!((ratio.measured, ratio.met), (Some(0.85), Some(false)));
+    assert!(ratio.note.as_deref().unwrap().contains("seconds 4–5"));
+    assert!(report.sound());
+
+    let smaller = reconnect::ReconnectLoad {
+        devices: 200,
+        rate: 2_000.0,
+    };
+    report.runs[0].reconnect_check = Some(reconnect_check(smaller, 2, 1200.0));
+    let targets = targets_for(&report.runs[0], &report.settings);
+    let missing = by_name(&targets, "reconnect: devices without their delta");
+    assert_eq!((missing.measured, missing.met), (Some(2.0), Some(false)));
+    let note = missing.note.unwrap();
+    assert!(
+        note.starts_with("200 devices under 2,000 msg/s, not 1,000 under 10,000"),
+        "{note}"
+    );
+    assert!(note.contains("d-1: no delta in 30 s"), "{note}");
+    assert!(!report.sound());
+    let text = render_markdown(&report);
+    assert!(
+        text.contains("198 their delta (**2 missing**: d-0: no delta in 30 s"),
+        "{text}"
     );
 }

@@ -9,6 +9,7 @@ pub mod control;
 pub mod ingest_mqtt;
 pub mod ingest_rest;
 pub mod read;
+pub mod reconnect;
 pub mod series;
 pub mod sign_in;
 pub mod stream;

@@ -1,11 +1,13 @@
-//! A device: header (status, presence), shadow (live), a chart of a numeric attribute, the
-//! latest events, and its management (lock, token). The control forms with their event logs
-//! are in `device_control.rs`, the routes in `device_routes.rs`.
+//! A device: header (status, presence), shadow (live), its open alarms (live), a chart of a
+//! numeric attribute, the latest events, and its management (lock, token). The control forms
+//! with their event logs are in `device_control.rs`, the desired state in `device_desired.rs`,
+//! the routes in `device_routes.rs`.
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use gantry_core::alarm::AlarmFilter;
 use gantry_core::enums::{DataType, DeviceStatus};
 use gantry_core::event::ShadowAttribute;
 use gantry_core::fields::DeviceFields;
@@ -22,6 +24,7 @@ use crate::chart::{self, Window};
 use crate::error::PageResult;
 use crate::form::{self};
 use crate::layout::{self, Nav, Section};
+use crate::pages::alarms::{self, ANY};
 use crate::pages::{badge, can_manage, devices, pager, query};
 use crate::session::{Posted, Signed};
 
@@ -84,13 +87,21 @@ pub async fn render(
         true => Some(super::device_routes::section(c, signed, &device, &outcome).await?),
         false => None,
     };
+    let desired = super::device_desired::section(c, signed, &device, &model, &outcome).await?;
+    let alarms = alarm_rows(c, signed, id).await?;
     let body = html! {
         div.live hx-ext="sse" sse-connect={ "/console/devices/" (id) "/live" } {
             (header(signed, &device, &connection, manage, &outcome))
             @if let Some(notice) = &outcome.notice { section.notice role="status" { (notice) } }
             (shadow_section(&model, &shadow))
+            section {
+                h2 { "Open alarms" }
+                div id="device-alarms" sse-swap="alarms" { (alarms) }
+                p { a href={ "/console/projects/" (device.project_id) "/alarms" (query(&[("deviceId", id.as_str()), ("status", ANY)])) } { "All alarms of this device" } }
+            }
             (chart)
             @if let Some(controls) = controls { (controls) }
+            (desired)
             (events_section(id, q, &events))
             @if let Some(routes) = routes { (routes) }
         }
@@ -174,6 +185,30 @@ fn shadow_section(model: &DeviceModel, shadow: &gantry_core::event::Shadow) -> M
                 }
             }
     }
+}
+
+/// The device's open alarms, newest change first: what the page's stream sends when one changes.
+pub async fn alarm_rows(c: &Console, signed: &Signed, id: &DeviceId) -> PageResult<Markup> {
+    let device = c.services.catalog.get_device(&signed.who, id).await?;
+    let filter = AlarmFilter {
+        status: Some("ACTIVE,ACKNOWLEDGED".to_owned()),
+        device_id: Some(id.to_string()),
+        ..Default::default()
+    };
+    let page = PageRequest::parse(None, Some(10), 10)?;
+    let open = c
+        .services
+        .alarms
+        .list_alarms(&signed.who, &device.project_id, filter, page)
+        .await?;
+    Ok(html! {
+        @if open.items.is_empty() {
+            p.empty { "No open alarms." }
+        } @else {
+            (alarms::table(&open, false, |_| html! {}))
+            @if open.total > open.items.len() as u64 { p.hint { (open.total) " open in all." } }
+        }
+    })
 }
 
 /// The latest events, paged.

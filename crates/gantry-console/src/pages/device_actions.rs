@@ -85,6 +85,7 @@ async fn create(State(c): State<Console>, Path(id): Path<String>, posted: Posted
         }
         Err(e) => Err(e),
     };
+    let new_id = result.as_ref().ok().map(|r| r.id.clone());
     let outcome = outcome_of(result, "routes", |route| {
         html! {
             p { "Route created; it expires " (layout::when(route.expired_time)) "." }
@@ -101,7 +102,11 @@ async fn create(State(c): State<Console>, Path(id): Path<String>, posted: Posted
             }
         }
     })?;
-    render(&c, &posted.signed, &id, &ShowParams::default(), outcome).await
+    let page = render(&c, &posted.signed, &id, &ShowParams::default(), outcome).await?;
+    Ok(match new_id {
+        Some(new) => crate::audit::created(page, new),
+        None => page,
+    })
 }
 
 /// `POST /console/devices/{id}/routes/{route}/revoke`.

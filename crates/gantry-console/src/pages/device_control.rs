@@ -82,7 +82,7 @@ pub async fn section(
 }
 
 /// An input for a value of `data_type`: a number, a yes/no choice, or text.
-fn typed_input(label: &str, name: &str, data_type: DataType, problem: Option<&Problem>) -> Markup {
+pub fn typed_input(label: &str, name: &str, data_type: DataType, problem: Option<&Problem>) -> Markup {
     match data_type {
         DataType::Boolean => form::select(
             label,
@@ -185,7 +185,7 @@ pub fn control_fields(model: &DeviceModel, form: &HashMap<String, String>) -> Re
 }
 
 /// The form's text as a JSON value of `data_type`; a refusal names the input.
-fn typed(name: &str, data_type: DataType, text: &str) -> Result<serde_json::Value> {
+pub fn typed(name: &str, data_type: DataType, text: &str) -> Result<serde_json::Value> {
     let text = text.trim();
     let value = match data_type {
         DataType::Integer => text.parse::<i64>().ok().map(serde_json::Value::from),

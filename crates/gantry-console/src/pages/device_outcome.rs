@@ -9,7 +9,7 @@ use crate::form::Problem;
 /// What a form on the page just did, shown at its place.
 #[derive(Default)]
 pub struct Outcome {
-    /// A refusal, and which form it belongs to (`control`, `routes`, `manage`).
+    /// A refusal, and which form it belongs to (`control`, `routes`, `manage`, `desired`).
     pub problem: Option<(&'static str, Problem)>,
     /// Shown once at the top: a new token, a route's temporary identity, a sent control.
     pub notice: Option<Markup>,
@@ -36,6 +36,7 @@ pub fn outcome_of<T>(
         Err(
             e @ (gantry_core::Error::Invalid { .. }
             | gantry_core::Error::Conflict(_)
+            | gantry_core::Error::VersionMismatch { .. }
             | gantry_core::Error::Duplicate(_)),
         ) => Ok(Outcome {
             problem: Some((form, Problem::of(&e))),

@@ -247,7 +247,9 @@ async fn create(State(c): State<Console>, Path(id): Path<String>, posted: Posted
     let id = ProjectId::from_string(id);
     let draft = posted.form;
     let fields = fields(&id, &draft.device_name, &draft.model_id, &draft.comments);
-    let outcome = match c.services.catalog.create_device(&posted.signed.who, fields).await {
+    let result = c.services.catalog.create_device(&posted.signed.who, fields).await;
+    let new_id = result.as_ref().ok().map(|d| d.id.to_string());
+    let outcome = match result {
         Ok(device) => Outcome {
             created: Some(device),
             ..Default::default()
@@ -259,7 +261,11 @@ async fn create(State(c): State<Console>, Path(id): Path<String>, posted: Posted
         },
         Err(e) => return Err(e.into()),
     };
-    render(&c, &posted.signed, &id, &ListParams::default(), outcome).await
+    let page = render(&c, &posted.signed, &id, &ListParams::default(), outcome).await?;
+    Ok(match new_id {
+        Some(new) => crate::audit::created(page, new),
+        None => page,
+    })
 }
 
 fn fields(project: &ProjectId, name: &str, model: &str, comments: &str) -> DeviceFields {

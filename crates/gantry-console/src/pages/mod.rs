@@ -1,9 +1,13 @@
 //! The console's pages, one file each. A handler extracts the signed-in caller and its input,
 //! calls the core services with the caller's principal, and renders the answer.
 
+pub mod alarm;
+pub mod alarms;
+pub mod audit;
 pub mod device;
 pub mod device_actions;
 mod device_control;
+pub mod device_desired;
 mod device_outcome;
 mod device_routes;
 pub mod devices;
@@ -12,6 +16,7 @@ pub mod models;
 pub mod overview;
 pub mod projects;
 pub mod sign_in;
+pub mod users;
 pub mod webhooks;
 
 use axum::response::{IntoResponse, Redirect, Response};

@@ -18,6 +18,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::Console;
+use crate::audit::created;
 use crate::error::{PageResult, status_of};
 use crate::form::{self, Problem};
 use crate::layout::{self, Nav};
@@ -114,7 +115,10 @@ async fn create(State(c): State<Console>, posted: Posted<NewModel>) -> PageResul
         Err(e) => Err(e),
     };
     match result {
-        Ok(m) => Ok(Redirect::to(&format!("/console/models/{}", m.id)).into_response()),
+        Ok(m) => Ok(created(
+            Redirect::to(&format!("/console/models/{}", m.id)).into_response(),
+            &m.id,
+        )),
         Err(e) if refusal(&e) => render_list(&c, &posted.signed, &draft, Some(&Problem::of(&e))).await,
         Err(e) => Err(e.into()),
     }

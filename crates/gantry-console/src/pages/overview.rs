@@ -1,5 +1,5 @@
-//! A project's overview: its devices online, offline and locked, and a map of the devices that
-//! report a position.
+//! A project's overview: its devices online, offline and locked, its open alarms by severity,
+//! and a map of the devices that report a position.
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -17,7 +17,8 @@ use crate::Console;
 use crate::error::PageResult;
 use crate::layout::{self, Nav, Section};
 use crate::map::{self, Pin};
-use crate::pages::badge;
+use crate::pages::alarms::severity_badge;
+use crate::pages::{badge, query};
 use crate::session::Signed;
 
 /// Devices whose positions the map reads at most (one shadow read each).
@@ -47,6 +48,7 @@ async fn show(State(c): State<Console>, signed: Signed, Path(id): Path<String>) 
         ..Default::default()
     })
     .await?;
+    let alarms = super::alarms::open_counts(&c, who, &id).await?;
     let pins = positions(&c, who, &project).await?;
     let centre = centre(&project);
     let body = html! {
@@ -58,6 +60,19 @@ async fn show(State(c): State<Console>, signed: Signed, Path(id): Path<String>) 
             li { span.count id="count-offline" { (total - online) } " offline" }
             li { span.count id="count-locked" { (locked) } " locked" }
             li { span.count { (total) } " devices" }
+        }
+        section {
+            h2 { "Open alarms" }
+            ul.counts.alarms {
+                @for (severity, n) in &alarms {
+                    li {
+                        a href={ "/console/projects/" (id) "/alarms" (query(&[("severity", severity.as_str())])) } {
+                            span.count id={ "alarms-" (severity.as_str().to_lowercase()) } { (n) }
+                            " " (severity_badge(*severity))
+                        }
+                    }
+                }
+            }
         }
         section {
             h2 { "Map" }

@@ -13,6 +13,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::Console;
+use crate::audit::created;
 use crate::error::{PageResult, status_of};
 use crate::form::{self, Problem};
 use crate::layout::{self, Nav, Section};
@@ -215,7 +216,10 @@ async fn create(State(c): State<Console>, posted: Posted<Posted2>) -> PageResult
         Err(e) => Err(e),
     };
     match result {
-        Ok(p) => Ok(Redirect::to(&format!("/console/projects/{}", p.id)).into_response()),
+        Ok(p) => Ok(created(
+            Redirect::to(&format!("/console/projects/{}", p.id)).into_response(),
+            &p.id,
+        )),
         Err(e) if status_of(&e).is_client_error() && !matches!(e, gantry_core::Error::Forbidden(_)) => {
             render_list(
                 &c,

@@ -183,7 +183,13 @@ pub struct SignOut {}
 
 /// `POST /console/session/end`: closes the session and clears its cookie.
 pub async fn end(State(console): State<Console>, parts: Parts, posted: session::Posted<SignOut>) -> Response {
-    let Signed { session, .. } = posted.signed;
+    let Signed { session, who, .. } = posted.signed;
+    // A user's session token ends with the console session: nothing holds it any more.
+    if let (Principal::User { .. }, Some(Credential::Token(token))) = (&who, console.sessions.credential(&session))
+        && let Err(e) = console.services.users.logout(&who, &token).await
+    {
+        tracing::warn!(error = %e, "the user's session did not end at sign-out");
+    }
     console.sessions.close(&session);
     let https = session::is_https(&parts);
     let csrf = session::random_token();

@@ -121,7 +121,8 @@ async fn create(State(c): State<Console>, Path(id): Path<String>, posted: Posted
     match c.services.webhooks.create(&posted.signed.who, &id, fields).await {
         Ok(created) => {
             let notice = html! { p { "Webhook created. Its signing secret (shown once here): " code.token { (created.secret) } } };
-            render(&c, &posted.signed, &id, None, Some(notice)).await
+            let page = render(&c, &posted.signed, &id, None, Some(notice)).await?;
+            Ok(crate::audit::created(page, &created.webhook.id))
         }
         Err(e @ (gantry_core::Error::Invalid { .. } | gantry_core::Error::LimitReached { .. })) => {
             render(&c, &posted.signed, &id, Some(&Problem::of(&e)), None).await

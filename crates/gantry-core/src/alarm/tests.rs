@@ -1,7 +1,9 @@
 use serde_json::{Value, json};
 
+use super::step::is_off;
 use super::*;
 use crate::alarm_rule::tests::rule;
+use crate::records::JsonMap;
 
 fn subject() -> Subject {
     Subject {
@@ -217,4 +219,49 @@ fn devices_without_the_metadata_key_are_not_evaluated() {
     run.subject.metadata = serde_json::from_value(json!({"maxLoad": 10})).unwrap();
     assert!(run.feed(Raiser::Rule(&r), json!(11), 2, None));
     assert!(run.open.is_some());
+}
+
+/// A device's events evaluated together give what they give one at a time: each alarm written
+/// once, as it is after the last, with every history entry in order.
+#[test]
+fn fold_equals_steps_one_by_one() {
+    let r = rule(json!({"attributeCode": "wind", "severity": "MAJOR", "condition": {"op": ">", "value": 20}})).unwrap();
+    let readings = [(25, 1), (26, 2), (5, 3), (30, 4), (31, 5)];
+    let triggers: Vec<Trigger> = readings
+        .iter()
+        .map(|(v, s)| Trigger::Reading {
+            value: json!(v),
+            device_time: s * 1000,
+            arrival: s * 1000,
+            message: Some(format!("m{s}")),
+        })
+        .collect();
+    let mut run = Run::new();
+    for t in &triggers {
+        run.apply(Raiser::Rule(&r), t);
+    }
+    let folded = fold(Raiser::Rule(&r), &run.subject, &AlarmState::default(), None, &triggers).expect("changes");
+    assert_eq!(folded.state, run.state);
+    assert_eq!(folded.writes.len(), 2, "the first alarm, cleared, and the second");
+    let (first, second) = (&folded.writes[0].alarm, &folded.writes[1].alarm);
+    assert_eq!((first.status, first.count), (AlarmStatus::Cleared, 2));
+    assert_eq!(
+        (second.status, second.count, second.value.clone()),
+        (AlarmStatus::Active, 2, json!(31))
+    );
+    let kinds: Vec<_> = folded
+        .writes
+        .iter()
+        .flat_map(|w| w.history.iter().map(|h| h.kind))
+        .collect();
+    assert_eq!(kinds, run.kinds());
+    assert!(folded.writes.iter().all(|w| w.new), "nothing was open before");
+    let again = fold(
+        Raiser::Rule(&r),
+        &run.subject,
+        &folded.state,
+        Some(second),
+        &triggers[3..],
+    );
+    assert!(again.is_none(), "a redelivered message changes nothing");
 }

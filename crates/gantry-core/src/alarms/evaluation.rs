@@ -5,7 +5,8 @@ use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use super::*;
-use crate::alarm::AlarmState;
+use crate::alarm::{AlarmState, fold};
+use crate::store::AlarmPlan;
 use crate::webhook::Audience;
 
 /// How often the no-data sweep looks for devices gone quiet.
@@ -44,23 +45,33 @@ impl AlarmService {
         let device = self.catalog.load_device(&first.tenant_id, &first.device_id).await?;
         let subject = subject_of(&device);
         let webhooks = self.webhooks.subscribers(&first.project_id, StreamType::Alarm).await?;
-        for event in events {
-            let trigger = Trigger::Reading {
-                value: event.attribute_data.clone(),
-                device_time: event.device_timestamp,
-                arrival: event.ingress_time_stamp,
-                message: event.correlation_id.as_deref().map(|id| message_key(id, event)),
-            };
-            for rule in rules
-                .iter()
-                .filter(|r| r.enabled && r.attribute_code == event.attribute_code)
-            {
-                self.apply(Raiser::Rule(rule), &subject, &trigger, webhooks).await?;
+        let raisers = raisers_of(&rules, events);
+        let keys: Vec<String> = raisers.iter().map(|(raiser, _)| raiser.key()).collect();
+        let snapshot = self.store.alarm_snapshot(&subject.device, &keys).await?;
+        let mut planned = Vec::new();
+        let mut steps = Vec::new();
+        for ((raiser, triggers), (state, open)) in raisers.iter().zip(&snapshot) {
+            if let Some(transition) = fold(*raiser, &subject, state, open.as_ref(), triggers) {
+                planned.push((*raiser, triggers.as_slice()));
+                steps.push((raiser.key(), transition));
             }
-            if event.channel == Channel::W {
-                self.apply(Raiser::Device(&event.attribute_code), &subject, &trigger, webhooks)
-                    .await?;
-            }
+        }
+        if steps.is_empty() {
+            return Ok(());
+        }
+        let plan = AlarmPlan {
+            tenant: subject.tenant.clone(),
+            device: subject.device.clone(),
+            steps,
+            webhooks,
+        };
+        if let Some(written) = self.writer.commit(plan).await {
+            self.announce_writes(&written, webhooks);
+            return Ok(());
+        }
+        // The snapshot was out of date: each key again, over the state the store holds.
+        for (raiser, triggers) in planned {
+            self.apply(raiser, &subject, triggers, webhooks).await?;
         }
         Ok(())
     }
@@ -78,23 +89,23 @@ impl AlarmService {
                 };
                 let webhooks = self.webhooks.subscribers(&device.project_id, StreamType::Alarm).await?;
                 let subject = subject_of(&device);
-                raised += self
-                    .apply(Raiser::Rule(&rule), &subject, &Trigger::Silence { now }, webhooks)
-                    .await?;
+                let silence = [Trigger::Silence { now }];
+                raised += self.apply(Raiser::Rule(&rule), &subject, &silence, webhooks).await?;
             }
         }
         Ok(raised)
     }
 
-    /// Runs one step through the store and announces what it wrote; returns how many transitions.
+    /// Runs `triggers` through the store's locked step and announces what it wrote; returns
+    /// how many transitions.
     async fn apply(
         &self,
         raiser: Raiser<'_>,
         subject: &Subject,
-        trigger: &Trigger,
+        triggers: &[Trigger],
         webhooks: Audience,
     ) -> Result<usize> {
-        let run = |state: &AlarmState, open: Option<&Alarm>| step(raiser, subject, state, open, trigger);
+        let run = |state: &AlarmState, open: Option<&Alarm>| fold(raiser, subject, state, open, triggers);
         let written = self
             .store
             .apply_alarm_step(&subject.tenant, &subject.device, &raiser.key(), &run, webhooks)
@@ -123,6 +134,45 @@ impl AlarmService {
             .publish(&alarm.project_id, StreamType::Alarm, &alarm.device_id, || {
                 serde_json::to_string(alarm).unwrap_or_default()
             });
+    }
+}
+
+/// Each enabled rule on an attribute of `events`, then each device alarm's attribute (channel
+/// w), with the readings that concern it, in the events' order.
+fn raisers_of<'a>(rules: &'a [AlarmRule], events: &'a [DeviceEvent]) -> Vec<(Raiser<'a>, Vec<Trigger>)> {
+    let readings = |code: &str, device_alarm: bool| -> Vec<Trigger> {
+        events
+            .iter()
+            .filter(|e| e.attribute_code == code && (!device_alarm || e.channel == Channel::W))
+            .map(reading)
+            .collect()
+    };
+    let mut raisers: Vec<(Raiser<'a>, Vec<Trigger>)> = rules
+        .iter()
+        .filter(|r| r.enabled && events.iter().any(|e| e.attribute_code == r.attribute_code))
+        .map(|r| (Raiser::Rule(r), readings(&r.attribute_code, false)))
+        .collect();
+    let mut codes: Vec<&str> = events
+        .iter()
+        .filter(|e| e.channel == Channel::W)
+        .map(|e| e.attribute_code.as_str())
+        .collect();
+    codes.sort_unstable();
+    codes.dedup();
+    raisers.extend(
+        codes
+            .into_iter()
+            .map(|code| (Raiser::Device(code), readings(code, true))),
+    );
+    raisers
+}
+
+fn reading(event: &DeviceEvent) -> Trigger {
+    Trigger::Reading {
+        value: event.attribute_data.clone(),
+        device_time: event.device_timestamp,
+        arrival: event.ingress_time_stamp,
+        message: event.correlation_id.as_deref().map(|id| message_key(id, event)),
     }
 }
 

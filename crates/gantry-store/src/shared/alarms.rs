@@ -1,7 +1,9 @@
-//! Alarms, their history and the rules' state per device. Every transition is one transaction
-//! on the writer: it holds the rule's state row first (so steps of one device and rule queue,
-//! on every node), and writes it only over the version its step read, and a new alarm enters through the partial unique index
-//! `alarms_open`, so that a device never has two open alarms of one rule or attribute.
+//! Alarms, their history and the rules' state per device. A state row is written only over the
+//! version its step read, and every other writer of an alarm (an operator's change, a rule's
+//! clear) moves the version of its state, so that a step computed before is run again. A new
+//! alarm enters through the partial unique index `alarms_open`, so that a device never has two
+//! open alarms of one rule or attribute. The locked step here holds the state row first, so
+//! steps of one device and rule queue on every node; the batched way is `alarm_plans.rs`.
 
 use std::collections::HashMap;
 
@@ -11,7 +13,7 @@ use gantry_core::alarm_rule::AlarmRule;
 use gantry_core::enums::{AlarmSource, AlarmStatus, AlarmTransition, Severity, SortOrder};
 use gantry_core::ids::{AlarmId, AlarmRuleId, DeviceId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
-use gantry_core::store::{AlarmChange, AlarmStep, AlarmStore};
+use gantry_core::store::{AlarmChange, AlarmPlan, AlarmStep, AlarmStore};
 use gantry_core::stream::StreamType;
 use gantry_core::webhook::Audience;
 use gantry_core::{Error, Result};
@@ -27,13 +29,13 @@ use crate::sql::{Sql, fetch_page};
 /// How often a step runs again over a state another writer changed before it gives up.
 const STEP_ATTEMPTS: usize = 16;
 
-const COLUMNS: &str = "id, tenant_id, project_id, device_id, device_name, rule_id, alarm_key, attribute_code, name, \
+pub(super) const COLUMNS: &str = "id, tenant_id, project_id, device_id, device_name, rule_id, alarm_key, attribute_code, name, \
                        severity, status, source, first_event_time, last_event_time, value, count, acknowledged_by, \
                        acknowledged_time, cleared_by, cleared_time, created_time, updated_time";
 
 const HISTORY_COLUMNS: &str = "id, alarm_id, kind, severity, status, value, actor, time, text";
 
-fn alarm_from_row(row: &AnyRow) -> Result<Alarm> {
+pub(super) fn alarm_from_row(row: &AnyRow) -> Result<Alarm> {
     Ok(Alarm {
         id: AlarmId::from_string(get::<String>(row, "id")?),
         tenant_id: TenantId::from_string(get::<String>(row, "tenant_id")?),
@@ -74,7 +76,7 @@ fn history_from_row(row: &AnyRow) -> Result<AlarmHistoryEntry> {
     })
 }
 
-fn state_from_row(row: &AnyRow) -> Result<AlarmState> {
+pub(super) fn state_from_row(row: &AnyRow) -> Result<AlarmState> {
     Ok(AlarmState {
         raise_since: get(row, "raise_since")?,
         clear_since: get(row, "clear_since")?,
@@ -151,6 +153,22 @@ async fn write_state(
     Ok(written.rows_affected() == 1)
 }
 
+/// A state as if new, its version moved.
+const RESET: &str = "raise_since = NULL, clear_since = NULL, levels = '[]', last_time = NULL, last_arrival = NULL, \
+                     recent = '[]', no_data = 0, version = version + 1";
+
+/// Moves the version of the state of `key` for `device` (held already), so that a step
+/// computed over it is run again.
+async fn move_version(conn: &mut AnyConnection, key: &str, device: &DeviceId) -> Result<()> {
+    sqlx::query("UPDATE alarm_states SET version = version + 1 WHERE alarm_key = $1 AND device_id = $2")
+        .bind(key)
+        .bind(device.as_str())
+        .execute(&mut *conn)
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
 async fn open_alarm(conn: &mut AnyConnection, key: &str, device: &DeviceId) -> Result<Option<Alarm>> {
     let row = sqlx::query(&format!(
         "SELECT {COLUMNS} FROM alarms WHERE device_id = $1 AND alarm_key = $2 AND status <> 'CLEARED'"
@@ -166,7 +184,7 @@ async fn open_alarm(conn: &mut AnyConnection, key: &str, device: &DeviceId) -> R
 /// Inserts a new alarm through the unique index of open alarms: when one is open already (a
 /// writer that did not see it), that one counts the event instead. Returns the alarm as stored
 /// and whether it is the new one.
-async fn insert_alarm(conn: &mut AnyConnection, a: &Alarm) -> Result<(Alarm, bool)> {
+pub(super) async fn insert_alarm(conn: &mut AnyConnection, a: &Alarm) -> Result<(Alarm, bool)> {
     let row = sqlx::query(&format!(
         "INSERT INTO alarms ({COLUMNS}) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, NULL, NULL, NULL, NULL, $17, $18) \
@@ -229,7 +247,7 @@ async fn update_alarm(conn: &mut AnyConnection, a: &Alarm) -> Result<()> {
 
 /// Appends entries to an alarm's history, after the ones it has (the alarm's row is written
 /// first in the transaction, which keeps another writer of its history waiting).
-async fn append_history(conn: &mut AnyConnection, entries: &[AlarmHistoryEntry]) -> Result<()> {
+pub(super) async fn append_history(conn: &mut AnyConnection, entries: &[AlarmHistoryEntry]) -> Result<()> {
     for e in entries {
         sqlx::query(&format!(
             "INSERT INTO alarm_history (seq, {HISTORY_COLUMNS}) \
@@ -252,7 +270,12 @@ async fn append_history(conn: &mut AnyConnection, entries: &[AlarmHistoryEntry])
 }
 
 /// The alarm's webhook events: one per history entry, the alarm as it is after them.
-async fn alarm_outbox(conn: &mut AnyConnection, alarm: &Alarm, entries: usize, webhooks: Audience) -> Result<()> {
+pub(super) async fn alarm_outbox(
+    conn: &mut AnyConnection,
+    alarm: &Alarm,
+    entries: usize,
+    webhooks: Audience,
+) -> Result<()> {
     let mut events = Vec::new();
     for _ in 0..entries {
         events.extend(outbox_events(
@@ -266,13 +289,17 @@ async fn alarm_outbox(conn: &mut AnyConnection, alarm: &Alarm, entries: usize, w
     write_outbox(conn, "webhook_outbox", &events, false).await
 }
 
+/// Starts the alarm's rule state over (its condition must hold anew), moving its version so that
+/// a step computed over the old state is run again.
 async fn forget_state(conn: &mut AnyConnection, alarm: &Alarm) -> Result<()> {
-    sqlx::query("DELETE FROM alarm_states WHERE alarm_key = $1 AND device_id = $2")
-        .bind(alarm.alarm_key.as_str())
-        .bind(alarm.device_id.as_str())
-        .execute(&mut *conn)
-        .await
-        .map_err(db_error)?;
+    sqlx::query(&format!(
+        "UPDATE alarm_states SET {RESET} WHERE alarm_key = $1 AND device_id = $2"
+    ))
+    .bind(alarm.alarm_key.as_str())
+    .bind(alarm.device_id.as_str())
+    .execute(&mut *conn)
+    .await
+    .map_err(db_error)?;
     Ok(())
 }
 
@@ -363,6 +390,14 @@ impl AlarmStore for SqlStore {
         )))
     }
 
+    async fn alarm_snapshot(&self, device: &DeviceId, keys: &[String]) -> Result<Vec<(AlarmState, Option<Alarm>)>> {
+        self.snapshot(device, keys).await
+    }
+
+    async fn commit_alarm_plans(&self, plans: Vec<AlarmPlan>) -> Result<Vec<Option<Vec<AlarmWrite>>>> {
+        self.commit_plans(plans).await
+    }
+
     async fn change_alarm(
         &self,
         tenant: &TenantId,
@@ -380,7 +415,9 @@ impl AlarmStore for SqlStore {
                 .map_err(db_error)?;
         let (key, device) = key.ok_or_else(|| Error::not_found("alarm", id))?;
         // The state row first, as a step takes it, then the alarm's: changes and steps queue.
-        hold_state(&mut tx, tenant, &key, &DeviceId::from_string(device)).await?;
+        let device = DeviceId::from_string(device);
+        hold_state(&mut tx, tenant, &key, &device).await?;
+        move_version(&mut tx, &key, &device).await?;
         let row = sqlx::query(&format!(
             "UPDATE alarms SET updated_time = updated_time WHERE id = $1 AND tenant_id = $2 RETURNING {COLUMNS}"
         ))
@@ -415,8 +452,9 @@ impl AlarmStore for SqlStore {
         webhooks: &HashMap<ProjectId, Audience>,
     ) -> Result<Vec<Alarm>> {
         let mut tx = self.begin_write().await?;
-        // The rule's state rows first, as a step takes them, then its alarms.
-        sqlx::query("UPDATE alarm_states SET version = version + 1 WHERE alarm_key = $1")
+        // The rule's state rows first, as a step takes them, then its alarms; the states start
+        // over, their versions moved.
+        sqlx::query(&format!("UPDATE alarm_states SET {RESET} WHERE alarm_key = $1"))
             .bind(format!("rule:{rule}"))
             .execute(&mut *tx)
             .await
@@ -439,11 +477,6 @@ impl AlarmStore for SqlStore {
             let audience = webhooks.get(&alarm.project_id).copied().unwrap_or_default();
             alarm_outbox(&mut tx, alarm, 1, audience).await?;
         }
-        sqlx::query("DELETE FROM alarm_states WHERE alarm_key = $1")
-            .bind(format!("rule:{rule}"))
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
         Ok(cleared)
     }

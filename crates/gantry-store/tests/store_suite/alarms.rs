@@ -1,10 +1,10 @@
 //! Alarm rules, alarms, their history and the rules' state: `AlarmStore`.
 
-use gantry_core::alarm::{Alarm, AlarmHistoryEntry, AlarmQuery, AlarmSort, Raiser, Subject, Trigger, step};
+use gantry_core::alarm::{Alarm, AlarmHistoryEntry, AlarmQuery, AlarmSort, Raiser, Subject, Trigger, fold, step};
 use gantry_core::alarm_rule::{AlarmRule, AlarmRuleFields, ConditionSpec};
 use gantry_core::enums::{AlarmStatus, AlarmTransition, Severity};
 use gantry_core::ids::AlarmRuleId;
-use gantry_core::store::AlarmStore;
+use gantry_core::store::{AlarmPlan, AlarmStore};
 use gantry_core::webhook::Audience;
 
 use super::*;
@@ -256,4 +256,83 @@ pub(crate) async fn alarms_are_listed_changed_and_isolated(store: SqlStore) {
     let history = store.alarm_history(&tenant, &alarm.id).await.unwrap();
     let kinds: Vec<_> = history.iter().map(|h| h.kind).collect();
     assert_eq!(kinds, [AlarmTransition::Raised, AlarmTransition::Cleared]);
+}
+
+/// A reading's plan for `raiser` on `device`, computed from a snapshot as evaluation does.
+async fn plan(
+    store: &SqlStore,
+    raiser: Raiser<'_>,
+    device: &Device,
+    value: serde_json::Value,
+    second: i64,
+) -> AlarmPlan {
+    let key = raiser.key();
+    let snapshot = store
+        .alarm_snapshot(&device.id, std::slice::from_ref(&key))
+        .await
+        .unwrap();
+    let (state, open) = &snapshot[0];
+    let trigger = Trigger::Reading {
+        value,
+        device_time: second * 1000,
+        arrival: second * 1000,
+        message: Some(format!("m{second}")),
+    };
+    let transition = fold(raiser, &subject_of(device), state, open.as_ref(), &[trigger]).expect("a change");
+    AlarmPlan {
+        tenant: device.record.tenant_id.clone(),
+        device: device.id.clone(),
+        steps: vec![(key, transition)],
+        webhooks: Audience::default(),
+    }
+}
+
+/// Plans are written over the snapshot they were computed from, each wholly or not at all: one
+/// whose state moved, or whose open alarm an operator changed, writes nothing.
+pub(crate) async fn alarm_plans_write_only_over_their_snapshot(store: SqlStore) {
+    let tenant = new_tenant(&store, "t").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let project = new_project(&store, &tenant, "p").await;
+    let d1 = new_device(&store, &tenant, "d1", &project, &model).await;
+    let d2 = new_device(&store, &tenant, "d2", &project, &model).await;
+    let rule = rule_on(&model, 20.0);
+    store.insert_alarm_rule(&rule).await.unwrap();
+    let raise = plan(&store, Raiser::Rule(&rule), &d1, json!(25.0), 100).await;
+    let stale = plan(&store, Raiser::Rule(&rule), &d1, json!(26.0), 101).await;
+    let other = plan(&store, Raiser::Device("jam"), &d2, json!(true), 100).await;
+    let written = store.commit_alarm_plans(vec![raise, other]).await.unwrap();
+    assert!(
+        written
+            .iter()
+            .all(|w| w.as_ref().is_some_and(|w| w.len() == 1 && w[0].new))
+    );
+    let answered = store.commit_alarm_plans(vec![stale]).await.unwrap();
+    assert_eq!(answered, vec![None], "computed before the raise");
+    let open = store.list_alarms(&tenant, &query(&project), all()).await.unwrap();
+    assert_eq!(open.total, 2);
+    let alarm = open.items.iter().find(|a| a.device_id == d1.id).unwrap().clone();
+    assert_eq!(alarm.count, 1, "the stale plan counted nothing");
+    // An operator acknowledges between a plan's snapshot and its write: the plan is out of date.
+    let keep = plan(&store, Raiser::Rule(&rule), &d1, json!(27.0), 102).await;
+    let acknowledge = |a: &Alarm| -> gantry_core::Result<(Alarm, AlarmHistoryEntry)> {
+        let mut a = a.clone();
+        a.status = AlarmStatus::Acknowledged;
+        a.acknowledged_by = Some("admin".into());
+        let entry = AlarmHistoryEntry::of(&a, AlarmTransition::Acknowledged, "admin", 9_000, None);
+        Ok((a, entry))
+    };
+    store
+        .change_alarm(&tenant, &alarm.id, &acknowledge, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(store.commit_alarm_plans(vec![keep]).await.unwrap(), vec![None]);
+    let keep = plan(&store, Raiser::Rule(&rule), &d1, json!(28.0), 103).await;
+    let written = store.commit_alarm_plans(vec![keep]).await.unwrap();
+    let kept = &written[0].as_ref().expect("a fresh plan is written")[0].alarm;
+    assert_eq!((kept.count, kept.status), (2, AlarmStatus::Acknowledged));
+    let stored = store.get_alarm(&tenant, &alarm.id).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.count, stored.value, stored.status),
+        (2, json!(28.0), AlarmStatus::Acknowledged)
+    );
 }

@@ -117,6 +117,7 @@ store_suite!(
     alarm_rules_are_kept_per_tenant,
     concurrent_readings_raise_one_alarm,
     the_store_holds_one_open_alarm_per_key,
+    alarm_plans_write_only_over_their_snapshot,
     alarms_are_listed_changed_and_isolated,
     users_are_unique_scoped_and_filtered,
     sessions_live_until_they_end,

@@ -155,6 +155,24 @@ impl Browser {
         assert!(loaded, "pressing {label} loads a page");
     }
 
+    /// Waits until the page's live stream is open, so that what happens next reaches it.
+    pub async fn wait_for_stream(&self) {
+        let open = crate::eventually(Duration::from_secs(15), async || {
+            let state = self
+                .client
+                .execute(
+                    "const e = document.querySelector('[sse-connect]'); \
+                     const s = e && e['htmx-internal-data'] && e['htmx-internal-data'].sseEventSource; \
+                     return !!s && s.readyState === 1;",
+                    vec![],
+                )
+                .await;
+            state.ok().and_then(|v| v.as_bool()) == Some(true)
+        })
+        .await;
+        assert!(open, "the page's live stream opens");
+    }
+
     /// The checks every page must pass, then its screenshot as docs/console/<name>-<width>.png.
     pub async fn check_and_shoot(&self, name: &str) {
         let overflow = self

@@ -1,7 +1,9 @@
 //! An operator's walk through the console: sign in as a user (an ADMIN account), create a
 //! project, a model (an attribute, a position, an action) and a device, watch the device page
-//! follow its telemetry and a control's ack live, sign out and be refused; then a VIEWER signs in
-//! and sees the device with no control form and no token.
+//! follow its telemetry, a control's ack and a desired value live, see an alarm raised by
+//! telemetry appear on the alarms page live and acknowledge it there, look at the users and the
+//! audit log, sign out and be refused; then a VIEWER signs in and sees the device with no
+//! control form and no token.
 
 use std::time::Duration;
 
@@ -23,7 +25,10 @@ pub async fn operator_walk(b: &Browser) {
     let mut mqtt = Device::connect(b, &device, &token).await;
     watch_device(b, &device, &mut mqtt).await;
     control_device(b, &mut mqtt).await;
+    desired_state(b, &mut mqtt).await;
+    alarms_live(b, &project, &mqtt).await;
     other_pages(b, &project).await;
+    admin_pages(b).await;
     sign_out(b, &device).await;
     viewer_reads_only(b, &device, &token).await;
 }
@@ -93,6 +98,10 @@ async fn viewer_reads_only(b: &Browser, device: &str, token: &str) {
         "no control form for a viewer"
     );
     assert!(!page.contains("Rotate"), "no token rotation for a viewer: {page}");
+    assert!(
+        page.contains("Desired state") && !page.contains("Set desired"),
+        "the viewer reads the desired state and cannot set it: {page}"
+    );
     assert!(!b.text("body").await.contains(token), "the viewer sees no device token");
     b.check_and_shoot("device-viewer").await;
     b.press("Sign out").await;
@@ -297,7 +306,138 @@ async fn control_device(b: &Browser, mqtt: &mut Device) {
         "the log turns completed on the open page: {}",
         b.text(&row).await
     );
+}
+
+/// A desired value set from the device page is sent to the connected device, and turns
+/// `applied` on the open page when the device acks it.
+async fn desired_state(b: &Browser, mqtt: &mut Device) {
+    b.fill("attributes.load", "35").await;
+    b.press("Set desired").await;
+    assert!(
+        b.text("main").await.contains("Desired state saved"),
+        "{}",
+        b.text("main").await
+    );
+    let sent = tokio::time::timeout(LIVE, mqtt.inbox.recv())
+        .await
+        .expect("a desired delta")
+        .expect("inbox open");
+    assert_eq!(sent["meta"]["type"], "c", "{sent}");
+    let attr = &sent["payload"]["attrs"][0];
+    assert_eq!(
+        (&attr["code"], &attr["value"]),
+        (&json!("load"), &json!(35.0)),
+        "{sent}"
+    );
+    let id = sent["meta"]["id"].as_str().expect("meta.id").to_owned();
+    mqtt.publish(json!({"meta": {"type": "ack", "correlationId": id}}))
+        .await;
+    let status = "#desired-load .desired-status";
+    let applied = eventually(LIVE, async || b.text(status).await == "applied").await;
+    assert!(
+        applied,
+        "the desired value turns applied live: {}",
+        b.text(status).await
+    );
     b.check_and_shoot("device").await;
+}
+
+/// An alarm rule on the model; telemetry over MQTT raises its alarm, which the open alarms page
+/// shows without a reload; it is acknowledged from the page, and commented on its own page.
+async fn alarms_live(b: &Browser, project: &str, mqtt: &Device) {
+    let models: Value = api(b, reqwest::Method::GET, "/api/v1/deviceModels?pageSize=100", None).await;
+    let model = models["result"]["results"]
+        .as_array()
+        .and_then(|all| all.iter().find(|m| m["name"] == "Tower crane T1"))
+        .expect("the model")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let rule = json!({"name": "Overload", "attributeCode": "load", "severity": "CRITICAL",
+                      "condition": {"op": ">", "value": 40}});
+    let path = format!("/api/v1/deviceModels/{model}/alarmRules");
+    let answer = api(b, reqwest::Method::POST, &path, Some(rule)).await;
+    assert_eq!(answer["returnCode"], 0, "{answer}");
+
+    b.open(&format!("/console/projects/{project}/alarms")).await;
+    assert!(b.text("#alarm-list").await.contains("No alarms match."));
+    b.wait_for_stream().await;
+    b.client
+        .execute("window.gantryNotReloaded = true;", vec![])
+        .await
+        .expect("script runs");
+    mqtt.publish(json!({"meta": {"type": "m"}, "payload": {"attrs": [{"code": "load", "value": 47.5}]}}))
+        .await;
+    let row = "table.alarms tbody tr";
+    let shown = eventually(LIVE, async || b.text(row).await.contains("Overload")).await;
+    assert!(shown, "the alarm appears live: {}", b.text("#alarm-list").await);
+    let same_page = b
+        .client
+        .execute("return window.gantryNotReloaded === true;", vec![])
+        .await
+        .expect("script runs");
+    assert_eq!(same_page, json!(true), "without a reload");
+    let text = b.text(row).await;
+    assert!(
+        text.contains("CRITICAL") && text.contains("ACTIVE") && text.contains("crane-07") && text.contains("47.5"),
+        "{text}"
+    );
+    b.check_and_shoot("alarms").await;
+
+    b.press("Acknowledge").await;
+    assert_eq!(b.text(&format!("{row} .alarm-status")).await, "ACKNOWLEDGED");
+    b.client
+        .find(Locator::LinkText("Overload"))
+        .await
+        .expect("the alarm's link")
+        .click()
+        .await
+        .expect("open");
+    assert_eq!(b.text("h1").await, "Overload");
+    b.fill("text", "Load reduced, crew informed").await;
+    b.press("Add comment").await;
+    let history = b.text("table.history").await;
+    for shown in [
+        "RAISED",
+        "ACKNOWLEDGED",
+        "COMMENTED",
+        "Load reduced, crew informed",
+        "site.manager",
+    ] {
+        assert!(history.contains(shown), "the history shows {shown}: {history}");
+    }
+    b.check_and_shoot("alarm").await;
+}
+
+/// A call to the REST API with the administrator's token; its JSON answer.
+async fn api(b: &Browser, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{}{path}", b.base))
+        .bearer_auth(&b.admin);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    request
+        .send()
+        .await
+        .expect("the API answers")
+        .json()
+        .await
+        .expect("JSON")
+}
+
+/// The users and the audit log, which list the walk's own doings.
+async fn admin_pages(b: &Browser) {
+    b.open("/console/users").await;
+    assert!(b.text("table").await.contains("site.manager"));
+    b.check_and_shoot("users").await;
+    b.open("/console/audit?resourceType=alarm").await;
+    let records = b.text("table").await;
+    assert!(
+        records.contains("acknowledge") && records.contains("site.manager"),
+        "the console's acknowledgement is in the audit log: {records}"
+    );
+    b.check_and_shoot("audit").await;
 }
 
 async fn other_pages(b: &Browser, project: &str) {

@@ -9,14 +9,14 @@ use serde_json::json;
 use crate::helpers::{TestApp, spawn_app, unique};
 
 /// A browser's part of a console session: its cookie and the page's CSRF token.
-struct Console {
+pub struct Console {
     base: String,
     http: reqwest::Client,
     cookie: String,
 }
 
 /// The value of `name="csrf" value="..."` in a page.
-fn csrf_of(page: &str) -> String {
+pub fn csrf_of(page: &str) -> String {
     let at = page.find(r#"name="csrf" value=""#).expect("a form with a CSRF token") + r#"name="csrf" value=""#.len();
     page[at..].split('"').next().unwrap_or_default().to_owned()
 }
@@ -34,15 +34,28 @@ impl Console {
     }
 
     /// Signs in with `token`; Err(the sign-in page's status and body) when refused.
-    async fn sign_in(app: &TestApp, token: &str) -> Result<Console, (StatusCode, String)> {
+    pub async fn sign_in(app: &TestApp, token: &str) -> Result<Console, (StatusCode, String)> {
+        Self::sign_in_with(app, &[("token", token)]).await
+    }
+
+    /// Signs in with a user account's username and password.
+    pub async fn sign_in_user(app: &TestApp, username: &str, password: &str) -> Console {
+        Self::sign_in_with(app, &[("username", username), ("password", password)])
+            .await
+            .unwrap_or_else(|(status, page)| panic!("{username} signs in: {status} {page}"))
+    }
+
+    async fn sign_in_with(app: &TestApp, fields: &[(&str, &str)]) -> Result<Console, (StatusCode, String)> {
         let http = Self::client();
         let form = http.get(format!("{}/console/sign-in", app.base)).send().await.unwrap();
         let pre = cookie_pair(form.headers()[SET_COOKIE].to_str().unwrap());
         let csrf = csrf_of(&form.text().await.unwrap());
+        let mut form = vec![("csrf", csrf.as_str())];
+        form.extend_from_slice(fields);
         let answer = http
             .post(format!("{}/console/session", app.base))
             .header(COOKIE, &pre)
-            .form(&[("csrf", csrf.as_str()), ("token", token)])
+            .form(&form)
             .send()
             .await
             .unwrap();
@@ -68,7 +81,7 @@ impl Console {
         })
     }
 
-    async fn get(&self, path: &str) -> (StatusCode, String) {
+    pub async fn get(&self, path: &str) -> (StatusCode, String) {
         let r = self
             .http
             .get(format!("{}{path}", self.base))
@@ -80,7 +93,7 @@ impl Console {
     }
 
     /// Posts `fields` with the CSRF token of the page at `from`.
-    async fn post(&self, from: &str, path: &str, fields: &[(&str, &str)]) -> (StatusCode, String) {
+    pub async fn post(&self, from: &str, path: &str, fields: &[(&str, &str)]) -> (StatusCode, String) {
         let (_, page) = self.get(from).await;
         let csrf = csrf_of(&page);
         let mut form: Vec<(&str, &str)> = vec![("csrf", &csrf)];
@@ -88,7 +101,26 @@ impl Console {
         self.post_raw(path, &form).await
     }
 
-    async fn post_raw(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
+    /// Posts `fields` with the CSRF token of the page at `from`; the status and where a 303
+    /// sends the browser.
+    pub async fn post_sent_to(&self, from: &str, path: &str, fields: &[(&str, &str)]) -> (StatusCode, String) {
+        let (_, page) = self.get(from).await;
+        let csrf = csrf_of(&page);
+        let mut form: Vec<(&str, &str)> = vec![("csrf", &csrf)];
+        form.extend_from_slice(fields);
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header(COOKIE, &self.cookie)
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        let location = r.headers().get(LOCATION).map(|l| l.to_str().unwrap().to_owned());
+        (r.status(), location.unwrap_or_default())
+    }
+
+    pub async fn post_raw(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
         let r = self
             .http
             .post(format!("{}{path}", self.base))

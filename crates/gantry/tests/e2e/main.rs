@@ -10,6 +10,8 @@ mod auth;
 mod bounds;
 mod catalog;
 mod console;
+mod console_admin;
+mod console_alarms;
 mod crash;
 mod desired;
 mod errors;
