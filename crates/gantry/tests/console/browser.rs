@@ -19,10 +19,21 @@ pub struct Browser {
     /// `desktop` or `phone`: the screenshots' suffix.
     pub width_name: &'static str,
     pub width: u32,
-    driver: Child,
+    driver: Driver,
     stop: oneshot::Sender<()>,
     server: tokio::task::JoinHandle<anyhow::Result<()>>,
     _dir: tempfile::TempDir,
+}
+
+/// chromedriver, ended when dropped: a test that fails before `close` leaves no driver (and no
+/// Chromium) running after it.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// A port that was free a moment ago (bound to 0, then released), for chromedriver.
@@ -62,6 +73,7 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .expect("chromedriver starts");
+        let driver = Driver(driver);
         let dir = tempfile::tempdir().expect("temp dir");
         let admin = format!("console-admin-{}", uuid::Uuid::new_v4().simple());
         let mut config = ServeConfig::local(dir.path().to_path_buf());
@@ -228,8 +240,7 @@ impl Browser {
 
     pub async fn close(mut self) {
         let _ = self.client.clone().close().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        drop(self.driver);
         let _ = self.stop.send(());
         let _ = tokio::time::timeout(Duration::from_secs(30), &mut self.server).await;
     }
