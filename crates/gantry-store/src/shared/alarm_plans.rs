@@ -9,7 +9,7 @@ use gantry_core::ids::{DeviceId, TenantId};
 use gantry_core::store::AlarmPlan;
 use sqlx::AnyConnection;
 
-use super::alarms::{COLUMNS, alarm_from_row, alarm_outbox, append_history, insert_alarm, state_from_row};
+use super::alarms::{COLUMNS, alarm_from_row, alarm_outbox, append_history, insert_alarm, state_from_row, write_alarm};
 use crate::SqlStore;
 use crate::error::db_error;
 use crate::row::{get, to_json};
@@ -143,24 +143,5 @@ async fn put_state(
 
 /// Writes what may change of an alarm the snapshot saw open; false when it is cleared by now.
 async fn update_open_alarm(conn: &mut AnyConnection, a: &Alarm) -> Result<bool> {
-    let written = sqlx::query(
-        "UPDATE alarms SET severity = $1, status = $2, last_event_time = $3, value = $4, count = $5, \
-             acknowledged_by = $6, acknowledged_time = $7, cleared_by = $8, cleared_time = $9, updated_time = $10 \
-         WHERE id = $11 AND status <> 'CLEARED'",
-    )
-    .bind(a.severity.as_str())
-    .bind(a.status.as_str())
-    .bind(a.last_event_time)
-    .bind(to_json(&a.value)?)
-    .bind(a.count)
-    .bind(a.acknowledged_by.as_deref())
-    .bind(a.acknowledged_time)
-    .bind(a.cleared_by.as_deref())
-    .bind(a.cleared_time)
-    .bind(a.updated_time)
-    .bind(a.id.as_str())
-    .execute(&mut *conn)
-    .await
-    .map_err(db_error)?;
-    Ok(written.rows_affected() == 1)
+    write_alarm(conn, a, " AND status <> 'CLEARED'").await
 }

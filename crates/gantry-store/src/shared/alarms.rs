@@ -223,11 +223,17 @@ pub(super) async fn insert_alarm(conn: &mut AnyConnection, a: &Alarm) -> Result<
 
 /// Writes what may change of an existing alarm.
 async fn update_alarm(conn: &mut AnyConnection, a: &Alarm) -> Result<()> {
-    sqlx::query(
+    write_alarm(conn, a, "").await.map(|_| ())
+}
+
+/// Writes what may change of an alarm; `only` narrows the row further (` AND ...`). Whether the
+/// row was written.
+pub(super) async fn write_alarm(conn: &mut AnyConnection, a: &Alarm, only: &str) -> Result<bool> {
+    let written = sqlx::query(&format!(
         "UPDATE alarms SET severity = $1, status = $2, last_event_time = $3, value = $4, count = $5, \
              acknowledged_by = $6, acknowledged_time = $7, cleared_by = $8, cleared_time = $9, updated_time = $10 \
-         WHERE id = $11",
-    )
+         WHERE id = $11{only}"
+    ))
     .bind(a.severity.as_str())
     .bind(a.status.as_str())
     .bind(a.last_event_time)
@@ -242,7 +248,7 @@ async fn update_alarm(conn: &mut AnyConnection, a: &Alarm) -> Result<()> {
     .execute(&mut *conn)
     .await
     .map_err(db_error)?;
-    Ok(())
+    Ok(written.rows_affected() == 1)
 }
 
 /// Appends entries to an alarm's history, after the ones it has (the alarm's row is written
