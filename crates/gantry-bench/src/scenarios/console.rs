@@ -45,6 +45,7 @@ pub async fn run(
         ("models", "/console/models".to_owned()),
         ("model", format!("/console/models/{model}")),
         ("event logs", format!("/console/projects/{project}/logs")),
+        ("alarms", format!("/console/projects/{project}/alarms")),
     ];
     let mut out = Vec::new();
     for (i, (variant, path)) in pages.into_iter().enumerate() {
