@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use anyhow::Context;
 use serde_json::json;
 
 use super::{Ctx, Measurement, measure};
@@ -55,18 +56,20 @@ async fn create_rules(ctx: &Ctx<'_>, model_id: &str) -> anyhow::Result<Vec<Strin
             .api
             .post(&format!("/api/v1/deviceModels/{model_id}/alarmRules"), &rule)
             .await?;
-        created.push(made["result"]["id"].as_str().unwrap_or_default().to_owned());
+        let id = made["id"].as_str().context("a created rule has an id")?;
+        created.push(id.to_owned());
     }
     Ok(created)
 }
 
-async fn delete_rules(ctx: &Ctx<'_>, created: &[String]) {
+/// Deletes the rules, so that what is measured after runs with none.
+async fn delete_rules(ctx: &Ctx<'_>, created: &[String]) -> anyhow::Result<()> {
     for id in created {
-        let _ = ctx
-            .api
+        ctx.api
             .call(hyper::Method::DELETE, &format!("/api/v1/alarmRules/{id}"), None)
-            .await;
+            .await?;
     }
+    Ok(())
 }
 
 pub async fn run(ctx: &Ctx<'_>, model_id: &str, devices: &[DeviceRef]) -> anyhow::Result<Vec<Measurement>> {
@@ -75,7 +78,7 @@ pub async fn run(ctx: &Ctx<'_>, model_id: &str, devices: &[DeviceRef]) -> anyhow
     let created = create_rules(ctx, model_id).await?;
     let variant = with_variant();
     let measured = measure(ctx, SCENARIO, &variant, ctx.connections, posts(ctx, devices)?).await;
-    delete_rules(ctx, &created).await;
+    delete_rules(ctx, &created).await?;
     let (mut with, _) = measured?;
     let ratio = with.requests_per_second / alone.requests_per_second.max(f64::EPSILON);
     with.note = Some(format!(
@@ -97,7 +100,7 @@ pub async fn run_mqtt(
     let alone = publish(ctx, target, devices, mqtt_variant(rate, 0), rate).await?;
     let created = create_rules(ctx, model_id).await?;
     let measured = publish(ctx, target, devices, mqtt_variant(rate, RULES), rate).await;
-    delete_rules(ctx, &created).await;
+    delete_rules(ctx, &created).await?;
     let mut with = measured?;
     let ratio = with.requests_per_second / alone.requests_per_second.max(f64::EPSILON);
     with.note = Some(format!(
