@@ -4,15 +4,15 @@
 //! its caller runs it through the locked step (`apply_alarm_step`) instead.
 
 use gantry_core::Result;
-use gantry_core::alarm::{Alarm, AlarmState, AlarmWrite, Transition};
-use gantry_core::ids::{DeviceId, TenantId};
+use gantry_core::alarm::{Alarm, AlarmState, AlarmWrite};
+use gantry_core::ids::DeviceId;
 use gantry_core::store::AlarmPlan;
 use sqlx::AnyConnection;
 
-use super::alarms::{COLUMNS, alarm_from_row, alarm_outbox, append_history, insert_alarm, state_from_row, write_alarm};
+use super::alarms::{COLUMNS, alarm_from_row, state_from_row, write_transition};
 use crate::SqlStore;
 use crate::error::db_error;
-use crate::row::{get, to_json};
+use crate::row::get;
 
 /// A plan that cannot be written over its snapshot.
 struct OutOfDate;
@@ -84,64 +84,11 @@ impl SqlStore {
 async fn write_plan(conn: &mut AnyConnection, plan: AlarmPlan) -> Result<Result<Vec<AlarmWrite>, OutOfDate>> {
     let mut written = Vec::new();
     for (key, transition) in plan.steps {
-        let Transition { state, writes } = transition;
-        if !put_state(conn, (&plan.tenant, &plan.device, &key), &state).await? {
-            return Ok(Err(OutOfDate));
-        }
-        for mut write in writes {
-            if write.new {
-                let (stored, new) = insert_alarm(conn, &write.alarm).await?;
-                if !new {
-                    write.history.clear();
-                }
-                write.alarm = stored;
-                write.new = new;
-            } else if !update_open_alarm(conn, &write.alarm).await? {
-                return Ok(Err(OutOfDate));
-            }
-            append_history(conn, &write.history).await?;
-            alarm_outbox(conn, &write.alarm, write.history.len(), plan.webhooks).await?;
-            written.push(write);
+        let at = (&plan.tenant, &plan.device, key.as_str());
+        match write_transition(conn, at, transition, plan.webhooks).await? {
+            Some(writes) => written.extend(writes),
+            None => return Ok(Err(OutOfDate)),
         }
     }
     Ok(Ok(written))
-}
-
-/// Writes `state` over the version it was computed from (`state.version`; 0 when there was no
-/// row, or a row of version 0); false when the stored row is of another version.
-async fn put_state(
-    conn: &mut AnyConnection,
-    (tenant, device, key): (&TenantId, &DeviceId, &str),
-    state: &AlarmState,
-) -> Result<bool> {
-    let written = sqlx::query(
-        "INSERT INTO alarm_states \
-             (alarm_key, device_id, tenant_id, raise_since, clear_since, levels, last_time, last_arrival, recent, no_data, version) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 + 1) \
-         ON CONFLICT (alarm_key, device_id) DO UPDATE SET \
-             raise_since = excluded.raise_since, clear_since = excluded.clear_since, levels = excluded.levels, \
-             last_time = excluded.last_time, last_arrival = excluded.last_arrival, recent = excluded.recent, \
-             no_data = excluded.no_data, version = excluded.version \
-         WHERE alarm_states.version = $11",
-    )
-    .bind(key)
-    .bind(device.as_str())
-    .bind(tenant.as_str())
-    .bind(state.raise_since)
-    .bind(state.clear_since)
-    .bind(to_json(&state.levels)?)
-    .bind(state.last_time)
-    .bind(state.last_arrival)
-    .bind(to_json(&state.recent)?)
-    .bind(i64::from(state.no_data))
-    .bind(state.version)
-    .execute(&mut *conn)
-    .await
-    .map_err(db_error)?;
-    Ok(written.rows_affected() == 1)
-}
-
-/// Writes what may change of an alarm the snapshot saw open; false when it is cleared by now.
-async fn update_open_alarm(conn: &mut AnyConnection, a: &Alarm) -> Result<bool> {
-    write_alarm(conn, a, " AND status <> 'CLEARED'").await
 }

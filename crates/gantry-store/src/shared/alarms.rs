@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use gantry_core::alarm::{Alarm, AlarmHistoryEntry, AlarmQuery, AlarmSort, AlarmState, AlarmWrite};
+use gantry_core::alarm::{Alarm, AlarmHistoryEntry, AlarmQuery, AlarmSort, AlarmState, AlarmWrite, Transition};
 use gantry_core::alarm_rule::AlarmRule;
 use gantry_core::enums::{AlarmSource, AlarmStatus, AlarmTransition, Severity, SortOrder};
 use gantry_core::ids::{AlarmId, AlarmRuleId, DeviceId, ModelId, ProjectId, TenantId};
@@ -124,18 +124,26 @@ async fn read_state(conn: &mut AnyConnection, key: &str, device: &DeviceId) -> R
         .map(Option::unwrap_or_default)
 }
 
-/// Writes `state` over the version `read` had; false when another writer got there first.
-async fn write_state(
+/// Writes `state` over the version it was computed from (`state.version`; 0 when there was no
+/// row, or a row of version 0); false when the stored row is of another version.
+async fn put_state(
     conn: &mut AnyConnection,
     (tenant, device, key): (&TenantId, &DeviceId, &str),
     state: &AlarmState,
-    read: i64,
 ) -> Result<bool> {
     let written = sqlx::query(
-        "UPDATE alarm_states SET raise_since = $1, clear_since = $2, levels = $3, last_time = $4, \
-             last_arrival = $5, recent = $6, no_data = $7, version = $8 + 1 \
-         WHERE tenant_id = $9 AND alarm_key = $10 AND device_id = $11 AND version = $8",
+        "INSERT INTO alarm_states \
+             (alarm_key, device_id, tenant_id, raise_since, clear_since, levels, last_time, last_arrival, recent, no_data, version) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 + 1) \
+         ON CONFLICT (alarm_key, device_id) DO UPDATE SET \
+             raise_since = excluded.raise_since, clear_since = excluded.clear_since, levels = excluded.levels, \
+             last_time = excluded.last_time, last_arrival = excluded.last_arrival, recent = excluded.recent, \
+             no_data = excluded.no_data, version = excluded.version \
+         WHERE alarm_states.version = $11",
     )
+    .bind(key)
+    .bind(device.as_str())
+    .bind(tenant.as_str())
     .bind(state.raise_since)
     .bind(state.clear_since)
     .bind(to_json(&state.levels)?)
@@ -143,10 +151,7 @@ async fn write_state(
     .bind(state.last_arrival)
     .bind(to_json(&state.recent)?)
     .bind(i64::from(state.no_data))
-    .bind(read)
-    .bind(tenant.as_str())
-    .bind(key)
-    .bind(device.as_str())
+    .bind(state.version)
     .execute(&mut *conn)
     .await
     .map_err(db_error)?;
@@ -184,7 +189,7 @@ async fn open_alarm(conn: &mut AnyConnection, key: &str, device: &DeviceId) -> R
 /// Inserts a new alarm through the unique index of open alarms: when one is open already (a
 /// writer that did not see it), that one counts the event instead. Returns the alarm as stored
 /// and whether it is the new one.
-pub(super) async fn insert_alarm(conn: &mut AnyConnection, a: &Alarm) -> Result<(Alarm, bool)> {
+async fn insert_alarm(conn: &mut AnyConnection, a: &Alarm) -> Result<(Alarm, bool)> {
     let row = sqlx::query(&format!(
         "INSERT INTO alarms ({COLUMNS}) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, NULL, NULL, NULL, NULL, $17, $18) \
@@ -228,7 +233,7 @@ async fn update_alarm(conn: &mut AnyConnection, a: &Alarm) -> Result<()> {
 
 /// Writes what may change of an alarm; `only` narrows the row further (` AND ...`). Whether the
 /// row was written.
-pub(super) async fn write_alarm(conn: &mut AnyConnection, a: &Alarm, only: &str) -> Result<bool> {
+async fn write_alarm(conn: &mut AnyConnection, a: &Alarm, only: &str) -> Result<bool> {
     let written = sqlx::query(&format!(
         "UPDATE alarms SET severity = $1, status = $2, last_event_time = $3, value = $4, count = $5, \
              acknowledged_by = $6, acknowledged_time = $7, cleared_by = $8, cleared_time = $9, updated_time = $10 \
@@ -251,9 +256,41 @@ pub(super) async fn write_alarm(conn: &mut AnyConnection, a: &Alarm, only: &str)
     Ok(written.rows_affected() == 1)
 }
 
+/// Writes a transition of the state of `key` for `device`: the state over the version it was
+/// computed from, a new alarm through the unique index of open alarms, a changed one only while
+/// it is still open, each with its history and webhook events. None, with part of it written,
+/// when the state or the alarm moved since it was read: the caller rolls back.
+pub(super) async fn write_transition(
+    conn: &mut AnyConnection,
+    at: (&TenantId, &DeviceId, &str),
+    transition: Transition,
+    webhooks: Audience,
+) -> Result<Option<Vec<AlarmWrite>>> {
+    if !put_state(conn, at, &transition.state).await? {
+        return Ok(None);
+    }
+    let mut written = Vec::with_capacity(transition.writes.len());
+    for mut write in transition.writes {
+        if write.new {
+            let (stored, new) = insert_alarm(conn, &write.alarm).await?;
+            if !new {
+                write.history.clear();
+            }
+            write.alarm = stored;
+            write.new = new;
+        } else if !write_alarm(conn, &write.alarm, " AND status <> 'CLEARED'").await? {
+            return Ok(None);
+        }
+        append_history(conn, &write.history).await?;
+        alarm_outbox(conn, &write.alarm, write.history.len(), webhooks).await?;
+        written.push(write);
+    }
+    Ok(Some(written))
+}
+
 /// Appends entries to an alarm's history, after the ones it has (the alarm's row is written
 /// first in the transaction, which keeps another writer of its history waiting).
-pub(super) async fn append_history(conn: &mut AnyConnection, entries: &[AlarmHistoryEntry]) -> Result<()> {
+async fn append_history(conn: &mut AnyConnection, entries: &[AlarmHistoryEntry]) -> Result<()> {
     for e in entries {
         sqlx::query(&format!(
             "INSERT INTO alarm_history (seq, {HISTORY_COLUMNS}) \
@@ -276,12 +313,7 @@ pub(super) async fn append_history(conn: &mut AnyConnection, entries: &[AlarmHis
 }
 
 /// The alarm's webhook events: one per history entry, the alarm as it is after them.
-pub(super) async fn alarm_outbox(
-    conn: &mut AnyConnection,
-    alarm: &Alarm,
-    entries: usize,
-    webhooks: Audience,
-) -> Result<()> {
+async fn alarm_outbox(conn: &mut AnyConnection, alarm: &Alarm, entries: usize, webhooks: Audience) -> Result<()> {
     let mut events = Vec::new();
     for _ in 0..entries {
         events.extend(outbox_events(
@@ -324,25 +356,9 @@ impl SqlStore {
         let Some(transition) = step(&state, open.as_ref()) else {
             return Ok(Some(Vec::new()));
         };
-        if !write_state(&mut tx, (tenant, device, key), &transition.state, state.version).await? {
+        let Some(written) = write_transition(&mut tx, (tenant, device, key), transition, webhooks).await? else {
             return Ok(None);
-        }
-        let mut written = Vec::with_capacity(transition.writes.len());
-        for mut write in transition.writes {
-            if write.new {
-                let (stored, new) = insert_alarm(&mut tx, &write.alarm).await?;
-                if !new {
-                    write.history.clear();
-                }
-                write.alarm = stored;
-                write.new = new;
-            } else {
-                update_alarm(&mut tx, &write.alarm).await?;
-            }
-            append_history(&mut tx, &write.history).await?;
-            alarm_outbox(&mut tx, &write.alarm, write.history.len(), webhooks).await?;
-            written.push(write);
-        }
+        };
         tx.commit().await.map_err(db_error)?;
         Ok(Some(written))
     }
