@@ -125,18 +125,7 @@ async fn publish(
     let meter = UsageMeter::start(ctx.pid, ctx.local_postgres);
     let outcome = mqtt_load::drive(conns, ingest_mqtt::payloads(ids), ingest_mqtt::pace(ctx, rate)).await?;
     let usage = meter.finish().await;
-    let m = Measurement::new(
-        SCENARIO,
-        variant,
-        outcome.connections,
-        outcome.acked_per_second(),
-        outcome.measured_acked,
-        outcome.unacked_after_drain,
-        outcome.latency,
-        usage,
-        outcome.acked,
-        Duration::from_secs_f64(outcome.active_seconds),
-    );
+    let m = Measurement::of_acked(SCENARIO, variant, &outcome, usage);
     m.log();
     Ok(m)
 }

@@ -108,6 +108,28 @@ pub async fn measure(
 }
 
 impl Measurement {
+    /// A paced MQTT run's measurement (`mqtt_load::drive`): messages acknowledged per second,
+    /// publish → PUBACK latency.
+    pub fn of_acked(
+        scenario: &'static str,
+        variant: String,
+        outcome: &crate::mqtt_load::Outcome,
+        usage: Usage,
+    ) -> Self {
+        Self::new(
+            scenario,
+            variant,
+            outcome.connections,
+            outcome.acked_per_second(),
+            outcome.measured_acked,
+            outcome.unacked_after_drain,
+            outcome.latency,
+            usage,
+            outcome.acked,
+            Duration::from_secs_f64(outcome.active_seconds),
+        )
+    }
+
     /// A measurement from its counts and what the server spent meanwhile. `answered` is every
     /// answer the server gave over `wall`, warm-up included: the cost per request divides by it.
     #[allow(clippy::too_many_arguments)]

@@ -412,18 +412,7 @@ fn latencies(seen: &[Reconnected]) -> (Histogram<u64>, Histogram<u64>) {
 }
 
 fn publish_measurement(variant: &str, outcome: &Outcome, usage: Usage, check: Option<&ReconnectCheck>) -> Measurement {
-    let mut m = Measurement::new(
-        SCENARIO,
-        variant.to_owned(),
-        outcome.connections,
-        outcome.acked_per_second(),
-        outcome.measured_acked,
-        outcome.unacked_after_drain,
-        outcome.latency,
-        usage,
-        outcome.acked,
-        Duration::from_secs_f64(outcome.active_seconds),
-    );
+    let mut m = Measurement::of_acked(SCENARIO, variant.to_owned(), outcome, usage);
     let mut note = format!(
         "{} msg/s offered, {} acknowledged",
         thousands(outcome.offered_rate),

@@ -184,18 +184,7 @@ pub async fn run(
 }
 
 fn publish_measurement(variant: &str, outcome: &mqtt_load::Outcome, usage: crate::server::Usage) -> Measurement {
-    let mut m = Measurement::new(
-        SCENARIO,
-        variant.to_owned(),
-        outcome.connections,
-        outcome.acked_per_second(),
-        outcome.measured_acked,
-        outcome.unacked_after_drain,
-        outcome.latency,
-        usage,
-        outcome.acked,
-        Duration::from_secs_f64(outcome.active_seconds),
-    );
+    let mut m = Measurement::of_acked(SCENARIO, variant.to_owned(), outcome, usage);
     m.note = Some(format!(
         "{} msg/s offered, {} acknowledged",
         thousands(outcome.offered_rate),
