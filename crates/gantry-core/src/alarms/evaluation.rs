@@ -38,22 +38,22 @@ impl AlarmService {
         let Some(first) = events.first() else {
             return Ok(());
         };
-        if !self.concerns(events).await? {
+        let rules = self.model_rules(&first.tenant_id, &first.model_id).await?;
+        let raisers = raisers_of(&rules, events);
+        if raisers.is_empty() {
             return Ok(());
         }
-        let rules = self.model_rules(&first.tenant_id, &first.model_id).await?;
         let device = self.catalog.load_device(&first.tenant_id, &first.device_id).await?;
         let subject = subject_of(&device);
         let webhooks = self.webhooks.subscribers(&first.project_id, StreamType::Alarm).await?;
-        let raisers = raisers_of(&rules, events);
         let keys: Vec<String> = raisers.iter().map(|(raiser, _)| raiser.key()).collect();
         let snapshot = self.store.alarm_snapshot(&subject.device, &keys).await?;
         let mut planned = Vec::new();
         let mut steps = Vec::new();
-        for ((raiser, triggers), (state, open)) in raisers.iter().zip(&snapshot) {
+        for (((raiser, triggers), key), (state, open)) in raisers.iter().zip(keys).zip(&snapshot) {
             if let Some(transition) = fold(*raiser, &subject, state, open.as_ref(), triggers) {
                 planned.push((*raiser, triggers.as_slice()));
-                steps.push((raiser.key(), transition));
+                steps.push((key, transition));
             }
         }
         if steps.is_empty() {
