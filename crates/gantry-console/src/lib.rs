@@ -89,7 +89,6 @@ pub fn router(console: Console) -> Router {
         .merge(pages::devices::routes())
         .merge(pages::device::routes())
         .merge(pages::device_actions::routes())
-        .merge(pages::device_desired::routes())
         .merge(pages::models::routes())
         .merge(pages::logs::routes())
         .merge(pages::webhooks::routes())

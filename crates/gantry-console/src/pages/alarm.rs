@@ -18,7 +18,7 @@ use crate::error::{PageError, PageResult};
 use crate::form::{self, Problem};
 use crate::layout::{self, Nav, Section};
 use crate::pages::alarms::{AlarmParams, severity_badge, status_badge};
-use crate::pages::{badge, device::value_text};
+use crate::pages::{badge, value_text};
 use crate::session::{Posted, Signed};
 
 pub fn routes() -> Router<Console> {
@@ -151,11 +151,7 @@ async fn acknowledge(
 }
 
 /// `POST /console/alarms/{id}/clear`.
-async fn clear(
-    State(c): State<Console>,
-    Path(id): Path<String>,
-    posted: Posted<super::device::Empty>,
-) -> PageResult<Response> {
+async fn clear(State(c): State<Console>, Path(id): Path<String>, posted: Posted<super::Empty>) -> PageResult<Response> {
     let id = AlarmId::from_string(id);
     let result = c.services.alarms.clear(&posted.signed.who, &id).await;
     settle(

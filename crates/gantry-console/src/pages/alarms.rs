@@ -164,7 +164,7 @@ pub fn table(alarms: &Page<Alarm>, device: bool, action: impl Fn(&Alarm) -> Mark
                             td data-label="Device" { a href={ "/console/devices/" (a.device_id) } { (a.device_name) } }
                         }
                         td data-label="Status" class="alarm-status" { (status_badge(a.status)) }
-                        td data-label="Value" { (crate::pages::device::value_text(&a.value)) }
+                        td data-label="Value" { (crate::pages::value_text(&a.value)) }
                         td data-label="Count" { (a.count) }
                         td data-label="Last event" { (layout::time(Some(a.last_event_time))) }
                         td { (action(a)) }

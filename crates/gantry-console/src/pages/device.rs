@@ -25,7 +25,7 @@ use crate::error::PageResult;
 use crate::form::{self};
 use crate::layout::{self, Nav, Section};
 use crate::pages::alarms::{self, ANY};
-use crate::pages::{badge, can_manage, devices, pager, query};
+use crate::pages::{Empty, badge, can_manage, devices, pager, query, value_text};
 use crate::session::{Posted, Signed};
 
 pub use super::device_control::event_log_rows;
@@ -247,14 +247,6 @@ pub fn shadow_value(attribute: Option<&ShadowAttribute>) -> Markup {
     }
 }
 
-/// A JSON value as text: strings without their quotes.
-pub fn value_text(value: &serde_json::Value) -> String {
-    match value {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 async fn chart_section(
     c: &Console,
     who: &Principal,
@@ -320,9 +312,6 @@ async fn set_status(
     let outcome = outcome_of(result, "manage", |_| html! { "Status changed." })?;
     render(&c, &posted.signed, &id, &ShowParams::default(), outcome).await
 }
-
-#[derive(Deserialize)]
-pub struct Empty {}
 
 /// `POST /console/devices/{id}/token`: a new access token, shown once; the old one stops at once.
 async fn rotate_token(State(c): State<Console>, Path(id): Path<String>, posted: Posted<Empty>) -> PageResult<Response> {

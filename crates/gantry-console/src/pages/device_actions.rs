@@ -1,7 +1,7 @@
 //! The forms a device's page posts besides lock and token: a control, a new route, revoking a
-//! route. Each answers with the device's page showing what it did.
+//! route, desired values. Each answers with the device's page showing what it did.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -10,14 +10,17 @@ use axum::routing::post;
 use gantry_core::enums::SourceType;
 use gantry_core::fields::RouteFields;
 use gantry_core::ids::DeviceId;
+use gantry_core::records::DeviceModel;
+use gantry_core::{Error, Result};
 use maud::html;
 use serde::Deserialize;
 
 use crate::Console;
 use crate::error::PageResult;
 use crate::layout;
-use crate::pages::device::{Empty, ShowParams, render};
-use crate::pages::device_control::{control_fields, rename};
+use crate::pages::Empty;
+use crate::pages::device::{ShowParams, render};
+use crate::pages::device_control::{control_fields, rename, typed};
 use crate::pages::device_outcome::outcome_of;
 use crate::session::Posted;
 
@@ -26,6 +29,7 @@ pub fn routes() -> Router<Console> {
         .route("/devices/{id}/control", post(send))
         .route("/devices/{id}/routes", post(create))
         .route("/devices/{id}/routes/{route}/revoke", post(revoke))
+        .route("/devices/{id}/desired", post(set_desired))
 }
 
 /// `POST /console/devices/{id}/control`.
@@ -119,4 +123,53 @@ async fn revoke(
     let result = c.services.routes.revoke(&posted.signed.who, &route).await;
     let outcome = outcome_of(result, "routes", |_| html! { "Route revoked." })?;
     render(&c, &posted.signed, &id, &ShowParams::default(), outcome).await
+}
+
+/// `POST /console/devices/{id}/desired`: sets the values given (`attributes.<code>`), or
+/// removes `remove`, at the version the page showed.
+async fn set_desired(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    posted: Posted<HashMap<String, String>>,
+) -> PageResult<Response> {
+    let id = DeviceId::from_string(id);
+    let who = &posted.signed.who;
+    let device = c.services.catalog.get_device(who, &id).await?;
+    let model = c.services.catalog.get_model(who, &device.model_id).await?;
+    let result = match changes(&model, &posted.form) {
+        Ok((changes, version)) => c.services.desired.patch(who, &id, changes, version).await,
+        Err(e) => Err(e),
+    };
+    let outcome = outcome_of(result, "desired", |state| {
+        html! { p { "Desired state saved (version " (state.version) ")." } }
+    })?;
+    render(&c, &posted.signed, &id, &ShowParams::default(), outcome).await
+}
+
+/// Desired values to set (`Some`) or remove (`None`), by attribute code.
+type Changes = BTreeMap<String, Option<serde_json::Value>>;
+
+/// The changes a form asks for, typed against the model, and the version it was made at.
+fn changes(model: &DeviceModel, form: &HashMap<String, String>) -> Result<(Changes, Option<i64>)> {
+    let version = match form.get("version").map(|v| v.trim()) {
+        None | Some("") => None,
+        Some(v) => Some(
+            v.parse()
+                .map_err(|_| Error::invalid("version", "is not a whole number"))?,
+        ),
+    };
+    let mut changes = BTreeMap::new();
+    if let Some(code) = form.get("remove") {
+        changes.insert(code.clone(), None);
+    }
+    for a in model.attributes_map.values().filter(|a| a.readable.writable()) {
+        let name = format!("attributes.{}", a.code);
+        if let Some(text) = form.get(&name).filter(|t| !t.trim().is_empty()) {
+            changes.insert(a.code.clone(), Some(typed(&name, a.data_type, text)?));
+        }
+    }
+    if changes.is_empty() {
+        return Err(Error::invalid("attributes", "give a value to at least one attribute"));
+    }
+    Ok((changes, version))
 }

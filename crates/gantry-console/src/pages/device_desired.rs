@@ -5,31 +5,20 @@
 //! The form carries the document's version and is applied only at that version (the REST API's
 //! `If-Match`), so an operator never overwrites unseen what another set meanwhile.
 
-use std::collections::{BTreeMap, HashMap};
-
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::response::Response;
-use axum::routing::post;
+use gantry_core::Result;
 use gantry_core::desired::DesiredState;
 use gantry_core::ids::DeviceId;
 use gantry_core::principal::Principal;
 use gantry_core::records::{Device, DeviceModel};
-use gantry_core::{Error, Result};
 use maud::{Markup, html};
 
 use crate::Console;
 use crate::form;
 use crate::layout;
-use crate::pages::badge;
-use crate::pages::device::{ShowParams, render, value_text};
-use crate::pages::device_control::{typed, typed_input};
-use crate::pages::device_outcome::{Outcome, outcome_of};
-use crate::session::{Posted, Signed};
-
-pub fn routes() -> Router<Console> {
-    Router::new().route("/devices/{id}/desired", post(set))
-}
+use crate::pages::device_control::typed_input;
+use crate::pages::device_outcome::Outcome;
+use crate::pages::{badge, value_text};
+use crate::session::Signed;
 
 /// The desired values and, for who may set them, the form.
 pub async fn section(
@@ -112,53 +101,4 @@ fn table_rows(signed: &Signed, state: &DesiredState, may_set: bool) -> Markup {
         }
         @if state.attributes.is_empty() { tr { td colspan="5" { "No desired values." } } }
     }
-}
-
-/// `POST /console/devices/{id}/desired`: sets the values given (`attributes.<code>`), or
-/// removes `remove`, at the version the page showed.
-async fn set(
-    State(c): State<Console>,
-    Path(id): Path<String>,
-    posted: Posted<HashMap<String, String>>,
-) -> crate::error::PageResult<Response> {
-    let id = DeviceId::from_string(id);
-    let who = &posted.signed.who;
-    let device = c.services.catalog.get_device(who, &id).await?;
-    let model = c.services.catalog.get_model(who, &device.model_id).await?;
-    let result = match changes(&model, &posted.form) {
-        Ok((changes, version)) => c.services.desired.patch(who, &id, changes, version).await,
-        Err(e) => Err(e),
-    };
-    let outcome = outcome_of(result, "desired", |state| {
-        html! { p { "Desired state saved (version " (state.version) ")." } }
-    })?;
-    render(&c, &posted.signed, &id, &ShowParams::default(), outcome).await
-}
-
-/// Desired values to set (`Some`) or remove (`None`), by attribute code.
-type Changes = BTreeMap<String, Option<serde_json::Value>>;
-
-/// The changes a form asks for, typed against the model, and the version it was made at.
-fn changes(model: &DeviceModel, form: &HashMap<String, String>) -> Result<(Changes, Option<i64>)> {
-    let version = match form.get("version").map(|v| v.trim()) {
-        None | Some("") => None,
-        Some(v) => Some(
-            v.parse()
-                .map_err(|_| Error::invalid("version", "is not a whole number"))?,
-        ),
-    };
-    let mut changes = BTreeMap::new();
-    if let Some(code) = form.get("remove") {
-        changes.insert(code.clone(), None);
-    }
-    for a in model.attributes_map.values().filter(|a| a.readable.writable()) {
-        let name = format!("attributes.{}", a.code);
-        if let Some(text) = form.get(&name).filter(|t| !t.trim().is_empty()) {
-            changes.insert(a.code.clone(), Some(typed(&name, a.data_type, text)?));
-        }
-    }
-    if changes.is_empty() {
-        return Err(Error::invalid("attributes", "give a value to at least one attribute"));
-    }
-    Ok((changes, version))
 }

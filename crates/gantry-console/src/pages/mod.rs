@@ -26,6 +26,18 @@ use maud::{Markup, html};
 
 use crate::session::Signed;
 
+/// The form of a post that carries nothing but its CSRF token.
+#[derive(serde::Deserialize)]
+pub struct Empty {}
+
+/// A JSON value as text: strings without their quotes.
+pub fn value_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// `/console/`: an application's own project, else the projects.
 pub async fn home(signed: Result<Signed, crate::error::PageError>) -> Response {
     match signed.ok().map(|s| s.who) {

@@ -238,11 +238,7 @@ async fn act(c: &Console, signed: &Signed, result: gantry_core::Result<()>) -> P
 }
 
 /// `POST /console/users/{id}/lock`: its sessions end at once.
-async fn lock(
-    State(c): State<Console>,
-    Path(id): Path<String>,
-    posted: Posted<super::device::Empty>,
-) -> PageResult<Response> {
+async fn lock(State(c): State<Console>, Path(id): Path<String>, posted: Posted<super::Empty>) -> PageResult<Response> {
     let result = c
         .services
         .users
@@ -255,7 +251,7 @@ async fn lock(
 async fn unlock(
     State(c): State<Console>,
     Path(id): Path<String>,
-    posted: Posted<super::device::Empty>,
+    posted: Posted<super::Empty>,
 ) -> PageResult<Response> {
     let result = c
         .services
@@ -269,7 +265,7 @@ async fn unlock(
 async fn delete(
     State(c): State<Console>,
     Path(id): Path<String>,
-    posted: Posted<super::device::Empty>,
+    posted: Posted<super::Empty>,
 ) -> PageResult<Response> {
     let result = c
         .services
