@@ -335,4 +335,26 @@ pub(crate) async fn alarm_plans_write_only_over_their_snapshot(store: SqlStore) 
         (stored.count, stored.value, stored.status),
         (2, json!(28.0), AlarmStatus::Acknowledged)
     );
+    // Plans that only count are written together: two devices' at once...
+    let d1_keep = plan(&store, Raiser::Rule(&rule), &d1, json!(29.0), 104).await;
+    let d2_keep = plan(&store, Raiser::Device("jam"), &d2, json!(true), 104).await;
+    let written = store.commit_alarm_plans(vec![d1_keep, d2_keep]).await.unwrap();
+    assert!(written.iter().all(Option::is_some));
+    let counts = |listed: gantry_core::paging::Page<Alarm>| {
+        let mut counts: Vec<_> = listed.items.iter().map(|a| (a.device_id.clone(), a.count)).collect();
+        counts.sort();
+        counts
+    };
+    let listed = store.list_alarms(&tenant, &query(&project), all()).await.unwrap();
+    assert_eq!(counts(listed), vec![(d1.id.clone(), 3), (d2.id.clone(), 2)]);
+    // ...and when one of them is out of date, the other is still written, the stale one not.
+    let stale = plan(&store, Raiser::Rule(&rule), &d1, json!(30.0), 105).await;
+    let fresh = plan(&store, Raiser::Device("jam"), &d2, json!(true), 105).await;
+    let moving = plan(&store, Raiser::Rule(&rule), &d1, json!(31.0), 106).await;
+    store.commit_alarm_plans(vec![moving]).await.unwrap();
+    let written = store.commit_alarm_plans(vec![stale, fresh]).await.unwrap();
+    assert_eq!(written[0], None, "computed before the plan written meanwhile");
+    assert!(written[1].is_some());
+    let listed = store.list_alarms(&tenant, &query(&project), all()).await.unwrap();
+    assert_eq!(counts(listed), vec![(d1.id.clone(), 4), (d2.id.clone(), 3)]);
 }
