@@ -66,6 +66,11 @@ pub struct AlarmService {
     webhooks: Arc<WebhookService>,
     feeds: Arc<Feeds>,
     rules: TtlCache<(TenantId, ModelId), Arc<Vec<AlarmRule>>>,
+    /// Moved by every rule write, after its commit: rules read before it are not cached, so a
+    /// rule just deleted or changed is not put back by a read that raced the write.
+    rules_generation: std::sync::Mutex<u64>,
+    /// States and open alarms held between evaluations (`states.rs`).
+    states: states::StateCache,
     stats: AlarmStats,
     /// Writes evaluations' plans in batches.
     writer: writer::PlanWriter,
@@ -93,6 +98,8 @@ impl AlarmService {
             webhooks,
             feeds,
             rules: TtlCache::new(RULE_CACHE_TTL),
+            rules_generation: std::sync::Mutex::new(0),
+            states: states::StateCache::default(),
             stats: AlarmStats::default(),
             max_rules_per_model: std::sync::atomic::AtomicU64::new(DEFAULT_ALARM_RULES_PER_MODEL),
         }
@@ -108,6 +115,13 @@ impl AlarmService {
     }
 
     // ---- rules -------------------------------------------------------------------------------
+
+    /// Whether evaluations keep the states and open alarms they read and wrote, instead of
+    /// reading them from the store each time: only where this node alone evaluates its devices'
+    /// events (the embedded broker; not with an external broker, where nodes share devices).
+    pub fn hold_states(&self, on: bool) {
+        self.states.set_on(on);
+    }
 
     /// Sets the bound on rules per model (`--alarm-rules-per-model`).
     pub fn set_max_rules_per_model(&self, max: u64) {
@@ -127,7 +141,7 @@ impl AlarmService {
         let held = self.store.model_alarm_rules(tenant, &model.id).await?.len() as u64;
         crate::error::within_bound(held, max, "alarm rules per model", "alarm-rules-per-model")?;
         self.store.insert_alarm_rule(&rule).await?;
-        self.rules.remove(&(tenant.clone(), model.id.clone()));
+        self.rules_changed(tenant, &model.id);
         self.view(rule).await
     }
 
@@ -164,7 +178,7 @@ impl AlarmService {
         record.updated_time = Some(now_ms());
         let rule = AlarmRule::parse(old.id.clone(), &model, input, record)?;
         self.store.update_alarm_rule(&rule).await?;
-        self.rules.remove(&(tenant.clone(), model.id.clone()));
+        self.rules_changed(&tenant, &model.id);
         let changed = old.definition_changed(&rule);
         if changed || (old.enabled && !rule.enabled) {
             let why = if rule.enabled { "changed" } else { "disabled" };
@@ -183,7 +197,8 @@ impl AlarmService {
         self.store
             .delete_alarm_rule(&tenant, &rule.id, &who.actor(), now_ms())
             .await?;
-        self.rules.remove(&(tenant, rule.model_id.clone()));
+        self.rules_changed(&tenant, &rule.model_id);
+        self.states.forget(None, &Raiser::Rule(&rule).key());
         Ok(())
     }
 
@@ -193,6 +208,7 @@ impl AlarmService {
             .store
             .clear_rule_alarms(tenant, rule, by, now_ms(), &webhooks)
             .await?;
+        self.states.forget(None, &format!("rule:{rule}"));
         for alarm in &cleared {
             self.announce(alarm, AlarmTransition::Cleared);
         }
@@ -242,9 +258,26 @@ impl AlarmService {
         if let Some(rules) = self.rules.get(&key) {
             return Ok(rules);
         }
+        let read_at = *self.lock_rules_generation();
         let rules = Arc::new(self.store.model_alarm_rules(tenant, model).await?);
-        self.rules.put(key, rules.clone());
+        let generation = self.lock_rules_generation();
+        if *generation == read_at {
+            self.rules.put(key, rules.clone());
+        }
         Ok(rules)
+    }
+
+    /// After a rule write is committed: the model's rules are read again.
+    fn rules_changed(&self, tenant: &TenantId, model: &ModelId) {
+        let mut generation = self.lock_rules_generation();
+        *generation += 1;
+        self.rules.remove(&(tenant.clone(), model.clone()));
+    }
+
+    fn lock_rules_generation(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.rules_generation
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -260,6 +293,7 @@ impl AlarmRule {
 
 mod evaluation;
 mod operations;
+mod states;
 mod writer;
 
 pub use evaluation::NO_DATA_SWEEP;

@@ -458,6 +458,9 @@ fn core_services(config: &ServeConfig, parts: CoreParts, broker: &MqttFront, tas
     services.telemetry.set_max_attributes(config.mqtt_max_attributes);
     services.users.set_max_per_tenant(config.users_per_tenant);
     services.alarms.set_max_rules_per_model(config.alarm_rules_per_model);
+    // With the embedded broker this node evaluates all of its devices' events; with an external
+    // broker other nodes may evaluate the same devices, and every evaluation reads the store.
+    services.alarms.hold_states(config.mqtt_broker_url.is_none());
     services.control.set_max_waiting(config.waiting_controls_per_device);
     services
 }

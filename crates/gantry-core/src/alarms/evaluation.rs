@@ -4,8 +4,9 @@
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
+use super::states::Held;
 use super::*;
-use crate::alarm::{AlarmState, fold};
+use crate::alarm::{AlarmState, Transition, fold};
 use crate::store::AlarmPlan;
 use crate::webhook::Audience;
 
@@ -47,12 +48,15 @@ impl AlarmService {
         let subject = subject_of(&device);
         let webhooks = self.webhooks.subscribers(&first.project_id, StreamType::Alarm).await?;
         let keys: Vec<String> = raisers.iter().map(|(raiser, _)| raiser.key()).collect();
-        let snapshot = self.store.alarm_snapshot(&subject.device, &keys).await?;
+        let generation = self.states.generation();
+        let snapshot = self.snapshot(&subject.device, &keys, generation).await?;
         let mut planned = Vec::new();
         let mut steps = Vec::new();
-        for (((raiser, triggers), key), (state, open)) in raisers.iter().zip(keys).zip(&snapshot) {
-            if let Some(transition) = fold(*raiser, &subject, state, open.as_ref(), triggers) {
+        let mut after = Vec::new();
+        for (((raiser, triggers), key), (state, open)) in raisers.iter().zip(keys).zip(snapshot) {
+            if let Some(transition) = fold(*raiser, &subject, &state, open.as_ref(), triggers) {
                 planned.push((*raiser, triggers.as_slice()));
+                after.push((key.clone(), held_after(&transition, open)));
                 steps.push((key, transition));
             }
         }
@@ -66,6 +70,8 @@ impl AlarmService {
             webhooks,
         };
         if let Some(written) = self.writer.commit(plan).await {
+            self.states
+                .put(generation, &subject.device, with_stored(after, &written));
             self.announce_writes(&written, webhooks);
             return Ok(());
         }
@@ -74,6 +80,29 @@ impl AlarmService {
             self.apply(raiser, &subject, triggers, webhooks).await?;
         }
         Ok(())
+    }
+
+    /// The states and open alarms of `keys`: those this node holds, the others read from the
+    /// store in one query (and held from now on).
+    async fn snapshot(&self, device: &DeviceId, keys: &[String], generation: u64) -> Result<Vec<Held>> {
+        let mut held = self.states.get(device, keys);
+        let missing: Vec<String> = keys
+            .iter()
+            .zip(&held)
+            .filter(|(_, h)| h.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        if missing.is_empty() {
+            return Ok(held.into_iter().flatten().collect());
+        }
+        let read = self.store.alarm_snapshot(device, &missing).await?;
+        self.states
+            .put(generation, device, missing.iter().cloned().zip(read.iter().cloned()));
+        let mut read = read.into_iter();
+        Ok(held
+            .iter_mut()
+            .map(|h| h.take().or_else(|| read.next()).unwrap_or_default())
+            .collect())
     }
 
     /// Raises no-data alarms whose clock ran out at `now`; returns how many.
@@ -106,11 +135,13 @@ impl AlarmService {
         webhooks: Audience,
     ) -> Result<usize> {
         let run = |state: &AlarmState, open: Option<&Alarm>| fold(raiser, subject, state, open, triggers);
+        let key = raiser.key();
         let written = self
             .store
-            .apply_alarm_step(&subject.tenant, &subject.device, &raiser.key(), &run, webhooks)
-            .await?;
-        Ok(self.announce_writes(&written, webhooks))
+            .apply_alarm_step(&subject.tenant, &subject.device, &key, &run, webhooks)
+            .await;
+        self.states.forget(Some(&subject.device), &key);
+        Ok(self.announce_writes(&written?, webhooks))
     }
 
     fn announce_writes(&self, written: &[AlarmWrite], webhooks: Audience) -> usize {
@@ -192,4 +223,33 @@ fn message_key(id: &str, event: &DeviceEvent) -> String {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     (id, event.device_timestamp, event.attribute_data.to_string()).hash(&mut hasher);
     format!("{:016x}", hasher.finish())
+}
+
+/// What the store holds for a key once `transition` is written over `open`: its state one
+/// version on, and the alarm it left open.
+fn held_after(transition: &Transition, open: Option<Alarm>) -> Held {
+    let mut state = transition.state.clone();
+    state.version += 1;
+    let open = match transition.writes.last() {
+        Some(write) if write.alarm.status == AlarmStatus::Cleared => None,
+        Some(write) => Some(write.alarm.clone()),
+        None => open,
+    };
+    (state, open)
+}
+
+/// `after` with each open alarm as the store wrote it (a new alarm may have met one another
+/// writer opened, which the store then kept and counted instead).
+fn with_stored(after: Vec<(String, Held)>, written: &[AlarmWrite]) -> Vec<(String, Held)> {
+    after
+        .into_iter()
+        .map(|(key, (state, open))| {
+            let open = match written.iter().rev().find(|w| w.alarm.alarm_key == key) {
+                Some(w) if w.alarm.status == AlarmStatus::Cleared => None,
+                Some(w) => Some(w.alarm.clone()),
+                None => open,
+            };
+            (key, (state, open))
+        })
+        .collect()
 }

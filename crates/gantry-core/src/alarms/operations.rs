@@ -132,6 +132,7 @@ impl AlarmService {
         let audience = self.webhooks.subscribers(&alarm.project_id, StreamType::Alarm).await?;
         let webhooks = HashMap::from([(alarm.project_id.clone(), audience)]);
         let (changed, entry) = self.store.change_alarm(who.tenant(), id, change, &webhooks).await?;
+        self.states.forget(Some(&changed.device_id), &changed.alarm_key);
         self.announce(&changed, entry.kind);
         if !audience.is_empty() {
             self.webhooks.wake();

@@ -1,0 +1,174 @@
+//! The alarm states and open alarms this node last read or wrote, per device and key, so that
+//! evaluating an event reads nothing from the store. On only where this node is the one that
+//! evaluates its devices' events (the embedded broker); with an external broker, where several
+//! nodes share the devices, every evaluation reads the store.
+//!
+//! The cache never decides alone: each plan is written over the state version it was computed
+//! from, so a plan made from an entry that is out of date fails and goes the locked way. What
+//! must never happen is an entry older than the store from which "nothing changes" is computed,
+//! since nothing is then written, so nothing is checked. Hence: an entry is put only when no
+//! change outside the plans (an operator's action, a rule's change, the locked path) was made
+//! since the caller read what it puts (a generation that every such change moves, after its
+//! commit), and never over an entry of a newer version.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::alarm::{Alarm, AlarmState};
+use crate::ids::DeviceId;
+
+/// Entries held at most; past it the cache starts empty again.
+const MAX_ENTRIES: usize = 200_000;
+
+/// A key's state and its open alarm, as the store holds them.
+pub(super) type Held = (AlarmState, Option<Alarm>);
+
+#[derive(Default)]
+pub(super) struct StateCache {
+    on: AtomicBool,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    map: HashMap<(DeviceId, String), Held>,
+    generation: u64,
+}
+
+impl StateCache {
+    pub(super) fn set_on(&self, on: bool) {
+        self.on.store(on, Ordering::Relaxed);
+        self.forget_all();
+    }
+
+    /// The generation to give `put`: read it before reading the store.
+    pub(super) fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    /// What is held for each of `keys` (None where nothing is, or the cache is off).
+    pub(super) fn get(&self, device: &DeviceId, keys: &[String]) -> Vec<Option<Held>> {
+        if !self.on.load(Ordering::Relaxed) {
+            return vec![None; keys.len()];
+        }
+        let inner = self.lock();
+        keys.iter()
+            .map(|key| inner.map.get(&(device.clone(), key.clone())).cloned())
+            .collect()
+    }
+
+    /// Holds what was read or written at `generation`, unless something changed since or a newer
+    /// version is held.
+    pub(super) fn put(&self, generation: u64, device: &DeviceId, entries: impl IntoIterator<Item = (String, Held)>) {
+        if !self.on.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut inner = self.lock();
+        if inner.generation != generation {
+            return;
+        }
+        if inner.map.len() >= MAX_ENTRIES {
+            inner.map.clear();
+        }
+        for (key, held) in entries {
+            let slot = inner.map.entry((device.clone(), key));
+            match slot {
+                std::collections::hash_map::Entry::Occupied(mut e) if e.get().0.version < held.0.version => {
+                    e.insert(held);
+                }
+                std::collections::hash_map::Entry::Occupied(_) => {}
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(held);
+                }
+            }
+        }
+    }
+
+    /// Drops what is held for `key` of `device` (of every device when None): call it after a
+    /// change made outside the plans is committed.
+    pub(super) fn forget(&self, device: Option<&DeviceId>, key: &str) {
+        let mut inner = self.lock();
+        inner.generation += 1;
+        match device {
+            Some(device) => {
+                inner.map.remove(&(device.clone(), key.to_owned()));
+            }
+            None => inner.map.retain(|(_, k), _| k != key),
+        }
+    }
+
+    fn forget_all(&self) {
+        let mut inner = self.lock();
+        inner.generation += 1;
+        inner.map.clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(version: i64) -> Held {
+        let state = AlarmState {
+            version,
+            ..AlarmState::default()
+        };
+        (state, None)
+    }
+
+    fn cache() -> StateCache {
+        let cache = StateCache::default();
+        cache.set_on(true);
+        cache
+    }
+
+    #[test]
+    fn a_put_after_a_change_is_refused() {
+        let (cache, device) = (cache(), DeviceId::from_string("d"));
+        let read_at = cache.generation();
+        cache.forget(Some(&device), "rule:r");
+        cache.put(read_at, &device, [("rule:r".to_owned(), held(3))]);
+        assert_eq!(cache.get(&device, &["rule:r".to_owned()]), vec![None]);
+        let now = cache.generation();
+        cache.put(now, &device, [("rule:r".to_owned(), held(4))]);
+        assert_eq!(
+            cache.get(&device, &["rule:r".to_owned()])[0]
+                .as_ref()
+                .map(|h| h.0.version),
+            Some(4)
+        );
+    }
+
+    #[test]
+    fn an_older_version_never_replaces_a_newer_one() {
+        let (cache, device) = (cache(), DeviceId::from_string("d"));
+        let at = cache.generation();
+        cache.put(at, &device, [("k".to_owned(), held(5))]);
+        cache.put(at, &device, [("k".to_owned(), held(4))]);
+        assert_eq!(
+            cache.get(&device, &["k".to_owned()])[0].as_ref().map(|h| h.0.version),
+            Some(5)
+        );
+    }
+
+    #[test]
+    fn forgetting_a_key_drops_it_for_every_device_and_off_holds_nothing() {
+        let (cache, a, b) = (cache(), DeviceId::from_string("a"), DeviceId::from_string("b"));
+        let at = cache.generation();
+        cache.put(at, &a, [("k".to_owned(), held(1)), ("j".to_owned(), held(1))]);
+        cache.put(at, &b, [("k".to_owned(), held(1))]);
+        cache.forget(None, "k");
+        assert_eq!(cache.get(&a, &["k".to_owned()]), vec![None]);
+        assert_eq!(cache.get(&b, &["k".to_owned()]), vec![None]);
+        assert!(cache.get(&a, &["j".to_owned()])[0].is_some());
+        cache.set_on(false);
+        let at = cache.generation();
+        cache.put(at, &a, [("j".to_owned(), held(2))]);
+        assert_eq!(cache.get(&a, &["j".to_owned()]), vec![None]);
+    }
+}
