@@ -3,8 +3,11 @@
 
 pub mod admin;
 mod broker_auth;
+mod chores;
 pub mod config;
+mod data_dir;
 pub mod device;
+mod front;
 pub mod healthcheck;
 mod http;
 mod limits;
@@ -27,12 +30,13 @@ use crate::mqtt::MqttFront;
 use anyhow::Context;
 use gantry_api::{ApiConfig, AppState};
 use gantry_core::ingest::{Ingest, IngestConfig, IngestWriter};
-use gantry_core::routes::{RouteConfig, RouteListener};
+use gantry_core::routes::RouteConfig;
 use gantry_core::{PublicAddrs, Services};
 use gantry_store::SqlStore;
 use tokio::net::TcpListener;
 
-use crate::config::{Endpoint, ServeConfig};
+use crate::config::ServeConfig;
+use crate::front::Front;
 use crate::tasks::{Stage, Tasks};
 
 /// A built service: listeners bound, store migrated, administrator bootstrapped.
@@ -234,16 +238,16 @@ impl Application {
             servers.push(self.tasks.spawn(Stage::Http, serve));
         }
         let tasks = &self.tasks;
-        tasks.spawn_until(Stage::Chores, sweep_overdue_acks(self.services.clone()));
-        tasks.spawn_until(Stage::Chores, sweep_feeds(self.services.feeds.clone()));
-        tasks.spawn_until(Stage::Chores, flush_last_seen(self.services.clone()));
-        tasks.spawn_until(Stage::Chores, sweep_silent_devices(self.services.clone()));
+        tasks.spawn_until(Stage::Chores, chores::sweep_overdue_acks(self.services.clone()));
+        tasks.spawn_until(Stage::Chores, chores::sweep_feeds(self.services.feeds.clone()));
+        tasks.spawn_until(Stage::Chores, chores::flush_last_seen(self.services.clone()));
+        tasks.spawn_until(Stage::Chores, chores::sweep_silent_devices(self.services.clone()));
         if let Some(days) = self.retention_days {
-            tasks.spawn_until(Stage::Chores, apply_retention(self.services.clone(), days));
+            tasks.spawn_until(Stage::Chores, chores::apply_retention(self.services.clone(), days));
         }
         tasks.spawn_until(
             Stage::Chores,
-            purge_audit_and_sessions(self.services.clone(), self.audit_retention_days),
+            chores::purge_audit_and_sessions(self.services.clone(), self.audit_retention_days),
         );
         tasks.spawn(
             Stage::Deliveries,
@@ -311,7 +315,7 @@ async fn console_client_ip(
 async fn open_store(config: &ServeConfig, tasks: &Tasks) -> anyhow::Result<SqlStore> {
     config.check_listeners()?;
     limits::raise_open_files();
-    secure_data_dir(&config.data_dir)?;
+    data_dir::secure_data_dir(&config.data_dir)?;
     let database_url = config
         .database_url
         .clone()
@@ -320,94 +324,9 @@ async fn open_store(config: &ServeConfig, tasks: &Tasks) -> anyhow::Result<SqlSt
     let store = store::connect_in(&database_url, chores)
         .await
         .context("opening the store")?;
-    tighten_files(&config.data_dir)?;
+    data_dir::tighten_files(&config.data_dir)?;
     tracing::info!(backend = store.backend(), "store ready");
     Ok(store)
-}
-
-/// What takes work from outside: the HTTP and HTTPS listeners, TLS, and the MQTT front (the
-/// embedded broker or the external broker's client), all bound before anything runs.
-struct Front {
-    http: Option<TcpListener>,
-    https: Option<tls::HttpsListener>,
-    http_addr: Option<SocketAddr>,
-    https_addr: Option<SocketAddr>,
-    tls: Option<tls::Tls>,
-    broker: MqttFront,
-    /// This node's name among the nodes on one database: its client id on an external broker
-    /// and the owner of the webhook leases it takes.
-    node: String,
-}
-
-impl Front {
-    async fn bind(config: &ServeConfig, tasks: &Tasks) -> anyhow::Result<Front> {
-        let (http, https) = bind_listeners(config).await?;
-        let http_addr = http.as_ref().map(TcpListener::local_addr).transpose()?;
-        let embedded = config.mqtt_broker_url.is_none();
-        let tls_wanted = config.https_addr.0.is_some()
-            || (embedded && (config.mqtts_addr.0.is_some() || config.mqtt_wss_addr.0.is_some()));
-        let tls = match tls_wanted {
-            true => Some(tls::Tls::prepare(config, &config.tls_names()).context("preparing TLS")?),
-            false => None,
-        };
-        let https = match (https, &tls) {
-            (Some(listener), Some(tls)) => Some(tls::HttpsListener::new(
-                listener,
-                tls.server_config(&[b"http/1.1"])?,
-                tasks,
-            )?),
-            _ => None,
-        };
-        let https_addr = https.as_ref().map(axum::serve::Listener::local_addr).transpose()?;
-        let broker_tls = match &tls {
-            Some(tls) if embedded => Some(gantry_mqtt::BrokerTls {
-                mqtts_addr: config.mqtts_addr.0,
-                wss_addr: config.mqtt_wss_addr.0,
-                mqtts: tls.mqtts_config()?,
-                wss: tls.server_config(&[])?,
-                client_certs: tls.client_certs(),
-            }),
-            _ => None,
-        };
-        let node = crate::mqtt::node_id(&config.data_dir)?;
-        let broker = MqttFront::open(config, broker_tls, &node).await?;
-        Ok(Front {
-            http,
-            https,
-            http_addr,
-            https_addr,
-            tls,
-            broker,
-            node,
-        })
-    }
-
-    /// The addresses projects advertise (the plain listeners, else their TLS twins; see README,
-    /// TLS) and where routes send applications.
-    fn addresses(&self, config: &ServeConfig) -> anyhow::Result<(PublicAddrs, RouteConfig)> {
-        let broker = &self.broker;
-        let rest = Endpoint::first(&[("http", self.http_addr), ("https", self.https_addr)])
-            .context("the REST API has no listener")?;
-        let mq = Endpoint::first(&[
-            ("mqtt", broker.tcp_addr()),
-            ("mqtts", broker.mqtts_addr()),
-            ("ws", broker.ws_addr()),
-            ("wss", broker.wss_addr()),
-        ])
-        .context("the MQTT broker has no listener")?;
-        let addrs = PublicAddrs {
-            rest: config.public_url(rest),
-            mq: config.mq_api_addr(mq),
-        };
-        let routes = RouteConfig {
-            host: config.mqtt_host(mq.addr),
-            app: route_listener(config.route_tls(), broker.tcp_addr(), broker.mqtts_addr()),
-            web: route_listener(config.route_tls(), broker.ws_addr(), broker.wss_addr()),
-            topic_prefix: config.topic_prefix.clone(),
-            ttl: Duration::from_secs(config.route_ttl),
-        };
-        Ok((addrs, routes))
-    }
 }
 
 /// What the core services are built over, besides the configuration.
@@ -472,7 +391,7 @@ async fn admin_token(config: &ServeConfig, services: &Services) -> anyhow::Resul
     let generated = services.auth.bootstrap(config.admin_token.as_deref()).await?;
     let token_file = config.data_dir.join("admin-token");
     if let Some(token) = &generated {
-        write_admin_token(&config.data_dir, token)?;
+        data_dir::write_admin_token(&config.data_dir, token)?;
         println!(
             "Gantry administrator token (also written to {}): {token}",
             token_file.display()
@@ -528,200 +447,6 @@ fn http_router(
     gantry_api::router(state, &api_config)
         .merge(broker_auth::routes(policy))
         .merge(console)
-}
-
-/// Binds the HTTP and HTTPS listeners that are on and checks that the embedded broker's
-/// addresses are free, so that an operator learns every address in use from one error.
-async fn bind_listeners(config: &ServeConfig) -> anyhow::Result<(Option<TcpListener>, Option<TcpListener>)> {
-    let mut in_use = Vec::new();
-    let mut bind = async |addr: Option<SocketAddr>, what: &str, flags: &str| {
-        let addr = addr?;
-        match TcpListener::bind(addr).await {
-            Ok(listener) => Some(listener),
-            Err(e) => {
-                in_use.push(format!(
-                    "binding {what} on {addr} (move it with {flags}; `off` turns it off): {e}"
-                ));
-                None
-            }
-        }
-    };
-    let http = bind(config.http_addr.0, "HTTP", "--http-addr or GANTRY_HTTP_ADDR").await;
-    let https = bind(config.https_addr.0, "HTTPS", "--https-addr or GANTRY_HTTPS_ADDR").await;
-    if config.mqtt_broker_url.is_none() {
-        in_use.extend(mqtt::addresses_in_use(config));
-    }
-    if !in_use.is_empty() {
-        anyhow::bail!("{}", in_use.join("; "));
-    }
-    Ok((http, https))
-}
-
-/// Where temporary identities of one kind (APP or WEB) connect: with --route-tls the TLS
-/// listener alone (never a downgrade to plain); otherwise the plain one, else the TLS one with
-/// `sslEnable` true. None: that kind of route is refused.
-fn route_listener(route_tls: bool, plain: Option<SocketAddr>, tls: Option<SocketAddr>) -> Option<RouteListener> {
-    let secure = tls.map(|a| RouteListener {
-        port: a.port(),
-        ssl_enable: true,
-    });
-    if route_tls {
-        return secure;
-    }
-    plain
-        .map(|a| RouteListener {
-            port: a.port(),
-            ssl_enable: false,
-        })
-        .or(secure)
-}
-
-/// Drops the push-stream feeds nobody followed for their replay window, every few seconds, so
-/// a project that went quiet gives its buffer back.
-async fn sweep_feeds(feeds: Arc<gantry_core::feed::Feeds>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(5));
-    loop {
-        tick.tick().await;
-        feeds.sweep();
-    }
-}
-
-/// Deletes old events at start and then hourly.
-async fn apply_retention(services: Arc<Services>, days: u32) {
-    let mut tick = tokio::time::interval(Duration::from_secs(3600));
-    loop {
-        tick.tick().await;
-        match services.telemetry.apply_retention(days).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(events = n, days, "deleted events past the retention period"),
-            Err(e) => tracing::warn!(error = %e, "event retention failed"),
-        }
-    }
-}
-
-/// Deletes audit records past their retention (none when `days` is 0) and ended sessions, at
-/// start and then hourly.
-async fn purge_audit_and_sessions(services: Arc<Services>, days: u32) {
-    let mut tick = tokio::time::interval(Duration::from_secs(3600));
-    loop {
-        tick.tick().await;
-        if days > 0 {
-            match services.audit.purge(days).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(records = n, days, "deleted audit records past the retention period"),
-                Err(e) => tracing::warn!(error = %e, "audit retention failed"),
-            }
-        }
-        if let Err(e) = services.users.purge_sessions().await {
-            tracing::warn!(error = %e, "ended sessions not deleted");
-        }
-    }
-}
-
-/// Writes the devices' last-seen times that moved, every `presence::FLUSH_PERIOD`.
-async fn flush_last_seen(services: Arc<Services>) {
-    let mut tick = tokio::time::interval(gantry_core::presence::FLUSH_PERIOD);
-    loop {
-        tick.tick().await;
-        if let Err(e) = services.presence.flush().await {
-            tracing::warn!(error = %e, "last-seen times not written; kept for the next flush");
-        }
-    }
-}
-
-/// Raises the no-data alarms of devices gone quiet. The clocks are in the store (each rule's
-/// state per device), so a restart continues them from the last stored value.
-async fn sweep_silent_devices(services: Arc<Services>) {
-    let mut tick = tokio::time::interval(gantry_core::alarms::NO_DATA_SWEEP);
-    loop {
-        tick.tick().await;
-        match services.alarms.sweep_no_data(gantry_core::time::now_ms()).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(alarms = n, "no-data alarms raised"),
-            Err(e) => tracing::warn!(error = %e, "no-data sweep failed"),
-        }
-    }
-}
-
-/// Ends controls whose ack did not come within the ack timeout in `exception`. The deadlines
-/// are in the store, so controls pending across a restart are swept too.
-async fn sweep_overdue_acks(services: Arc<Services>) {
-    let period = (services.control.ack_timeout() / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
-    let mut tick = tokio::time::interval(period);
-    loop {
-        tick.tick().await;
-        match services.control.expire_overdue().await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(controls = n, "controls without ack ended in exception"),
-            Err(e) => tracing::warn!(error = %e, "ack sweep failed"),
-        }
-    }
-}
-
-/// The data directory holds the database (every token in it) and generated secrets: it is
-/// created 0700 whatever the umask, and an existing one with looser modes is tightened.
-fn secure_data_dir(dir: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("creating data dir {}", dir.display()))?;
-    let mode = std::fs::metadata(dir)?.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .with_context(|| format!("restricting {} to its owner", dir.display()))?;
-        tracing::info!(dir = %dir.display(), from = format!("{mode:o}"), "data dir tightened to 0700");
-    }
-    tighten_files(dir)
-}
-
-/// Every file of the data dir (database, WAL, staging, tokens) readable by its owner alone, and
-/// so every file of its folders (`tls/`: the CA's and the server's keys), except certificates
-/// (`*.pem`), which are public but may be written by the owner alone. A folder is 0700.
-fn tighten_files(dir: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
-        let mode = meta.permissions().mode() & 0o777;
-        let path = entry.path();
-        let wanted = if meta.is_dir() {
-            tighten_files(&path)?;
-            0o700
-        } else if !meta.is_file() {
-            continue;
-        } else if path.extension().is_some_and(|e| e == "pem") {
-            mode & 0o744
-        } else {
-            mode & 0o700
-        };
-        if mode != wanted {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(wanted))
-                .with_context(|| format!("restricting {} to its owner", path.display()))?;
-            tracing::info!(file = %path.display(), from = format!("{mode:o}"), to = format!("{wanted:o}"), "permissions tightened");
-        }
-    }
-    Ok(())
-}
-
-fn write_admin_token(data_dir: &Path, token: &str) -> anyhow::Result<()> {
-    write_private(&data_dir.join("admin-token"), &format!("{token}\n"))
-}
-
-/// Writes `text` to a file of the data dir that only its owner may read, whatever the umask.
-pub(crate) fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    file.write_all(text.as_bytes())?;
-    Ok(())
 }
 
 /// Completes on SIGTERM or SIGINT.

@@ -218,6 +218,6 @@ pub(crate) fn node_id(data_dir: &Path) -> anyhow::Result<String> {
         return Ok(id.trim().to_owned());
     }
     let id = uuid::Uuid::new_v4().simple().to_string();
-    crate::write_private(&path, &id)?;
+    crate::data_dir::write_private(&path, &id)?;
     Ok(id)
 }
