@@ -14,7 +14,7 @@ use gantry_core::ids::DeviceId;
 use gantry_core::store::AlarmPlan;
 use sqlx::AnyConnection;
 
-use super::alarms::{COLUMNS, alarm_from_row, state_from_row, write_transition};
+use super::alarms::{COLUMNS, alarm_from_row, bind_state, state_from_row, write_transition};
 use crate::SqlStore;
 use crate::error::db_error;
 use crate::row::{get, to_json};
@@ -206,17 +206,8 @@ async fn put_states(conn: &mut AnyConnection, rows: &[(&DeviceId, &String, &Alar
     );
     let mut query = sqlx::query(&text);
     for (device, key, state) in rows {
-        query = query
-            .bind(key.as_str())
-            .bind(device.as_str())
-            .bind(state.version)
-            .bind(state.raise_since)
-            .bind(state.clear_since)
-            .bind(to_json(&state.levels)?)
-            .bind(state.last_time)
-            .bind(state.last_arrival)
-            .bind(to_json(&state.recent)?)
-            .bind(i64::from(state.no_data));
+        let keyed = query.bind(key.as_str()).bind(device.as_str()).bind(state.version);
+        query = bind_state(keyed, state)?;
     }
     Ok(query.fetch_all(&mut *conn).await.map_err(db_error)?.len())
 }

@@ -131,7 +131,7 @@ async fn put_state(
     (tenant, device, key): (&TenantId, &DeviceId, &str),
     state: &AlarmState,
 ) -> Result<bool> {
-    let written = sqlx::query(
+    let query = sqlx::query(
         "INSERT INTO alarm_states \
              (alarm_key, device_id, tenant_id, raise_since, clear_since, levels, last_time, last_arrival, recent, no_data, version) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 + 1) \
@@ -143,20 +143,29 @@ async fn put_state(
     )
     .bind(key)
     .bind(device.as_str())
-    .bind(tenant.as_str())
-    .bind(state.raise_since)
-    .bind(state.clear_since)
-    .bind(to_json(&state.levels)?)
-    .bind(state.last_time)
-    .bind(state.last_arrival)
-    .bind(to_json(&state.recent)?)
-    .bind(i64::from(state.no_data))
-    .bind(state.version)
-    .execute(&mut *conn)
-    .await
-    .map_err(db_error)?;
+    .bind(tenant.as_str());
+    let written = bind_state(query, state)?
+        .bind(state.version)
+        .execute(&mut *conn)
+        .await
+        .map_err(db_error)?;
     Ok(written.rows_affected() == 1)
 }
+
+/// Binds what a state holds, in the order of the columns from `raise_since` to `no_data`.
+pub(super) fn bind_state<'q>(query: AnyQuery<'q>, state: &AlarmState) -> Result<AnyQuery<'q>> {
+    Ok(query
+        .bind(state.raise_since)
+        .bind(state.clear_since)
+        .bind(to_json(&state.levels)?)
+        .bind(state.last_time)
+        .bind(state.last_arrival)
+        .bind(to_json(&state.recent)?)
+        .bind(i64::from(state.no_data)))
+}
+
+/// A query of the Any driver, its parameters partly bound.
+pub(super) type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 
 /// A state as if new, its version moved.
 const RESET: &str = "raise_since = NULL, clear_since = NULL, levels = '[]', last_time = NULL, last_arrival = NULL, \
