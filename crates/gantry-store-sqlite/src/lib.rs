@@ -210,4 +210,90 @@ mod tests {
         held.commit().await.unwrap();
         store.close().await;
     }
+
+    /// An alarm plan is committed while the main file's writer is held (as a move of telemetry
+    /// holds it): alarms are in the event-log file, written through its writer.
+    #[tokio::test]
+    async fn alarm_plans_are_written_while_the_main_writer_is_held() {
+        use gantry_core::alarm::{AlarmState, Raiser, Subject, Trigger, fold};
+        use gantry_core::ids::{DeviceId, ProjectId, TenantId};
+        use gantry_core::store::{AlarmPlan, AlarmStore};
+        let dir = tempfile::tempdir().unwrap();
+        let connected = engine(&sqlite_url(dir.path()), Chores::alone()).await.unwrap();
+        let writer = connected.writer.clone();
+        let store = SqlStore::from_engine(connected);
+        let subject = Subject {
+            tenant: TenantId::from_string("t"),
+            project: ProjectId::from_string("p"),
+            device: DeviceId::from_string("d"),
+            device_name: "crane".to_owned(),
+            metadata: Default::default(),
+        };
+        let jammed = Trigger::Reading {
+            value: serde_json::json!(true),
+            device_time: 1,
+            arrival: 1,
+            message: None,
+        };
+        let raiser = Raiser::Device("jam");
+        let transition = fold(raiser, &subject, &AlarmState::default(), None, &[jammed]).expect("a raise");
+        let plan = AlarmPlan {
+            tenant: subject.tenant.clone(),
+            device: subject.device.clone(),
+            steps: vec![(raiser.key(), transition)],
+            webhooks: Default::default(),
+        };
+        let mut held = writer.begin().await.unwrap();
+        sqlx::query(
+            "INSERT INTO main.walk_syncs (id, syncs) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1",
+        )
+        .execute(&mut *held)
+        .await
+        .unwrap();
+        let written = tokio::time::timeout(Duration::from_secs(5), store.commit_alarm_plans(vec![plan]))
+            .await
+            .expect("written without waiting for the main file's writer")
+            .unwrap();
+        assert!(written[0].as_ref().is_some_and(|w| w[0].new));
+        held.commit().await.unwrap();
+        store.close().await;
+    }
+
+    /// A database made before alarms moved to the event-log file keeps its alarms: the upgrade
+    /// copies them there and drops the main file's tables.
+    #[tokio::test]
+    async fn an_upgrade_moves_the_alarms_with_their_rows() {
+        use gantry_store::engine::EventEngine as _;
+        use sqlx::Connection;
+        sqlx::any::install_default_drivers();
+        let dir = tempfile::tempdir().unwrap();
+        let url = sqlite_url(dir.path());
+        file::create_database_file(&url).unwrap();
+        let before = sqlx::migrate::Migrator {
+            migrations: MIGRATOR.migrations.iter().filter(|m| m.version <= 4).cloned().collect(),
+            ..sqlx::migrate::Migrator::DEFAULT
+        };
+        let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+        before.run_direct(&mut conn).await.unwrap();
+        sqlx::query(
+            "INSERT INTO alarm_states (alarm_key, device_id, tenant_id, levels, recent, no_data, version) \
+             VALUES ('attribute:jam', 'd', 't', '[]', '[]', 0, 3)",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+        let events = open(&url, Chores::alone()).await.unwrap();
+        let pool = events.database().pool.clone();
+        let in_main: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM main.sqlite_master WHERE name LIKE 'alarm%s'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        let version: i64 = sqlx::query_scalar("SELECT version FROM logs.alarm_states WHERE device_id = 'd'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!((in_main, version), (1, 3), "alarm_rules alone stays in the main file");
+        events.close().await;
+    }
 }

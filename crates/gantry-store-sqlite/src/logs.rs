@@ -3,7 +3,8 @@
 //! readers and to one writer connection of its own. A control writes its log at the PUT and at
 //! the device's ack; in the main file those writes would queue behind the mover's transactions
 //! on the main file's one writer, right when a burst of telemetry is being moved. Here they wait
-//! for nothing but each other.
+//! for nothing but each other. Alarms, their history and the rules' states are here too, for
+//! the same reason: evaluation writes them on the ingest path (`shared/alarms.rs`).
 //!
 //! Invariants: only the log writer writes this file, each event log with its outbox rows in one
 //! transaction on it (a commit across two attached WAL files is not atomic); its commits are

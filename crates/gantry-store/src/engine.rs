@@ -83,7 +83,9 @@ pub struct Dialect {
     pub one_process: bool,
     /// The event logs' table, and the outbox their writes put webhook events into (in the same
     /// transaction, so on the same connection: `Connected::log_writer`). SQLite keeps both in a
-    /// file of their own; its outbox is read through `EventEngine::engine_outbox_waiting`.
+    /// file of their own; its outbox is read through `EventEngine::engine_outbox_waiting`. The
+    /// alarms, their history and states are written through that connection too, their webhook
+    /// events into that outbox (SQLite keeps them in that file as well).
     pub event_logs: &'static str,
     pub log_outbox: &'static str,
 }

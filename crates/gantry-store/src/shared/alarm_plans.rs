@@ -58,7 +58,7 @@ impl SqlStore {
     }
 
     pub(super) async fn commit_plans(&self, plans: Vec<AlarmPlan>) -> Result<Vec<Option<Vec<AlarmWrite>>>> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_log_write().await?;
         let mut answers: Vec<Option<Vec<AlarmWrite>>> = vec![None; plans.len()];
         let (counts, others) = counting_apart(plans);
         let others = match write_counts(&mut tx, &counts).await? {
@@ -79,7 +79,7 @@ impl SqlStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(db_error)?;
-            match write_plan(&mut tx, plan).await? {
+            match write_plan(&mut tx, plan, self.dialect.log_outbox).await? {
                 Ok(written) => answers[at] = Some(written),
                 Err(OutOfDate) => {
                     sqlx::query("ROLLBACK TO SAVEPOINT alarm_plan")
@@ -99,11 +99,15 @@ impl SqlStore {
 }
 
 /// One plan's writes; `OutOfDate` when its snapshot is (what it wrote is then rolled back).
-async fn write_plan(conn: &mut AnyConnection, plan: AlarmPlan) -> Result<Result<Vec<AlarmWrite>, OutOfDate>> {
+async fn write_plan(
+    conn: &mut AnyConnection,
+    plan: AlarmPlan,
+    outbox: &str,
+) -> Result<Result<Vec<AlarmWrite>, OutOfDate>> {
     let mut written = Vec::new();
     for (key, transition) in plan.steps {
         let at = (&plan.tenant, &plan.device, key.as_str());
-        match write_transition(conn, at, transition, plan.webhooks).await? {
+        match write_transition(conn, at, transition, (plan.webhooks, outbox)).await? {
             Some(writes) => written.extend(writes),
             None => return Ok(Err(OutOfDate)),
         }

@@ -116,6 +116,10 @@ impl SqlStore {
         if deleted.rows_affected() == 0 {
             return Err(Error::not_found("alarm rule", id));
         }
+        tx.commit().await.map_err(db_error)?;
+        // The states are beside the alarms (the event-log writer's); a crash before this delete
+        // leaves states of a rule nothing evaluates any more.
+        let mut tx = self.begin_log_write().await?;
         sqlx::query("DELETE FROM alarm_states WHERE alarm_key = $1")
             .bind(format!("rule:{id}"))
             .execute(&mut *tx)

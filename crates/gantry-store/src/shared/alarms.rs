@@ -4,6 +4,12 @@
 //! alarm enters through the partial unique index `alarms_open`, so that a device never has two
 //! open alarms of one rule or attribute. The locked step here holds the state row first, so
 //! steps of one device and rule queue on every node; the batched way is `alarm_plans.rs`.
+//!
+//! Every write of these tables goes through the event-log writer (`begin_log_write`), with its
+//! webhook events in the event logs' outbox (`Dialect::log_outbox`): SQLite keeps them in the
+//! event-log file (its migration 0005), where an alarm commit on the ingest path never queues
+//! behind the mover's transactions on the main file. The statements name the tables plainly:
+//! on SQLite the main file has none of that name, so the attached event-log file's are meant.
 
 use std::collections::HashMap;
 
@@ -273,7 +279,7 @@ pub(super) async fn write_transition(
     conn: &mut AnyConnection,
     at: (&TenantId, &DeviceId, &str),
     transition: Transition,
-    webhooks: Audience,
+    (webhooks, outbox): (Audience, &str),
 ) -> Result<Option<Vec<AlarmWrite>>> {
     if !put_state(conn, at, &transition.state).await? {
         return Ok(None);
@@ -291,7 +297,7 @@ pub(super) async fn write_transition(
             return Ok(None);
         }
         append_history(conn, &write.history).await?;
-        alarm_outbox(conn, &write.alarm, write.history.len(), webhooks).await?;
+        alarm_outbox(conn, outbox, &write.alarm, write.history.len(), webhooks).await?;
         written.push(write);
     }
     Ok(Some(written))
@@ -321,8 +327,15 @@ async fn append_history(conn: &mut AnyConnection, entries: &[AlarmHistoryEntry])
     Ok(())
 }
 
-/// The alarm's webhook events: one per history entry, the alarm as it is after them.
-async fn alarm_outbox(conn: &mut AnyConnection, alarm: &Alarm, entries: usize, webhooks: Audience) -> Result<()> {
+/// The alarm's webhook events into `outbox` (`Dialect::log_outbox`, beside the alarms): one per
+/// history entry, the alarm as it is after them.
+async fn alarm_outbox(
+    conn: &mut AnyConnection,
+    outbox: &str,
+    alarm: &Alarm,
+    entries: usize,
+    webhooks: Audience,
+) -> Result<()> {
     let mut events = Vec::new();
     for _ in 0..entries {
         events.extend(outbox_events(
@@ -333,7 +346,7 @@ async fn alarm_outbox(conn: &mut AnyConnection, alarm: &Alarm, entries: usize, w
             alarm,
         )?);
     }
-    write_outbox(conn, "webhook_outbox", &events, false).await
+    write_outbox(conn, outbox, &events, false).await
 }
 
 /// Starts the alarm's rule state over (its condition must hold anew), moving its version so that
@@ -358,14 +371,15 @@ impl SqlStore {
         step: &AlarmStep<'_>,
         webhooks: Audience,
     ) -> Result<Option<Vec<AlarmWrite>>> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_log_write().await?;
         hold_state(&mut tx, tenant, key, device).await?;
         let state = read_state(&mut tx, key, device).await?;
         let open = open_alarm(&mut tx, key, device).await?;
         let Some(transition) = step(&state, open.as_ref()) else {
             return Ok(Some(Vec::new()));
         };
-        let Some(written) = write_transition(&mut tx, (tenant, device, key), transition, webhooks).await? else {
+        let outbox = (webhooks, self.dialect.log_outbox);
+        let Some(written) = write_transition(&mut tx, (tenant, device, key), transition, outbox).await? else {
             return Ok(None);
         };
         tx.commit().await.map_err(db_error)?;
@@ -436,7 +450,7 @@ impl AlarmStore for SqlStore {
         change: &AlarmChange<'_>,
         webhooks: &HashMap<ProjectId, Audience>,
     ) -> Result<(Alarm, AlarmHistoryEntry)> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_log_write().await?;
         let key: Option<(String, String)> =
             sqlx::query_as("SELECT alarm_key, device_id FROM alarms WHERE id = $1 AND tenant_id = $2")
                 .bind(id.as_str())
@@ -469,7 +483,7 @@ impl AlarmStore for SqlStore {
             forget_state(&mut tx, &changed).await?;
         }
         let audience = webhooks.get(&changed.project_id).copied().unwrap_or_default();
-        alarm_outbox(&mut tx, &changed, 1, audience).await?;
+        alarm_outbox(&mut tx, self.dialect.log_outbox, &changed, 1, audience).await?;
         tx.commit().await.map_err(db_error)?;
         Ok((changed, entry))
     }
@@ -482,7 +496,7 @@ impl AlarmStore for SqlStore {
         at: i64,
         webhooks: &HashMap<ProjectId, Audience>,
     ) -> Result<Vec<Alarm>> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_log_write().await?;
         // The rule's state rows first, as a step takes them, then its alarms; the states start
         // over, their versions moved.
         sqlx::query(&format!("UPDATE alarm_states SET {RESET} WHERE alarm_key = $1"))
@@ -506,7 +520,7 @@ impl AlarmStore for SqlStore {
             let entry = AlarmHistoryEntry::of(alarm, AlarmTransition::Cleared, by, at, None);
             append_history(&mut tx, &[entry]).await?;
             let audience = webhooks.get(&alarm.project_id).copied().unwrap_or_default();
-            alarm_outbox(&mut tx, alarm, 1, audience).await?;
+            alarm_outbox(&mut tx, self.dialect.log_outbox, alarm, 1, audience).await?;
         }
         tx.commit().await.map_err(db_error)?;
         Ok(cleared)
