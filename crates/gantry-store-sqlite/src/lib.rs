@@ -99,7 +99,7 @@ pub(crate) async fn open(url: &str, chores: Chores) -> Result<StagingEvents, sql
     let stager = writers(&[staging::WRITER_PRAGMAS, staging::STAGER_PRAGMAS])
         .connect(url)
         .await?;
-    let log_writer = pool_options(1, vec![event_logs.attach.to_string()])
+    let log_writer = pool_options(1, vec![event_logs.attach.to_string(), logs::WRITER_PRAGMAS.to_owned()])
         .connect(url)
         .await?;
     let database = Database {
@@ -221,6 +221,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let connected = engine(&sqlite_url(dir.path()), Chores::alone()).await.unwrap();
         let writer = connected.writer.clone();
+        let checkpoint_at: i64 = sqlx::query_scalar("PRAGMA wal_autocheckpoint")
+            .fetch_one(&connected.log_writer)
+            .await
+            .unwrap();
+        assert_eq!(checkpoint_at, 4000, "the event-log writer checkpoints as seldom as the main one");
         let store = SqlStore::from_engine(connected);
         let subject = Subject {
             tenant: TenantId::from_string("t"),

@@ -16,6 +16,12 @@ use super::file::FileBeside;
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/logs");
 
+/// The event-log writer's own, as the main file's writer has them (`WRITER_PRAGMAS`): a larger
+/// page cache for the file it writes, and its own checkpoints only past more WAL pages than the
+/// default, since the checkpointer task does most copying (alarm counts write this file at the
+/// rate of telemetry).
+pub(crate) const WRITER_PRAGMAS: &str = "PRAGMA logs.cache_size=-65536; PRAGMA wal_autocheckpoint=4000;";
+
 /// The event logs, by their schema-qualified name (`Dialect::event_logs`).
 pub(crate) const EVENT_LOGS: &str = "logs.event_logs";
 
