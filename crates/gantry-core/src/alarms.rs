@@ -33,6 +33,8 @@ use crate::{Error, Result};
 const RULE_CACHE_TTL: Duration = Duration::from_secs(5);
 /// The longest comment.
 pub const MAX_COMMENT: usize = 4096;
+/// A device's alarm periods read for one chart at most.
+pub const MAX_PERIODS: u32 = 100;
 
 /// Counters of alarm transitions, by kind, exported at `/metrics`.
 #[derive(Debug, Default)]
