@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn targets_are_named_as_the_api_names_them() {
-        let cases: [(&str, Want); 16] = [
+        let cases: [(&str, Want); 19] = [
             ("/console/session", None),
             ("/console/session/end", Some(("user", None, "logout"))),
             ("/console/projects", Some(("project", None, "create"))),
@@ -197,6 +197,15 @@ mod tests {
                 Some(("alarm", Some("a1"), "acknowledge")),
             ),
             ("/console/users/u1/lock", Some(("user", Some("u1"), "lock"))),
+            (
+                "/console/models/m1/alarmRules",
+                Some(("deviceModel", Some("m1"), "alarmRules")),
+            ),
+            ("/console/alarmRules/r1", Some(("alarmRule", Some("r1"), "update"))),
+            (
+                "/console/alarmRules/r1/delete",
+                Some(("alarmRule", Some("r1"), "delete")),
+            ),
         ];
         for (path, want) in cases {
             let want = want.map(|(kind, id, action)| Target {

@@ -12,6 +12,7 @@ mod device_outcome;
 mod device_routes;
 pub mod devices;
 pub mod logs;
+mod model_rules;
 pub mod models;
 pub mod overview;
 pub mod projects;
