@@ -6,6 +6,7 @@ use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 use gantry_core::ids::ProjectId;
+use gantry_core::principal::Principal;
 use maud::{DOCTYPE, Markup, html};
 
 pub use crate::shell::bare;
@@ -58,6 +59,8 @@ pub enum Nav<'a> {
     Users,
     /// The tenant's audit log (administrators only).
     Audit,
+    /// The signed-in user's own account.
+    Account,
     /// A project's pages: its overview, devices, alarms, event logs, webhooks.
     Project(&'a ProjectId, Section),
 }
@@ -87,6 +90,9 @@ pub fn page(signed: &Signed, title: &str, nav: Nav, body: Markup) -> Markup {
                             a href="/console/users" aria-current=[(nav == Nav::Users).then_some("page")] { "Users" }
                             a href="/console/audit" aria-current=[(nav == Nav::Audit).then_some("page")] { "Audit log" }
                         }
+                    }
+                    @if let Principal::User { name, .. } = &signed.who {
+                        a.account href="/console/account" aria-current=[(nav == Nav::Account).then_some("page")] aria-label={ "Your account (" (name) ")" } { (name) }
                     }
                     form.sign-out method="post" action="/console/session/end" {
                         (form::csrf(signed))

@@ -95,6 +95,8 @@ pub fn router(console: Console) -> Router {
         .merge(pages::alarms::routes())
         .merge(pages::alarm::routes())
         .merge(pages::users::routes())
+        .merge(pages::user_edit::routes())
+        .merge(pages::account::routes())
         .merge(pages::audit::routes())
         .route("/projects/{id}/live", get(live::project))
         .route("/projects/{id}/alarms/live", get(live::alarms))

@@ -13,6 +13,7 @@ mod console;
 mod console_admin;
 mod console_alarms;
 mod console_rules;
+mod console_users;
 mod crash;
 mod desired;
 mod errors;
