@@ -125,6 +125,13 @@ fn project_tabs(id: &ProjectId, section: Section) -> Markup {
     }
 }
 
+/// The element every live page holds inside its stream's: the stream's `reload` event (sent when
+/// it fell behind the feed and missed changes) swaps a refresh into it, and the browser reloads
+/// the page, which then shows what it missed. No request of its own is needed, so no script.
+pub fn reload_on_lag() -> Markup {
+    html! { span.reload hidden sse-swap="reload" {} }
+}
+
 /// Epoch ms as `2024-05-01 08:00:00 UTC`.
 pub fn when(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)

@@ -25,6 +25,7 @@ use axum::Router;
 use axum::routing::{get, post};
 use gantry_core::Services;
 
+pub use live::RELOAD;
 pub use session::{Credential, Sessions};
 
 /// How the console is served.

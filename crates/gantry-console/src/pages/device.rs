@@ -91,6 +91,7 @@ pub async fn render(
     let alarms = alarm_rows(c, signed, id).await?;
     let body = html! {
         div.live hx-ext="sse" sse-connect={ "/console/devices/" (id) "/live" } {
+            (crate::layout::reload_on_lag())
             (header(signed, &device, &connection, manage, &outcome))
             @if let Some(notice) = &outcome.notice { section.notice role="status" { (notice) } }
             (shadow_section(&model, &shadow))

@@ -137,6 +137,7 @@ async fn render(
         @if let Some(report) = &outcome.imported { (report) }
         (filters(id, q))
         div hx-ext="sse" sse-connect={ "/console/projects/" (id) "/live" } {
+            (crate::layout::reload_on_lag())
             table.list {
                 thead { tr { th { "Name" } th { "Model" } th { "Status" } th { "Presence" } th { "Last seen" } th { "Open alarms" } } }
                 tbody {
