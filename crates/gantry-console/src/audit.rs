@@ -70,6 +70,7 @@ impl Target {
         match segments.as_slice() {
             ["session"] => None,
             ["session", "end"] => target("users", None, "logout"),
+            ["account", "password"] => target("users", None, "changePassword"),
             [kind] => target(kind, None, "create"),
             [kind, id] | [kind, id, "status"] => target(kind, Some(id), "update"),
             [kind, id, "token"] => target(kind, Some(id), "rotateAccessToken"),
@@ -108,7 +109,9 @@ pub async fn record_changes(State(console): State<Console>, mut request: Request
     let success = status.is_success() || status.is_redirection();
     let created = response.extensions().get::<Created>().map(|c| c.0.clone());
     let resource_id = target.resource_id.or(created).or_else(|| match principal {
-        Principal::User { user, .. } if target.resource_type == "user" && target.action == "logout" => {
+        Principal::User { user, .. }
+            if target.resource_type == "user" && matches!(target.action.as_str(), "logout" | "changePassword") =>
+        {
             Some(user.to_string())
         }
         _ => None,
@@ -168,7 +171,7 @@ mod tests {
 
     #[test]
     fn targets_are_named_as_the_api_names_them() {
-        let cases: [(&str, Want); 16] = [
+        let cases: [(&str, Want); 21] = [
             ("/console/session", None),
             ("/console/session/end", Some(("user", None, "logout"))),
             ("/console/projects", Some(("project", None, "create"))),
@@ -197,6 +200,17 @@ mod tests {
                 Some(("alarm", Some("a1"), "acknowledge")),
             ),
             ("/console/users/u1/lock", Some(("user", Some("u1"), "lock"))),
+            ("/console/users/u1", Some(("user", Some("u1"), "update"))),
+            ("/console/account/password", Some(("user", None, "changePassword"))),
+            (
+                "/console/models/m1/alarmRules",
+                Some(("deviceModel", Some("m1"), "alarmRules")),
+            ),
+            ("/console/alarmRules/r1", Some(("alarmRule", Some("r1"), "update"))),
+            (
+                "/console/alarmRules/r1/delete",
+                Some(("alarmRule", Some("r1"), "delete")),
+            ),
         ];
         for (path, want) in cases {
             let want = want.map(|(kind, id, action)| Target {

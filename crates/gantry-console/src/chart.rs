@@ -1,14 +1,18 @@
 //! The device page's chart: a numeric attribute over a window, from the series service, drawn
-//! as inline SVG. The window's interval keeps the points below the chart's width in pixels.
+//! as inline SVG, with the device's alarm periods on that attribute shaded under it. The
+//! window's interval keeps the points below the chart's width in pixels.
 
+use gantry_core::alarm::Alarm;
 use gantry_core::series::{Series, SeriesFilter};
-use gantry_core::time::{format_timestamp, now_ms};
+use gantry_core::time::format_timestamp;
 use maud::{Markup, html};
 
 /// The chart's width and height in SVG units (pixels at 1:1).
 const WIDTH: f64 = 600.0;
 const HEIGHT: f64 = 200.0;
 const PAD: f64 = 36.0;
+/// The narrowest an alarm period is drawn, so that one just raised can be seen.
+const MIN_MARK: f64 = 4.0;
 
 /// The windows offered, each with an interval that gives at most a few hundred points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,9 +65,13 @@ impl Window {
         }
     }
 
-    /// The series the chart asks for.
-    pub fn filter(self, code: &str) -> SeriesFilter {
-        let end = now_ms();
+    /// The window that ends at `end` (epoch ms), both ends included.
+    pub fn bounds(self, end: i64) -> (i64, i64) {
+        (end - self.span_ms(), end)
+    }
+
+    /// The series the chart asks for, of the window that ends at `end`.
+    pub fn filter(self, code: &str, end: i64) -> SeriesFilter {
         SeriesFilter {
             attribute_code: Some(code.to_owned()),
             start_date: Some(format_timestamp(end - self.span_ms())),
@@ -75,8 +83,9 @@ impl Window {
     }
 }
 
-/// The series as an SVG line of averages over the min..max band.
-pub fn svg(series: &Series, window: Window) -> Markup {
+/// The series as an SVG line of averages over the min..max band, in the window that ends at
+/// `end`, the alarm `periods` shaded under it.
+pub fn svg(series: &Series, window: Window, end: i64, periods: &[Alarm]) -> Markup {
     let points: Vec<(i64, f64, f64, f64)> = series
         .points
         .iter()
@@ -85,8 +94,7 @@ pub fn svg(series: &Series, window: Window) -> Markup {
     if points.is_empty() {
         return html! { p.empty { "No values in this window." } };
     }
-    let end = now_ms();
-    let start = end - window.span_ms();
+    let (start, end) = window.bounds(end);
     let low = points.iter().map(|p| p.2).fold(f64::INFINITY, f64::min);
     let high = points.iter().map(|p| p.3).fold(f64::NEG_INFINITY, f64::max);
     let (low, high) = if high > low {
@@ -101,12 +109,19 @@ pub fn svg(series: &Series, window: Window) -> Markup {
     let band_bottom = points.iter().rev().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.2)));
     let band: Vec<String> = band_top.chain(band_bottom).collect();
     let label = format!(
-        "{} over the {}: from {low} to {high}",
+        "{} over the {}: from {low} to {high}; {} alarm periods shaded",
         series.attribute_code,
-        window.label().to_lowercase()
+        window.label().to_lowercase(),
+        periods.len()
     );
     html! {
         svg.chart viewBox={ "0 0 " (WIDTH) " " (HEIGHT) } role="img" aria-label=(label) {
+            @for (alarm, (from, to)) in periods.iter().filter_map(|a| Some((a, span(a.first_event_time, a.cleared_time, (start, end))?))) {
+                rect class={ "period sev-" (alarm.severity.as_str().to_lowercase()) }
+                    x=(format!("{:.1}", x(from))) y="0" width=(format!("{:.1}", (x(to) - x(from)).max(MIN_MARK))) height=(HEIGHT - PAD / 2.0) {
+                    title { (alarm.name) " (" (alarm.severity.as_str()) ")" }
+                }
+            }
             line.axis x1=(PAD) y1=(HEIGHT - PAD / 2.0) x2=(WIDTH - PAD) y2=(HEIGHT - PAD / 2.0) {}
             text.tick x="2" y=(y(high) + 4.0) { (short(high)) }
             text.tick x="2" y=(y(low)) { (short(low)) }
@@ -119,10 +134,33 @@ pub fn svg(series: &Series, window: Window) -> Markup {
     }
 }
 
+/// The part of an alarm's time raised (its first event to its clear, or `end` while it is open)
+/// inside `start..=end`; None when they do not overlap.
+fn span(first: i64, cleared: Option<i64>, (start, end): (i64, i64)) -> Option<(i64, i64)> {
+    let from = first.max(start);
+    let to = cleared.unwrap_or(end).min(end);
+    (from <= to).then_some((from, to))
+}
+
 fn short(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_are_cut_to_the_window() {
+        let window = (1_000, 2_000);
+        assert_eq!(span(500, Some(1_500), window), Some((1_000, 1_500)));
+        assert_eq!(span(1_200, None, window), Some((1_200, 2_000)), "open: to the end");
+        assert_eq!(span(1_200, Some(1_300), window), Some((1_200, 1_300)));
+        assert_eq!(span(500, Some(900), window), None, "cleared before");
+        assert_eq!(span(2_500, None, window), None, "raised after");
     }
 }

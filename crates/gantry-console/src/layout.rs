@@ -6,6 +6,7 @@ use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 use gantry_core::ids::ProjectId;
+use gantry_core::principal::Principal;
 use maud::{DOCTYPE, Markup, html};
 
 pub use crate::shell::bare;
@@ -58,6 +59,8 @@ pub enum Nav<'a> {
     Users,
     /// The tenant's audit log (administrators only).
     Audit,
+    /// The signed-in user's own account.
+    Account,
     /// A project's pages: its overview, devices, alarms, event logs, webhooks.
     Project(&'a ProjectId, Section),
 }
@@ -88,6 +91,9 @@ pub fn page(signed: &Signed, title: &str, nav: Nav, body: Markup) -> Markup {
                             a href="/console/audit" aria-current=[(nav == Nav::Audit).then_some("page")] { "Audit log" }
                         }
                     }
+                    @if let Principal::User { name, .. } = &signed.who {
+                        a.account href="/console/account" aria-current=[(nav == Nav::Account).then_some("page")] aria-label={ "Your account (" (name) ")" } { (name) }
+                    }
                     form.sign-out method="post" action="/console/session/end" {
                         (form::csrf(signed))
                         button.link type="submit" { "Sign out" }
@@ -117,6 +123,13 @@ fn project_tabs(id: &ProjectId, section: Section) -> Markup {
             (tab(Section::Webhooks, "/webhooks", "Webhooks"))
         }
     }
+}
+
+/// The element every live page holds inside its stream's: the stream's `reload` event (sent when
+/// it fell behind the feed and missed changes) swaps a refresh into it, and the browser reloads
+/// the page, which then shows what it missed. No request of its own is needed, so no script.
+pub fn reload_on_lag() -> Markup {
+    html! { span.reload hidden sse-swap="reload" {} }
 }
 
 /// Epoch ms as `2024-05-01 08:00:00 UTC`.

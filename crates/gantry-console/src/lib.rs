@@ -25,6 +25,7 @@ use axum::Router;
 use axum::routing::{get, post};
 use gantry_core::Services;
 
+pub use live::RELOAD;
 pub use session::{Credential, Sessions};
 
 /// How the console is served.
@@ -95,6 +96,8 @@ pub fn router(console: Console) -> Router {
         .merge(pages::alarms::routes())
         .merge(pages::alarm::routes())
         .merge(pages::users::routes())
+        .merge(pages::user_edit::routes())
+        .merge(pages::account::routes())
         .merge(pages::audit::routes())
         .route("/projects/{id}/live", get(live::project))
         .route("/projects/{id}/alarms/live", get(live::alarms))

@@ -2,7 +2,8 @@
 //! the project's feed, whose events arrive as HTML fragments named for the element they replace
 //! (htmx's SSE extension swaps each into the element whose `sse-swap` names it).
 //!
-//! A stream ends when its session is closed or its credential stops working.
+//! A stream ends when its session is closed or its credential stops working. A stream that fell
+//! behind the feed sends `reload`, and the page reloads (`layout::reload_on_lag`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -23,6 +24,9 @@ use crate::error::PageResult;
 use crate::pages::alarms::{self, AlarmParams};
 use crate::pages::{alarm, device, device_desired, devices};
 use crate::session::Signed;
+
+/// What `reload` swaps into the page's `layout::reload_on_lag` element: a refresh at once.
+pub const RELOAD: &str = r#"<meta http-equiv="refresh" content="0">"#;
 
 /// How often a stream checks its session.
 const CHECK_PERIOD: Duration = Duration::from_secs(1);
@@ -130,8 +134,8 @@ impl Follower {
                         self.skip_queued_alarms(&event);
                         self.pending = self.fragments(&event).await;
                     }
-                    // Fell behind: the page reloads the parts it shows.
-                    Err(RecvError::Lagged(_)) => return Some(Event::default().event("reload").data("")),
+                    // Fell behind: the page reloads and shows what it missed.
+                    Err(RecvError::Lagged(_)) => return Some(Event::default().event("reload").data(RELOAD)),
                     Err(RecvError::Closed) => return None,
                 },
                 _ = self.check.tick() => {

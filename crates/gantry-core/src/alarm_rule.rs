@@ -303,14 +303,21 @@ impl AlarmRule {
     /// Whether the rule can evaluate a device with `metadata`: every key it names holds a value
     /// of the attribute's type.
     pub fn evaluates(&self, metadata: &JsonMap) -> bool {
-        let conditions = self
-            .condition
-            .iter()
-            .chain(self.clear_condition.iter())
-            .chain(self.escalations.iter().map(|e| &e.condition));
-        conditions
+        self.conditions()
             .flat_map(|c| c.keys().into_iter().map(move |k| (c.data_type, k)))
             .all(|(t, k)| metadata.get(k).is_some_and(|v| accepts_bound(t, v)))
+    }
+
+    /// Whether a condition names a metadata key: only then may a device go unevaluated.
+    pub fn reads_metadata(&self) -> bool {
+        self.conditions().any(|c| !c.keys().is_empty())
+    }
+
+    fn conditions(&self) -> impl Iterator<Item = &Condition> {
+        self.condition
+            .iter()
+            .chain(self.clear_condition.iter())
+            .chain(self.escalations.iter().map(|e| &e.condition))
     }
 
     pub fn view(&self, status: Option<RuleStatus>) -> AlarmRuleView {

@@ -33,6 +33,8 @@ use crate::{Error, Result};
 const RULE_CACHE_TTL: Duration = Duration::from_secs(5);
 /// The longest comment.
 pub const MAX_COMMENT: usize = 4096;
+/// A device's alarm periods read for one chart at most.
+pub const MAX_PERIODS: u32 = 100;
 
 /// Counters of alarm transitions, by kind, exported at `/metrics`.
 #[derive(Debug, Default)]
@@ -150,11 +152,12 @@ impl AlarmService {
         who.require_model_read()?;
         let model = self.catalog.load_model(who.tenant(), model).await?;
         let rules = self.store.model_alarm_rules(who.tenant(), &model.id).await?;
-        let mut views = Vec::with_capacity(rules.len());
-        for rule in rules {
-            views.push(self.view(rule).await?);
-        }
-        Ok(views)
+        let statuses = self.statuses(who.tenant(), &model.id, &rules).await?;
+        Ok(rules
+            .into_iter()
+            .zip(statuses)
+            .map(|(rule, status)| rule.view(Some(status)))
+            .collect())
     }
 
     pub async fn get_rule(&self, who: &Principal, id: &AlarmRuleId) -> Result<AlarmRuleView> {
@@ -228,29 +231,58 @@ impl AlarmService {
 
     /// The rule as shown, with how many of its model's devices it cannot evaluate.
     async fn view(&self, rule: AlarmRule) -> Result<AlarmRuleView> {
+        let status = self
+            .statuses(&rule.record.tenant_id, &rule.model_id, std::slice::from_ref(&rule))
+            .await?
+            .pop();
+        Ok(rule.view(status))
+    }
+
+    /// The status of each of `rules` (all on `model`): one count of the model's devices, and
+    /// one pass over their metadata when a rule reads metadata keys, however many rules there are.
+    async fn statuses(&self, tenant: &TenantId, model: &ModelId, rules: &[AlarmRule]) -> Result<Vec<RuleStatus>> {
+        if rules.is_empty() {
+            return Ok(Vec::new());
+        }
         let query = DeviceQuery {
-            model: Some(rule.model_id.clone()),
+            model: Some(model.clone()),
             ..DeviceQuery::default()
         };
-        let (mut devices, mut not_evaluated, mut page_no) = (0, 0, 1);
-        loop {
-            let page = PageRequest {
-                page_no,
-                page_size: crate::paging::MAX_PAGE_SIZE,
+        let reading: Vec<&AlarmRule> = rules.iter().filter(|r| r.reads_metadata()).collect();
+        let mut not_evaluated: HashMap<&AlarmRuleId, u64> = HashMap::new();
+        let devices = if reading.is_empty() {
+            let one = PageRequest {
+                page_no: 1,
+                page_size: 1,
             };
-            let listed = self.devices.list_devices(&rule.record.tenant_id, &query, page).await?;
-            devices += listed.items.len() as u64;
-            not_evaluated += listed.items.iter().filter(|d| !rule.evaluates(&d.metadata)).count() as u64;
-            if listed.items.len() < page.page_size as usize {
-                break;
+            self.devices.list_devices(tenant, &query, one).await?.total
+        } else {
+            let (mut devices, mut page_no) = (0, 1);
+            loop {
+                let page = PageRequest {
+                    page_no,
+                    page_size: crate::paging::MAX_PAGE_SIZE,
+                };
+                let listed = self.devices.list_devices(tenant, &query, page).await?;
+                devices += listed.items.len() as u64;
+                for device in &listed.items {
+                    for rule in reading.iter().filter(|r| !r.evaluates(&device.metadata)) {
+                        *not_evaluated.entry(&rule.id).or_default() += 1;
+                    }
+                }
+                if listed.items.len() < page.page_size as usize {
+                    break devices;
+                }
+                page_no += 1;
             }
-            page_no += 1;
-        }
-        let status = RuleStatus {
-            devices,
-            devices_not_evaluated: not_evaluated,
         };
-        Ok(rule.view(Some(status)))
+        Ok(rules
+            .iter()
+            .map(|rule| RuleStatus {
+                devices,
+                devices_not_evaluated: not_evaluated.get(&rule.id).copied().unwrap_or(0),
+            })
+            .collect())
     }
 
     async fn model_rules(&self, tenant: &TenantId, model: &ModelId) -> Result<Arc<Vec<AlarmRule>>> {

@@ -392,6 +392,23 @@ pub trait AlarmStore: Send + Sync {
     async fn alarm_history(&self, tenant: &TenantId, id: &AlarmId) -> Result<Vec<AlarmHistoryEntry>>;
     /// Alarms not cleared, by severity, of every tenant.
     async fn count_open_alarms(&self) -> Result<Vec<(Severity, u64)>>;
+    /// Alarms not cleared of each of `devices` (of `project`) that has any, in one read.
+    async fn count_open_device_alarms(
+        &self,
+        tenant: &TenantId,
+        project: &ProjectId,
+        devices: &[DeviceId],
+    ) -> Result<Vec<(DeviceId, u64)>>;
+    /// The device's alarms on `attribute` whose time raised overlaps `start..=end` (raised by
+    /// `end`, not cleared before `start`), earliest raised first, at most `limit`.
+    async fn device_alarm_periods(
+        &self,
+        tenant: &TenantId,
+        device: &DeviceId,
+        attribute: &str,
+        (start, end): (i64, i64),
+        limit: u32,
+    ) -> Result<Vec<Alarm>>;
 }
 
 /// User accounts and their sign-in sessions. Usernames are unique in the installation by

@@ -43,6 +43,7 @@ async fn render(c: &Console, signed: &Signed, id: &AlarmId, problem: Option<(&st
     let body = html! {
         p.crumbs { a href={ "/console/projects/" (alarm.project_id) "/alarms" } { "Alarms" } " / " }
         div.live hx-ext="sse" sse-connect={ "/console/alarms/" (alarm.id) "/live" } {
+            (crate::layout::reload_on_lag())
             div id="alarm" sse-swap="alarm" { (details) }
         }
         @if act {

@@ -124,6 +124,7 @@ async fn list(
             button type="submit" { "Filter" }
         }
         div.live hx-ext="sse" sse-connect=(live) {
+            (crate::layout::reload_on_lag())
             div id="alarm-list" sse-swap="alarms" { (listing) }
         }
     };

@@ -1,13 +1,13 @@
 //! A device: header (status, presence), shadow (live), its open alarms (live), a chart of a
-//! numeric attribute, the latest events, and its management (lock, token). The control forms
-//! with their event logs are in `device_control.rs`, the desired state in `device_desired.rs`,
-//! the routes in `device_routes.rs`.
+//! numeric attribute with the device's alarm periods on it, the latest events, and its
+//! management (lock, token). The control forms with their event logs are in
+//! `device_control.rs`, the desired state in `device_desired.rs`, the routes in `device_routes.rs`.
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use gantry_core::alarm::AlarmFilter;
+use gantry_core::alarm::{Alarm, AlarmFilter};
 use gantry_core::enums::{DataType, DeviceStatus};
 use gantry_core::event::ShadowAttribute;
 use gantry_core::fields::DeviceFields;
@@ -91,6 +91,7 @@ pub async fn render(
     let alarms = alarm_rows(c, signed, id).await?;
     let body = html! {
         div.live hx-ext="sse" sse-connect={ "/console/devices/" (id) "/live" } {
+            (crate::layout::reload_on_lag())
             (header(signed, &device, &connection, manage, &outcome))
             @if let Some(notice) = &outcome.notice { section.notice role="status" { (notice) } }
             (shadow_section(&model, &shadow))
@@ -265,10 +266,16 @@ async fn chart_section(
     };
     let code = numeric.iter().find(|(c, _)| *c == q.attr).unwrap_or(first).0;
     let window = Window::parse(&q.window);
+    let end = gantry_core::time::now_ms();
     let series = c
         .services
         .telemetry
-        .series(who, &device.id, window.filter(code))
+        .series(who, &device.id, window.filter(code, end))
+        .await?;
+    let periods = c
+        .services
+        .alarms
+        .alarm_periods(who, &device.id, code, window.bounds(end))
         .await?;
     let windows: Vec<(&str, &str)> = Window::ALL.iter().map(|w| (w.as_str(), w.label())).collect();
     Ok(html! {
@@ -279,9 +286,31 @@ async fn chart_section(
                 (form::select("Window", "window", &windows, window.as_str(), None))
                 button type="submit" { "Show" }
             }
-            (chart::svg(&series, window))
+            (chart::svg(&series, window, end, &periods))
+            (period_list(&periods))
         }
     })
+}
+
+/// The shaded periods in words, each a link to its alarm.
+fn period_list(periods: &[Alarm]) -> Markup {
+    html! {
+        @if !periods.is_empty() {
+            ul.periods aria-label="Alarm periods in this window" {
+                @for a in periods {
+                    li {
+                        (alarms::severity_badge(a.severity)) " "
+                        a href={ "/console/alarms/" (a.id) } { (a.name) }
+                        " from " (layout::time(Some(a.first_event_time)))
+                        @match a.cleared_time {
+                            Some(t) => { " to " (layout::time(Some(t))) }
+                            None => { ", still open" }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -1,6 +1,6 @@
 //! A project's devices: the listing (filters, order and paging done by the store, presence live
-//! over one stream for the whole page), creating a device (its token shown once) and bulk import
-//! from CSV.
+//! over one stream for the whole page, the open alarms of the page's devices in one read),
+//! creating a device (its token shown once) and bulk import from CSV.
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
@@ -119,6 +119,8 @@ async fn render(
         .catalog
         .project_devices(&signed.who, id, q.query()?, page)
         .await?;
+    let listed: Vec<DeviceId> = devices.items.iter().map(|d| d.id.clone()).collect();
+    let open = c.services.alarms.open_by_device(&signed.who, id, &listed).await?;
     let mut presence = Vec::with_capacity(devices.items.len());
     for d in &devices.items {
         presence.push(c.services.presence.connection(&signed.who, &d.id).await?);
@@ -135,8 +137,9 @@ async fn render(
         @if let Some(report) = &outcome.imported { (report) }
         (filters(id, q))
         div hx-ext="sse" sse-connect={ "/console/projects/" (id) "/live" } {
+            (crate::layout::reload_on_lag())
             table.list {
-                thead { tr { th { "Name" } th { "Model" } th { "Status" } th { "Presence" } th { "Last seen" } } }
+                thead { tr { th { "Name" } th { "Model" } th { "Status" } th { "Presence" } th { "Last seen" } th { "Open alarms" } } }
                 tbody {
                     @for (d, p) in devices.items.iter().zip(&presence) {
                         tr {
@@ -145,6 +148,7 @@ async fn render(
                             td data-label="Status" { (badge(d.status.as_str())) }
                             td data-label="Presence" sse-swap={ "presence-" (d.id) } { (presence_badge(p)) }
                             td data-label="Last seen" sse-swap={ "seen-" (d.id) } { (layout::time(p.last_seen_time)) }
+                            td data-label="Open alarms" class="open-alarms" { (open_alarms(id, d, open.get(&d.id).copied())) }
                         }
                     }
                 }
@@ -164,6 +168,17 @@ async fn render(
         layout::page(signed, "Devices", Nav::Project(id, Section::Devices), body),
     )
         .into_response())
+}
+
+/// A device's open alarms: a link to them on the alarms page, or none.
+fn open_alarms(project: &ProjectId, device: &Device, open: Option<u64>) -> Markup {
+    match open {
+        Some(n) => html! {
+            a.open-count href={ "/console/projects/" (project) "/alarms" (query(&[("deviceId", device.id.as_str())])) }
+                aria-label={ (n) " open alarms of " (device.device_name) } { (n) }
+        },
+        None => html! { span.none { "0" } },
+    }
 }
 
 /// Online or offline, as a badge.

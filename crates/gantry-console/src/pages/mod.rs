@@ -1,6 +1,7 @@
 //! The console's pages, one file each. A handler extracts the signed-in caller and its input,
 //! calls the core services with the caller's principal, and renders the answer.
 
+pub mod account;
 pub mod alarm;
 pub mod alarms;
 pub mod audit;
@@ -12,10 +13,12 @@ mod device_outcome;
 mod device_routes;
 pub mod devices;
 pub mod logs;
+mod model_rules;
 pub mod models;
 pub mod overview;
 pub mod projects;
 pub mod sign_in;
+pub mod user_edit;
 pub mod users;
 pub mod webhooks;
 

@@ -1,6 +1,8 @@
 //! Device models: the list, creating one, and a model's page where its attributes and actions
 //! (with their parameters) are added and removed. Every change goes through the catalog's
-//! `update_model` with the whole model, so its rules apply as for the REST API.
+//! `update_model` with the whole model, so its rules apply as for the REST API. The page's
+//! alarm rules are drawn and read by `model_rules.rs`; their forms post here and go through
+//! the alarm service, as the REST API's do.
 
 use std::collections::BTreeMap;
 
@@ -8,9 +10,10 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use gantry_core::alarm_rule::AlarmRuleView;
 use gantry_core::enums::{Channel, DataType, DeviceType, Readable};
 use gantry_core::fields::{ActionFields, AttributeFields, ModelFields, ParamFields};
-use gantry_core::ids::ModelId;
+use gantry_core::ids::{AlarmRuleId, ModelId};
 use gantry_core::paging::PageRequest;
 use gantry_core::records::DeviceModel;
 use gantry_core::{Error, Result};
@@ -22,6 +25,7 @@ use crate::audit::created;
 use crate::error::{PageResult, status_of};
 use crate::form::{self, Problem};
 use crate::layout::{self, Nav};
+use crate::pages::model_rules::{self, RuleForm};
 use crate::session::{Posted, Signed};
 
 pub fn routes() -> Router<Console> {
@@ -31,6 +35,9 @@ pub fn routes() -> Router<Console> {
         .route("/models/{id}/attributes", post(add_attribute))
         .route("/models/{id}/actions", post(add_action))
         .route("/models/{id}/remove", post(remove))
+        .route("/models/{id}/alarmRules", post(create_rule))
+        .route("/alarmRules/{id}", post(set_enabled))
+        .route("/alarmRules/{id}/delete", post(delete_rule))
 }
 
 /// `GET /console/models`.
@@ -126,7 +133,10 @@ async fn create(State(c): State<Console>, posted: Posted<NewModel>) -> PageResul
 
 /// A refusal shown at its form rather than as an error page.
 fn refusal(e: &Error) -> bool {
-    matches!(e, Error::Invalid { .. } | Error::Duplicate(_) | Error::Conflict(_))
+    matches!(
+        e,
+        Error::Invalid { .. } | Error::Duplicate(_) | Error::Conflict(_) | Error::LimitReached { .. }
+    )
 }
 
 /// `GET /console/models/{id}`.
@@ -136,10 +146,26 @@ async fn show(State(c): State<Console>, signed: Signed, Path(id): Path<String>) 
         .catalog
         .get_model(&signed.who, &ModelId::from_string(id))
         .await?;
-    Ok(render(&signed, &model, None).into_response())
+    Ok(render(&c, &signed, &model, None, &RuleForm::default())
+        .await?
+        .into_response())
 }
 
-fn render(signed: &Signed, model: &DeviceModel, problem: Option<(&str, &Problem)>) -> Markup {
+/// The model's page with its alarm rules; `problem` is a refusal of one of its forms, shown at
+/// that form (`attribute`, `action`, `remove`, `rule`, `rules`), `draft` the rule form's values.
+async fn render(
+    c: &Console,
+    signed: &Signed,
+    model: &DeviceModel,
+    problem: Option<(&str, &Problem)>,
+    draft: &RuleForm,
+) -> PageResult<Markup> {
+    let rules = c.services.alarms.list_rules(&signed.who, &model.id).await?;
+    let rules = super::model_rules::section(signed, model, &rules, draft, problem);
+    Ok(markup(signed, model, problem, rules))
+}
+
+fn markup(signed: &Signed, model: &DeviceModel, problem: Option<(&str, &Problem)>, rules: Markup) -> Markup {
     let admin = signed.who.require_admin().is_ok();
     let at = |form: &str| problem.filter(|(f, _)| *f == form).map(|(_, p)| p);
     let remove = |kind: &str, code: &str| {
@@ -193,6 +219,7 @@ fn render(signed: &Signed, model: &DeviceModel, problem: Option<(&str, &Problem)
             }
         }
         @if admin { (action_form(signed, model, at("action"))) }
+        (rules)
     };
     layout::page(signed, &model.name, Nav::Models, body)
 }
@@ -375,7 +402,84 @@ async fn apply(
     match result {
         Ok(m) => Ok(Redirect::to(&format!("/console/models/{}", m.id)).into_response()),
         Err(e) if refusal(&e) => {
-            Ok((status_of(&e), render(signed, &model, Some((form, &Problem::of(&e))))).into_response())
+            let problem = Problem::of(&e);
+            let page = render(c, signed, &model, Some((form, &problem)), &RuleForm::default()).await?;
+            Ok((status_of(&e), page).into_response())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /console/models/{id}/alarmRules`.
+async fn create_rule(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    posted: Posted<RuleForm>,
+) -> PageResult<Response> {
+    let (signed, draft) = (&posted.signed, &posted.form);
+    let model = c
+        .services
+        .catalog
+        .get_model(&signed.who, &ModelId::from_string(id))
+        .await?;
+    let result = match draft.fields(&model) {
+        Ok(fields) => c.services.alarms.create_rule(&signed.who, &model.id, fields).await,
+        Err(e) => Err(e),
+    };
+    match result.map_err(model_rules::at_input) {
+        Ok(rule) => {
+            let to = format!("/console/models/{}#rule-{}", model.id, rule.id);
+            Ok(created(Redirect::to(&to).into_response(), &rule.id))
+        }
+        Err(e) if refusal(&e) => {
+            let page = render(&c, signed, &model, Some(("rule", &Problem::of(&e))), draft).await?;
+            Ok((status_of(&e), page).into_response())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct EnabledForm {
+    enabled: String,
+}
+
+/// `POST /console/alarmRules/{id}`: enables or disables the rule (the API's PUT with the rule as
+/// it is but `enabled`); disabling clears its open alarms.
+async fn set_enabled(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    posted: Posted<EnabledForm>,
+) -> PageResult<Response> {
+    let who = &posted.signed.who;
+    let rule = c.services.alarms.get_rule(who, &AlarmRuleId::from_string(id)).await?;
+    let mut fields = model_rules::fields_of(&rule);
+    fields.enabled = Some(posted.form.enabled == "true");
+    let result = c.services.alarms.update_rule(who, &rule.id, fields).await;
+    back_to_model(&c, &posted.signed, &rule, result.map(|_| ())).await
+}
+
+/// `POST /console/alarmRules/{id}/delete`: deletes the rule and clears its open alarms.
+async fn delete_rule(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    posted: Posted<super::Empty>,
+) -> PageResult<Response> {
+    let who = &posted.signed.who;
+    let rule = c.services.alarms.get_rule(who, &AlarmRuleId::from_string(id)).await?;
+    let result = c.services.alarms.delete_rule(who, &rule.id).await;
+    back_to_model(&c, &posted.signed, &rule, result).await
+}
+
+/// The model's page after a change of `rule`, or with the refusal at its rules.
+async fn back_to_model(c: &Console, signed: &Signed, rule: &AlarmRuleView, result: Result<()>) -> PageResult<Response> {
+    match result {
+        Ok(()) => Ok(Redirect::to(&format!("/console/models/{}#alarm-rules", rule.model_id)).into_response()),
+        Err(e) if refusal(&e) => {
+            let model = c.services.catalog.get_model(&signed.who, &rule.model_id).await?;
+            let problem = Problem::of(&e);
+            let page = render(c, signed, &model, Some(("rules", &problem)), &RuleForm::default()).await?;
+            Ok((status_of(&e), page).into_response())
         }
         Err(e) => Err(e.into()),
     }

@@ -190,8 +190,13 @@ pub async fn end(State(console): State<Console>, parts: Parts, posted: session::
     {
         tracing::warn!(error = %e, "the user's session did not end at sign-out");
     }
-    console.sessions.close(&session);
-    let https = session::is_https(&parts);
+    closed(&console, &session, session::is_https(&parts), "You are signed out.")
+}
+
+/// Closes the console session `id`, clears its cookie and shows the sign-in form with `notice`:
+/// after a sign-out, and after a change that ended the user's sessions (its own password).
+pub fn closed(console: &Console, id: &str, https: bool, notice: &str) -> Response {
+    console.sessions.close(id);
     let csrf = session::random_token();
     let mut headers = HeaderMap::new();
     headers.append(
@@ -204,5 +209,5 @@ pub async fn end(State(console): State<Console>, parts: Parts, posted: session::
             .parse()
             .expect("cookie"),
     );
-    (headers, render(&csrf, None, Some("You are signed out."))).into_response()
+    (headers, render(&csrf, None, Some(notice))).into_response()
 }

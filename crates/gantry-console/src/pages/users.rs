@@ -1,6 +1,7 @@
 //! The tenant's user accounts, for its administrators: the listing (filtered by role and
 //! username, paged by the store), creating a user with its role and projects (a generated
-//! initial password is shown once), locking, unlocking and deleting. Everything goes through the
+//! initial password is shown once), locking, unlocking and deleting; changing a user's role and
+//! projects is on its own page (`user_edit.rs`). Everything goes through the
 //! users service, which refuses anyone but a tenant administrator.
 
 use axum::Router;
@@ -23,8 +24,8 @@ use crate::pages::{badge, pager, query};
 use crate::session::{Posted, Signed};
 
 const PAGE_SIZE: u32 = 25;
-/// Projects offered as checkboxes on the create form at most.
-const PROJECT_CHOICES: u32 = 100;
+/// Projects offered as checkboxes on the create and edit forms at most.
+pub const PROJECT_CHOICES: u32 = 100;
 
 pub fn routes() -> Router<Console> {
     Router::new()
@@ -49,7 +50,7 @@ async fn list(State(c): State<Console>, signed: Signed, Query(q): Query<UserPara
 }
 
 /// What a form just did: a refusal at the create form, or a notice.
-async fn render(
+pub async fn render(
     c: &Console,
     signed: &Signed,
     q: &UserParams,
@@ -123,7 +124,7 @@ fn row(signed: &Signed, u: &User, projects: &[gantry_core::records::Project]) ->
     let path = format!("/console/users/{}", u.id);
     html! {
         tr id={ "user-" (u.username) } {
-            td data-label="Username" { (u.username) }
+            td data-label="Username" { a href=(path) { (u.username) } }
             td data-label="Name" { (u.display_name.as_deref().unwrap_or_default()) }
             td data-label="Role" { (u.role.as_str()) }
             td data-label="Projects" { @if project_names.is_empty() { "all" } @else { (project_names.join(", ")) } }
@@ -131,6 +132,7 @@ fn row(signed: &Signed, u: &User, projects: &[gantry_core::records::Project]) ->
             td data-label="Last sign-in" { (layout::time(u.last_login_time)) }
             td {
                 div.actions {
+                    a.button href=(path) aria-label={ "Edit " (u.username) } { "Edit" }
                     @match u.status {
                         UserStatus::Active => (form::button(signed, &format!("{path}/lock"), "Lock", "secondary")),
                         UserStatus::Locked => (form::button(signed, &format!("{path}/unlock"), "Unlock", "secondary")),
@@ -167,13 +169,13 @@ fn create_form(signed: &Signed, projects: &[gantry_core::records::Project], prob
     }
 }
 
-fn role_options() -> impl Iterator<Item = (&'static str, &'static str)> {
+pub fn role_options() -> impl Iterator<Item = (&'static str, &'static str)> {
     [Role::Admin, Role::Operator, Role::Viewer]
         .into_iter()
         .map(|r| (r.as_str(), r.as_str()))
 }
 
-fn parse_role(text: &str) -> gantry_core::Result<Role> {
+pub fn parse_role(text: &str) -> gantry_core::Result<Role> {
     Role::parse(text)
         .ok_or_else(|| gantry_core::Error::invalid("role", format!("`{text}` is not one of ADMIN, OPERATOR, VIEWER")))
 }

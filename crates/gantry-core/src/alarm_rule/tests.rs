@@ -213,6 +213,16 @@ fn value_from_reads_the_metadata_or_does_not_evaluate() {
             .unwrap();
     assert!(r.evaluates(&small));
     assert!(!r.evaluates(&wrong));
+    assert!(r.reads_metadata());
+    let literal = rule(
+        json!({"attributeCode": "load", "severity": "MAJOR", "condition": {"op": ">", "value": 5},
+                              "clearCondition": {"op": "<", "valueFrom": "resetLoad"}}),
+    )
+    .unwrap();
+    assert!(literal.reads_metadata(), "a clear condition's key counts");
+    let plain =
+        rule(json!({"attributeCode": "load", "severity": "MAJOR", "condition": {"op": ">", "value": 5}})).unwrap();
+    assert!(!plain.reads_metadata() && plain.evaluates(&JsonMap::new()));
 }
 
 #[test]

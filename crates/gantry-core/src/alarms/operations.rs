@@ -38,6 +38,38 @@ impl AlarmService {
         self.store.list_alarms(who.tenant(), &query, page).await
     }
 
+    /// Open alarms (not CLEARED) of each of a project's `devices` that has any: one read for a
+    /// page of a device listing, whatever its size.
+    pub async fn open_by_device(
+        &self,
+        who: &Principal,
+        project: &ProjectId,
+        devices: &[DeviceId],
+    ) -> Result<HashMap<DeviceId, u64>> {
+        who.require_project(project)?;
+        let counts = self
+            .store
+            .count_open_device_alarms(who.tenant(), project, devices)
+            .await?;
+        Ok(counts.into_iter().collect())
+    }
+
+    /// A device's alarms on `attribute` raised by `end` and not cleared before `start` (epoch
+    /// ms), earliest first, at most `MAX_PERIODS`: the periods a chart of that window marks.
+    pub async fn alarm_periods(
+        &self,
+        who: &Principal,
+        device: &DeviceId,
+        attribute: &str,
+        window: (i64, i64),
+    ) -> Result<Vec<Alarm>> {
+        let device = self.catalog.load_device(who.tenant(), device).await?;
+        who.require_device_read(&device.project_id, &device.id)?;
+        self.store
+            .device_alarm_periods(who.tenant(), &device.id, attribute, window, MAX_PERIODS)
+            .await
+    }
+
     pub async fn get_alarm(&self, who: &Principal, id: &AlarmId) -> Result<Alarm> {
         let alarm = self
             .store

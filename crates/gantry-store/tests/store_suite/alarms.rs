@@ -258,6 +258,118 @@ pub(crate) async fn alarms_are_listed_changed_and_isolated(store: SqlStore) {
     assert_eq!(kinds, [AlarmTransition::Raised, AlarmTransition::Cleared]);
 }
 
+/// Open alarms are counted per listed device in one read, of the tenant and project alone; a
+/// device's alarm periods on an attribute are those overlapping the window asked for.
+pub(crate) async fn open_alarms_per_device_and_alarm_periods(store: SqlStore) {
+    let (tenant, other) = (new_tenant(&store, "t").await, new_tenant(&store, "o").await);
+    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
+    let project = new_project(&store, &tenant, "p").await;
+    let elsewhere = new_project(&store, &tenant, "q").await;
+    let d1 = new_device(&store, &tenant, "d1", &project, &model).await;
+    let d2 = new_device(&store, &tenant, "d2", &project, &model).await;
+    let quiet = new_device(&store, &tenant, "d3", &project, &model).await;
+    let (hot, hotter) = (rule_on(&model, 20.0), rule_on(&model, 30.0));
+    for rule in [&hot, &hotter] {
+        store.insert_alarm_rule(rule).await.unwrap();
+    }
+    feed(&store, Raiser::Rule(&hot), &d1, json!(35.0), 100, "a").await;
+    feed(&store, Raiser::Rule(&hotter), &d1, json!(35.0), 100, "a").await;
+    feed(&store, Raiser::Device("jam"), &d1, json!("stuck"), 110, "b").await;
+    feed(&store, Raiser::Rule(&hot), &d2, json!(25.0), 120, "c").await;
+    let listed = [d1.id.clone(), d2.id.clone(), quiet.id.clone()];
+    let counts = |tenant: TenantId, project: ProjectId, devices: Vec<DeviceId>| {
+        let store = store.clone();
+        async move {
+            let mut counts = store
+                .count_open_device_alarms(&tenant, &project, &devices)
+                .await
+                .unwrap();
+            counts.sort();
+            counts
+        }
+    };
+    assert_eq!(
+        counts(tenant.clone(), project.id.clone(), listed.to_vec()).await,
+        vec![(d1.id.clone(), 3), (d2.id.clone(), 1)],
+        "a device without open alarms is not listed"
+    );
+    assert_eq!(
+        counts(tenant.clone(), project.id.clone(), vec![d2.id.clone()]).await,
+        vec![(d2.id.clone(), 1)]
+    );
+    assert!(counts(tenant.clone(), project.id.clone(), Vec::new()).await.is_empty());
+    assert!(
+        counts(other.clone(), project.id.clone(), listed.to_vec())
+            .await
+            .is_empty()
+    );
+    assert!(
+        counts(tenant.clone(), elsewhere.id.clone(), listed.to_vec())
+            .await
+            .is_empty()
+    );
+    store
+        .clear_rule_alarms(&tenant, &hot.id, "rule deleted", 200_000, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        counts(tenant.clone(), project.id.clone(), listed.to_vec()).await,
+        vec![(d1.id.clone(), 2)],
+        "cleared alarms are not open"
+    );
+
+    // d1's `temp` alarms: `hot` raised at 100 s and cleared at 200 s, `hotter` open since 100 s.
+    let periods = |window: (i64, i64)| {
+        let (store, tenant, device) = (store.clone(), tenant.clone(), d1.id.clone());
+        async move {
+            let found = store
+                .device_alarm_periods(&tenant, &device, "temp", window, 10)
+                .await
+                .unwrap();
+            found.into_iter().map(|a| a.rule_id).collect::<Vec<_>>()
+        }
+    };
+    let both = vec![Some(hot.id.clone()), Some(hotter.id.clone())];
+    let mut found = periods((0, 1_000_000)).await;
+    found.sort();
+    let mut want = both.clone();
+    want.sort();
+    assert_eq!(found, want);
+    assert!(periods((0, 99_999)).await.is_empty(), "raised after the window");
+    assert_eq!(
+        periods((200_001, 300_000)).await,
+        vec![Some(hotter.id.clone())],
+        "cleared before the window"
+    );
+    assert_eq!(periods((200_000, 300_000)).await.len(), 2, "cleared at its start");
+    assert_eq!(
+        store
+            .device_alarm_periods(&tenant, &d1.id, "jam", (0, 1_000_000), 10)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "the device's own alarm on its attribute"
+    );
+    assert!(
+        store
+            .device_alarm_periods(&other, &d1.id, "temp", (0, 1_000_000), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "another tenant's"
+    );
+    assert_eq!(
+        store
+            .device_alarm_periods(&tenant, &d1.id, "temp", (0, 1_000_000), 1)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "at most the limit"
+    );
+}
+
 /// A reading's plan for `raiser` on `device`, computed from a snapshot as evaluation does.
 async fn plan(
     store: &SqlStore,

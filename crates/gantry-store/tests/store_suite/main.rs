@@ -119,6 +119,7 @@ store_suite!(
     the_store_holds_one_open_alarm_per_key,
     alarm_plans_write_only_over_their_snapshot,
     alarms_are_listed_changed_and_isolated,
+    open_alarms_per_device_and_alarm_periods,
     users_are_unique_scoped_and_filtered,
     sessions_live_until_they_end,
     audit_records_list_newest_first_per_tenant;

@@ -1,9 +1,10 @@
 //! An operator's walk through the console: sign in as a user (an ADMIN account), create a
-//! project, a model (an attribute, a position, an action) and a device, watch the device page
-//! follow its telemetry, a control's ack and a desired value live, see an alarm raised by
-//! telemetry appear on the alarms page live and acknowledge it there, look at the users and the
-//! audit log, sign out and be refused; then a VIEWER signs in and sees the device with no
-//! control form and no token.
+//! project, a model (an attribute, a position, an action, an alarm rule) and a device, watch the
+//! device page follow its telemetry, a control's ack and a desired value live, see an alarm
+//! raised by telemetry appear on the alarms page live and acknowledge it there, see it on the
+//! devices listing and shaded on the device's chart, look at the users (changing one's role and
+//! projects) and the audit log, sign out and be refused; then a VIEWER signs in, sees the device
+//! with no control form and no token, and changes its own password.
 
 use std::time::Duration;
 
@@ -27,10 +28,12 @@ pub async fn operator_walk(b: &Browser) {
     control_device(b, &mut mqtt).await;
     desired_state(b, &mut mqtt).await;
     alarms_live(b, &project, &mqtt).await;
+    alarm_marks(b, &project, &device).await;
     other_pages(b, &project).await;
-    admin_pages(b).await;
+    let viewer = admin_pages(b).await;
     sign_out(b, &device).await;
-    viewer_reads_only(b, &device, &token).await;
+    viewer_reads_only(b, &device, &token, &viewer).await;
+    own_password(b, &viewer).await;
 }
 
 /// A user account made through the REST API with the administrator's token; its password.
@@ -82,10 +85,10 @@ async fn sign_in(b: &Browser) {
     assert_eq!(b.text("h1").await, "Projects");
 }
 
-/// A VIEWER reads the device page but is offered no control form, and sees no token.
-async fn viewer_reads_only(b: &Browser, device: &str, token: &str) {
-    let password = create_user(b, "site.viewer", "VIEWER").await;
-    sign_in_as(b, "site.viewer", &password).await;
+/// A VIEWER reads the device page but is offered no control form, and sees no token; it reads
+/// the model's alarm rules and is offered no form for them.
+async fn viewer_reads_only(b: &Browser, device: &str, token: &str, password: &str) {
+    sign_in_as(b, "site.viewer", password).await;
     assert_eq!(b.text("h1").await, "Projects");
     b.open(&format!("/console/devices/{device}")).await;
     let page = b.text("main").await;
@@ -104,6 +107,62 @@ async fn viewer_reads_only(b: &Browser, device: &str, token: &str) {
     );
     assert!(!b.text("body").await.contains(token), "the viewer sees no device token");
     b.check_and_shoot("device-viewer").await;
+    b.open("/console/models").await;
+    b.client
+        .find(Locator::LinkText("Tower crane T1"))
+        .await
+        .expect("model link")
+        .click()
+        .await
+        .expect("open");
+    let rules = b.text("#alarm-rules").await;
+    assert!(
+        rules.contains("Overload") && !rules.contains("Add an alarm rule") && !rules.contains("Disable"),
+        "the viewer reads the rules and is offered no form: {rules}"
+    );
+}
+
+/// A signed-in user changes its own password from the account page its header links to: every
+/// session of its ends, it is shown the sign-in form, and signs in with the new password.
+async fn own_password(b: &Browser, old: &str) {
+    b.client
+        .find(Locator::Css("header.top a.account"))
+        .await
+        .expect("the header links to the account")
+        .click()
+        .await
+        .expect("open");
+    assert_eq!(b.text("h1").await, "Your account");
+    assert_eq!(b.text("#account-role").await, "VIEWER");
+    b.fill("currentPassword", "not my password").await;
+    b.fill("newPassword", "a new long passphrase").await;
+    b.fill("confirmPassword", "a new long passphrase").await;
+    b.press("Change password").await;
+    assert!(
+        !b.text("#f-currentPassword-error").await.is_empty(),
+        "a wrong current password is refused next to its field: {}",
+        b.text("main").await
+    );
+    b.check_and_shoot("account").await;
+    b.fill("currentPassword", old).await;
+    b.fill("newPassword", "a new long passphrase").await;
+    b.fill("confirmPassword", "a new long passphrase").await;
+    b.press("Change password").await;
+    assert_eq!(b.text("h1").await, "Sign in");
+    assert!(
+        b.text("main").await.contains("sign in with the new password"),
+        "{}",
+        b.text("main").await
+    );
+    b.open("/console/projects").await;
+    assert_eq!(b.text("h1").await, "Sign in", "the old session has ended");
+    sign_in_as(b, "site.viewer", old).await;
+    assert!(
+        !b.text("#f-password-error").await.is_empty(),
+        "the old password no longer works"
+    );
+    sign_in_as(b, "site.viewer", "a new long passphrase").await;
+    assert_eq!(b.text("h1").await, "Projects");
     b.press("Sign out").await;
 }
 
@@ -168,7 +227,38 @@ async fn create_model(b: &Browser) {
         page.contains("load") && page.contains("pos") && page.contains("angle:Integer (required)"),
         "{page}"
     );
+    create_alarm_rule(b).await;
     b.check_and_shoot("model").await;
+}
+
+/// The alarm rule `load > 40` (CRITICAL), made with the model page's form.
+async fn create_alarm_rule(b: &Browser) {
+    assert!(b.text("#alarm-rules").await.contains("No alarm rules."));
+    b.fill("name", "Overload").await;
+    b.choose("attributeCode", "load").await;
+    b.choose("severity", "CRITICAL").await;
+    b.choose("condition.op", ">").await;
+    b.fill("condition.value", "forty").await;
+    b.press("Add alarm rule").await;
+    assert!(
+        b.text("#f-condition\\.value-error").await.contains("not a number"),
+        "a value that is not a number is refused next to its input: {}",
+        b.text("#alarm-rules").await
+    );
+    b.fill("condition.value", "40").await;
+    b.fill("description", "Load over the crane's rating").await;
+    b.press("Add alarm rule").await;
+    let rules = b.text("table.rules").await;
+    for shown in [
+        "Overload",
+        "load",
+        "CRITICAL",
+        "> 40",
+        "enabled",
+        "0 of 0 devices evaluated",
+    ] {
+        assert!(rules.contains(shown), "the rule shows {shown}: {rules}");
+    }
 }
 
 async fn create_device(b: &Browser, project: &str) -> (String, String) {
@@ -339,26 +429,11 @@ async fn desired_state(b: &Browser, mqtt: &mut Device) {
         "the desired value turns applied live: {}",
         b.text(status).await
     );
-    b.check_and_shoot("device").await;
 }
 
-/// An alarm rule on the model; telemetry over MQTT raises its alarm, which the open alarms page
-/// shows without a reload; it is acknowledged from the page, and commented on its own page.
+/// Telemetry over MQTT raises the model's rule's alarm, which the open alarms page shows without
+/// a reload; it is acknowledged from the page, and commented on its own page.
 async fn alarms_live(b: &Browser, project: &str, mqtt: &Device) {
-    let models: Value = api(b, reqwest::Method::GET, "/api/v1/deviceModels?pageSize=100", None).await;
-    let model = models["result"]["results"]
-        .as_array()
-        .and_then(|all| all.iter().find(|m| m["name"] == "Tower crane T1"))
-        .expect("the model")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let rule = json!({"name": "Overload", "attributeCode": "load", "severity": "CRITICAL",
-                      "condition": {"op": ">", "value": 40}});
-    let path = format!("/api/v1/deviceModels/{model}/alarmRules");
-    let answer = api(b, reqwest::Method::POST, &path, Some(rule)).await;
-    assert_eq!(answer["returnCode"], 0, "{answer}");
-
     b.open(&format!("/console/projects/{project}/alarms")).await;
     assert!(b.text("#alarm-list").await.contains("No alarms match."));
     b.wait_for_stream().await;
@@ -409,27 +484,36 @@ async fn alarms_live(b: &Browser, project: &str, mqtt: &Device) {
     b.check_and_shoot("alarm").await;
 }
 
-/// A call to the REST API with the administrator's token; its JSON answer.
-async fn api(b: &Browser, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-    let mut request = reqwest::Client::new()
-        .request(method, format!("{}{path}", b.base))
-        .bearer_auth(&b.admin);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    request
-        .send()
-        .await
-        .expect("the API answers")
-        .json()
-        .await
-        .expect("JSON")
-}
-
-/// The users and the audit log, which list the walk's own doings.
-async fn admin_pages(b: &Browser) {
+/// The users (an OPERATOR made a VIEWER of the walk's project on its own page) and the audit
+/// log, which list the walk's own doings. The VIEWER's password.
+async fn admin_pages(b: &Browser) -> String {
+    let password = create_user(b, "site.viewer", "OPERATOR").await;
     b.open("/console/users").await;
     assert!(b.text("table").await.contains("site.manager"));
+    b.client
+        .find(Locator::Css("a[aria-label='Edit site.viewer']"))
+        .await
+        .expect("an Edit link per user")
+        .click()
+        .await
+        .expect("open");
+    assert_eq!(b.text("h1").await, "site.viewer");
+    b.choose("role", "VIEWER").await;
+    b.client
+        .find(Locator::XPath("//label[normalize-space(.)='Harbour site']"))
+        .await
+        .expect("the project's checkbox")
+        .click()
+        .await
+        .expect("ticked");
+    b.check_and_shoot("user").await;
+    b.press("Save").await;
+    let row = b.text("#user-site\\.viewer").await;
+    assert!(
+        row.contains("VIEWER") && row.contains("Harbour site"),
+        "the listing shows the new role and project: {row}"
+    );
+    assert!(b.text("main").await.contains("Its sessions have ended"));
     b.check_and_shoot("users").await;
     b.open("/console/audit?resourceType=alarm").await;
     let records = b.text("table").await;
@@ -438,6 +522,56 @@ async fn admin_pages(b: &Browser) {
         "the console's acknowledgement is in the audit log: {records}"
     );
     b.check_and_shoot("audit").await;
+    password
+}
+
+/// The raised alarm counted on the devices listing, and shaded on the device's chart with a
+/// link to it below; the device page's stream reloads the page when told to (it fell behind).
+async fn alarm_marks(b: &Browser, project: &str, device: &str) {
+    b.open(&format!("/console/projects/{project}/devices")).await;
+    assert_eq!(
+        b.text("td.open-alarms").await,
+        "1",
+        "the device's open alarm is counted"
+    );
+    b.open(&format!("/console/devices/{device}?window=hour")).await;
+    assert!(
+        b.client
+            .find(Locator::Css("svg.chart rect.period.sev-critical"))
+            .await
+            .is_ok(),
+        "the alarm's period is shaded on the chart"
+    );
+    let periods = b.text("ul.periods").await;
+    assert!(
+        periods.contains("Overload") && periods.contains("still open"),
+        "{periods}"
+    );
+    b.check_and_shoot("device").await;
+    b.wait_for_stream().await;
+    // The event as the stream sends it when it fell behind, handed to the page's event source.
+    b.client
+        .execute(
+            "window.gantryNotReloaded = true; \
+             document.querySelector('[sse-connect]')['htmx-internal-data'].sseEventSource\
+             .dispatchEvent(new MessageEvent('reload', {data: arguments[0]}));",
+            vec![json!(gantry_console::RELOAD)],
+        )
+        .await
+        .expect("script runs");
+    let reloaded = eventually(LIVE, async || {
+        let state = b
+            .client
+            .execute(
+                "return window.gantryNotReloaded !== true && document.readyState === 'complete';",
+                vec![],
+            )
+            .await;
+        state.ok().and_then(|v| v.as_bool()) == Some(true)
+    })
+    .await;
+    assert!(reloaded, "the stream's reload reloads the page");
+    assert_eq!(b.text("h1").await, "crane-07");
 }
 
 async fn other_pages(b: &Browser, project: &str) {

@@ -12,6 +12,8 @@ mod catalog;
 mod console;
 mod console_admin;
 mod console_alarms;
+mod console_rules;
+mod console_users;
 mod crash;
 mod desired;
 mod errors;
