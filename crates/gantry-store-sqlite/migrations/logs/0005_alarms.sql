@@ -34,6 +34,9 @@ CREATE TABLE alarms (
 CREATE UNIQUE INDEX alarms_open ON alarms (device_id, alarm_key) WHERE status <> 'CLEARED';
 CREATE INDEX alarms_by_project ON alarms (project_id, updated_time, id);
 CREATE INDEX alarms_by_rule ON alarms (rule_id, status);
+-- A device's alarms on one attribute by the time they were raised: the periods a device's chart
+-- marks, and a device's alarm listing, read them without going through the project's alarms.
+CREATE INDEX alarms_by_device ON alarms (device_id, attribute_code, first_event_time);
 
 -- Every transition of an alarm, oldest first by `seq`.
 CREATE TABLE alarm_history (
