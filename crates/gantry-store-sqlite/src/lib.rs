@@ -225,7 +225,10 @@ mod tests {
             .fetch_one(&connected.log_writer)
             .await
             .unwrap();
-        assert_eq!(checkpoint_at, 4000, "the event-log writer checkpoints as seldom as the main one");
+        assert_eq!(
+            checkpoint_at, 4000,
+            "the event-log writer checkpoints as seldom as the main one"
+        );
         let store = SqlStore::from_engine(connected);
         let subject = Subject {
             tenant: TenantId::from_string("t"),
