@@ -238,43 +238,33 @@ impl AlarmService {
         Ok(rule.view(status))
     }
 
-    /// The status of each of `rules` (all on `model`): one count of the model's devices, and
-    /// one pass over their metadata when a rule reads metadata keys, however many rules there are.
+    /// The status of each of `rules` (all on `model`): one count of the model's devices, and,
+    /// when a rule reads metadata keys, one read of the metadata that is not empty (a device with
+    /// none lacks every key), however many rules there are.
     async fn statuses(&self, tenant: &TenantId, model: &ModelId, rules: &[AlarmRule]) -> Result<Vec<RuleStatus>> {
         if rules.is_empty() {
             return Ok(Vec::new());
         }
-        let query = DeviceQuery {
-            model: Some(model.clone()),
-            ..DeviceQuery::default()
-        };
         let reading: Vec<&AlarmRule> = rules.iter().filter(|r| r.reads_metadata()).collect();
         let mut not_evaluated: HashMap<&AlarmRuleId, u64> = HashMap::new();
         let devices = if reading.is_empty() {
+            let query = DeviceQuery {
+                model: Some(model.clone()),
+                ..DeviceQuery::default()
+            };
             let one = PageRequest {
                 page_no: 1,
                 page_size: 1,
             };
             self.devices.list_devices(tenant, &query, one).await?.total
         } else {
-            let (mut devices, mut page_no) = (0, 1);
-            loop {
-                let page = PageRequest {
-                    page_no,
-                    page_size: crate::paging::MAX_PAGE_SIZE,
-                };
-                let listed = self.devices.list_devices(tenant, &query, page).await?;
-                devices += listed.items.len() as u64;
-                for device in &listed.items {
-                    for rule in reading.iter().filter(|r| !r.evaluates(&device.metadata)) {
-                        *not_evaluated.entry(&rule.id).or_default() += 1;
-                    }
-                }
-                if listed.items.len() < page.page_size as usize {
-                    break devices;
-                }
-                page_no += 1;
+            let (devices, metadata) = self.devices.model_device_metadata(tenant, model).await?;
+            let without = devices.saturating_sub(metadata.len() as u64);
+            for rule in &reading {
+                let lacking = metadata.iter().filter(|m| !rule.evaluates(m)).count() as u64;
+                not_evaluated.insert(&rule.id, without + lacking);
             }
+            devices
         };
         Ok(rules
             .iter()

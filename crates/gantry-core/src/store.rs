@@ -20,7 +20,7 @@ use crate::ids::{AlarmId, AlarmRuleId, DeviceId, EventId, ModelId, ProjectId, Te
 use crate::paging::{Page, PageRequest};
 use crate::principal::{Principal, TokenOwner};
 use crate::query::{DeviceQuery, EventLogQuery, EventQuery, ProjectQuery};
-use crate::records::{Device, DeviceModel, Project, Tenant};
+use crate::records::{Device, DeviceModel, JsonMap, Project, Tenant};
 use crate::route::StoredRoute;
 use crate::series::{Bucket, SeriesQuery};
 use crate::user::{User, UserId, UserQuery, UserSession};
@@ -105,6 +105,9 @@ pub trait DeviceStore: Send + Sync {
     /// external broker, which names only the device.
     async fn device_tenant(&self, id: &DeviceId) -> Result<Option<TenantId>>;
     async fn list_devices(&self, tenant: &TenantId, query: &DeviceQuery, page: PageRequest) -> Result<Page<Device>>;
+    /// How many live devices the model has, and the `metadata` of those whose metadata is not
+    /// empty: what an alarm rule's status reads, without the rest of each device.
+    async fn model_device_metadata(&self, tenant: &TenantId, model: &ModelId) -> Result<(u64, Vec<JsonMap>)>;
     /// Stores the device's new `accessToken` and update fields, and its hash as its token; the
     /// tokens it had keep working until `old_until` (at once when not after the update time).
     /// A missing device is `NotFound`.

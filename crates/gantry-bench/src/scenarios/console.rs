@@ -49,21 +49,63 @@ pub async fn run(
     ];
     let mut out = Vec::new();
     for (i, (variant, path)) in pages.into_iter().enumerate() {
-        let target = ctx.target.clone();
-        let cookie = cookie.clone();
-        let make: RequestFn = Arc::new(move |_, _| {
-            let mut request = target.request(Method::GET, &path, None);
-            request.headers_mut().insert(COOKIE, cookie.clone());
-            request
-        });
-        let (mut m, _) = measure(ctx, SCENARIO, variant, 1, make).await?;
+        let mut m = page(ctx, &cookie, variant, path).await?;
         m.note = Some(match i {
             0 => format!("{devices} devices in the project; a first load is {first_load} bytes"),
             _ => format!("{devices} devices in the project"),
         });
         out.push(m);
     }
+    out.push(model_with_rules(ctx, &cookie, model, devices).await?);
     Ok(out)
+}
+
+/// One page's latency at one connection with the session's cookie.
+async fn page(ctx: &Ctx<'_>, cookie: &HeaderValue, variant: &str, path: String) -> anyhow::Result<Measurement> {
+    let target = ctx.target.clone();
+    let cookie = cookie.clone();
+    let make: RequestFn = Arc::new(move |_, _| {
+        let mut request = target.request(Method::GET, &path, None);
+        request.headers_mut().insert(COOKIE, cookie.clone());
+        request
+    });
+    Ok(measure(ctx, SCENARIO, variant, 1, make).await?.0)
+}
+
+/// The model's page with three alarm rules on it, one of which reads a metadata key: their
+/// status reads every device of the model once. The rules are deleted after.
+async fn model_with_rules(
+    ctx: &Ctx<'_>,
+    cookie: &HeaderValue,
+    model: &str,
+    devices: usize,
+) -> anyhow::Result<Measurement> {
+    let rules = [
+        json!({"name": "hot", "attributeCode": "temp", "severity": "MAJOR", "condition": {"op": ">", "value": 40}}),
+        json!({"name": "band", "attributeCode": "temp", "severity": "MINOR",
+               "condition": {"op": "between", "low": 10, "high": 20}}),
+        json!({"name": "over its limit", "attributeCode": "temp", "severity": "CRITICAL",
+               "condition": {"op": ">", "valueFrom": "maxTemp"}}),
+    ];
+    let mut created = Vec::new();
+    for rule in &rules {
+        let made = ctx
+            .api
+            .post(&format!("/api/v1/deviceModels/{model}/alarmRules"), rule)
+            .await?;
+        created.push(made["id"].as_str().context("a created rule has an id")?.to_owned());
+    }
+    let measured = page(ctx, cookie, "model, 3 alarm rules", format!("/console/models/{model}")).await;
+    for id in &created {
+        ctx.api
+            .call(Method::DELETE, &format!("/api/v1/alarmRules/{id}"), None)
+            .await?;
+    }
+    let mut m = measured?;
+    m.note = Some(format!(
+        "{devices} devices in the project; one rule reads a metadata key"
+    ));
+    Ok(m)
 }
 
 /// Creates devices until the project holds `devices`; returns one of them.

@@ -6,7 +6,7 @@ use gantry_core::enums::{DeviceStatus, DeviceType, SortOrder};
 use gantry_core::ids::{DeviceId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::{DeviceQuery, DeviceSort};
-use gantry_core::records::Device;
+use gantry_core::records::{Device, JsonMap};
 use gantry_core::store::DeviceStore;
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
@@ -153,6 +153,29 @@ impl DeviceStore for SqlStore {
             .await
             .map_err(crate::error::db_error)?;
         Ok(tenant.map(TenantId::from_string))
+    }
+
+    async fn model_device_metadata(&self, tenant: &TenantId, model: &ModelId) -> Result<(u64, Vec<JsonMap>)> {
+        let of_model = "FROM devices WHERE tenant_id = $1 AND model_id = $2 AND deleted = 0";
+        let devices: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) {of_model}"))
+            .bind(tenant.as_str())
+            .bind(model.as_str())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(crate::error::db_error)?;
+        // Metadata is stored as its JSON text: an empty map is `{}`, which holds no key, so
+        // those rows are counted and not read.
+        let rows = sqlx::query(&format!("SELECT metadata {of_model} AND metadata <> '{{}}'"))
+            .bind(tenant.as_str())
+            .bind(model.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(crate::error::db_error)?;
+        let metadata = rows
+            .iter()
+            .map(|row| json(row, "metadata"))
+            .collect::<Result<Vec<JsonMap>>>()?;
+        Ok((devices.max(0) as u64, metadata))
     }
 
     async fn list_devices(&self, tenant: &TenantId, query: &DeviceQuery, page: PageRequest) -> Result<Page<Device>> {

@@ -882,3 +882,27 @@ pub(crate) async fn records_round_trip_with_derived_fields(store: SqlStore) {
     let listed = store.list_devices(&t, &DeviceQuery::default(), all()).await.unwrap();
     assert_eq!(listed.items, vec![lamp, dumb]);
 }
+
+/// A model's live devices are counted, and only the metadata that is not empty is read, of that
+/// tenant and model alone.
+pub(crate) async fn a_models_device_metadata_is_read_alone(store: SqlStore) {
+    let (t, other) = (new_tenant(&store, "t").await, new_tenant(&store, "o").await);
+    let crane = new_model(&store, &t, "crane", DeviceType::Crane, false).await;
+    let light = new_model(&store, &t, "light", DeviceType::Light, false).await;
+    let p = new_project(&store, &t, "p").await;
+    let mut bare = device_record(&t, "bare", &p, &crane, 1_000);
+    bare.metadata = JsonMap::new();
+    insert(&store, &bare).await;
+    let rated = new_device(&store, &t, "rated", &p, &crane).await;
+    let gone = new_device(&store, &t, "gone", &p, &crane).await;
+    store.delete_device(&t, &gone.id, "admin", 2_000).await.unwrap();
+    new_device(&store, &t, "lamp", &p, &light).await;
+    let (devices, metadata) = store.model_device_metadata(&t, &crane.id).await.unwrap();
+    assert_eq!(devices, 2, "the deleted device is not counted");
+    assert_eq!(metadata, vec![rated.metadata.clone()], "the empty map is not read");
+    assert_eq!(
+        store.model_device_metadata(&other, &crane.id).await.unwrap(),
+        (0, Vec::new()),
+        "another tenant's"
+    );
+}

@@ -92,6 +92,7 @@ store_suite!(
     project_listing_filters,
     device_filters,
     device_sorts,
+    a_models_device_metadata_is_read_alone,
     project_models_are_distinct,
     deletes_conflict_while_in_use,
     devices_need_live_parents,
