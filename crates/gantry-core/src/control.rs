@@ -256,8 +256,12 @@ impl ControlService {
         Ok(())
     }
 
-    /// Whether the device holds an MQTT session now, as presence recorded it.
+    /// Whether the device holds an MQTT session now, as presence recorded it or, on a broker
+    /// that tells no sessions, as its recent messages show (`Downlink::recently_heard`).
     pub async fn is_connected(&self, device: &DeviceId) -> Result<bool> {
+        if self.downlink.recently_heard(device) {
+            return Ok(true);
+        }
         Ok(self.store.connection(device).await?.is_some_and(|c| c.connected))
     }
 
