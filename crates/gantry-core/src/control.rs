@@ -5,19 +5,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
 use crate::catalog::CatalogService;
 use crate::downlink::Downlink;
 use crate::enums::{Classification, DeviceStatus, EventLogStatus, MessageType};
 use crate::event_log::EventLog;
 use crate::feed::Feeds;
 use crate::fields::ControlFields;
+use crate::group_commit::GroupCommit;
 use crate::ids::{DeviceId, EventId};
 use crate::message::{MESSAGE_VERSION, Message, MessageMeta, Payload};
 use crate::paging::{Page, PageRequest};
 use crate::principal::Principal;
 use crate::query::EventLogQuery;
 use crate::records::{Device, DeviceModel};
-use crate::store::Store;
+use crate::store::{AckRecord, NewEventLog, Store};
 use crate::stream::StreamType;
 use crate::time::now_ms;
 use crate::webhook::Audience;
@@ -36,6 +40,10 @@ pub struct ControlService {
     webhooks: Arc<WebhookService>,
     /// Controls one device may have waiting (`--waiting-controls-per-device`).
     max_waiting: AtomicU64,
+    /// The event logs' inserts and the acks, each group-committed: a burst of connects and of
+    /// their acks writes a transaction per batch, not per device.
+    inserts: GroupCommit<NewEventLog, ()>,
+    acks: GroupCommit<AckRecord, Option<EventLog>>,
 }
 
 /// Controls one device may have waiting unless configured otherwise.
@@ -66,9 +74,26 @@ impl ControlService {
         catalog: Arc<CatalogService>,
         downlink: Arc<dyn Downlink>,
         ack_timeout: Duration,
-        feeds: Arc<Feeds>,
-        webhooks: Arc<WebhookService>,
+        (feeds, webhooks): (Arc<Feeds>, Arc<WebhookService>),
+        writers: (&TaskTracker, &CancellationToken),
     ) -> Self {
+        let inserts = GroupCommit::start(writers, {
+            let store = store.clone();
+            move |logs: Vec<NewEventLog>| {
+                let store = store.clone();
+                async move {
+                    store.insert_event_logs(&logs).await?;
+                    Ok(vec![(); logs.len()])
+                }
+            }
+        });
+        let acks = GroupCommit::start(writers, {
+            let store = store.clone();
+            move |acks: Vec<AckRecord>| {
+                let store = store.clone();
+                async move { store.record_acks(&acks).await }
+            }
+        });
         Self {
             store,
             catalog,
@@ -78,7 +103,19 @@ impl ControlService {
             feeds,
             webhooks,
             max_waiting: AtomicU64::new(DEFAULT_WAITING_CONTROLS_PER_DEVICE),
+            inserts,
+            acks,
         }
+    }
+
+    /// Stores `log` (`EventLogStore::insert_event_logs`) with the others written meanwhile.
+    async fn insert_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: Audience) -> Result<()> {
+        let new = NewEventLog {
+            log: log.clone(),
+            ack_deadline,
+            webhooks,
+        };
+        self.inserts.write(new).await
     }
 
     /// The webhooks of `project` that want event logs.
@@ -173,7 +210,7 @@ impl ControlService {
         }
         let deadline = input.needack.then(|| now + self.ack_timeout.as_millis() as i64);
         let hooks = self.hooks(&log.project_id).await?;
-        self.store.insert_event_log(&log, deadline, hooks).await?;
+        self.insert_log(&log, deadline, hooks).await?;
         self.pushed(&log, hooks);
         if input.needack {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
@@ -210,7 +247,7 @@ impl ControlService {
             "waiting-controls-per-device",
         )?;
         let hooks = self.hooks(&log.project_id).await?;
-        self.store.insert_event_log(log, None, hooks).await?;
+        self.insert_log(log, None, hooks).await?;
         self.pushed(log, hooks);
         self.stats.waiting.fetch_add(1, Ordering::Relaxed);
         if self.is_connected(&device.id).await? {
@@ -219,8 +256,12 @@ impl ControlService {
         Ok(())
     }
 
-    /// Whether the device holds an MQTT session now, as presence recorded it.
+    /// Whether the device holds an MQTT session now, as presence recorded it or, on a broker
+    /// that tells no sessions, as its recent messages show (`Downlink::recently_heard`).
     pub async fn is_connected(&self, device: &DeviceId) -> Result<bool> {
+        if self.downlink.recently_heard(device) {
+            return Ok(true);
+        }
         Ok(self.store.connection(device).await?.is_some_and(|c| c.connected))
     }
 
@@ -312,7 +353,7 @@ impl ControlService {
         );
         let deadline = now + self.ack_timeout.as_millis() as i64;
         let hooks = self.hooks(&log.project_id).await?;
-        self.store.insert_event_log(&log, Some(deadline), hooks).await?;
+        self.insert_log(&log, Some(deadline), hooks).await?;
         self.pushed(&log, hooks);
         self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = self.downlink.send(device.id.as_str(), message).await {
@@ -341,7 +382,7 @@ impl ControlService {
         log.reply_to = reply_to;
         let deadline = needack.then(|| now + self.ack_timeout.as_millis() as i64);
         let hooks = self.hooks(&log.project_id).await?;
-        self.store.insert_event_log(&log, deadline, hooks).await?;
+        self.insert_log(&log, deadline, hooks).await?;
         self.pushed(&log, hooks);
         if needack {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
@@ -358,9 +399,15 @@ impl ControlService {
         let hooks = self.hooks(&device.project_id).await?;
         let answered = match ack.meta.correlation_id.as_deref() {
             Some(correlation) => {
-                self.store
-                    .record_ack(&device.record.tenant_id, &device.id, correlation, &ack_json, now, hooks)
-                    .await?
+                let ack = AckRecord {
+                    tenant: device.record.tenant_id.clone(),
+                    device: device.id.clone(),
+                    correlation_id: correlation.to_owned(),
+                    response: ack_json,
+                    at: now,
+                    webhooks: hooks,
+                };
+                self.acks.write(ack).await?
             }
             None => None,
         };
@@ -390,7 +437,7 @@ impl ControlService {
             "DEVICE",
             now,
         );
-        self.store.insert_event_log(&response, None, hooks).await?;
+        self.insert_log(&response, None, hooks).await?;
         self.pushed(&response, hooks);
         Ok(answered)
     }

@@ -8,6 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
 use crate::cache::TtlCache;
 use crate::catalog::CatalogService;
 use crate::control::ControlService;
@@ -15,11 +18,12 @@ use crate::desired::DesiredState;
 use crate::enums::{DeviceStatus, MessageType, Readable};
 use crate::event_log::EventLog;
 use crate::feed::Feeds;
+use crate::group_commit::GroupCommit;
 use crate::ids::{DeviceId, EventId, TenantId};
 use crate::message::{Message, MessageMeta, Payload, PayloadAttribute};
 use crate::principal::Principal;
 use crate::records::{Device, DeviceModel};
-use crate::store::Store;
+use crate::store::{DesiredWrite, Store};
 use crate::stream::StreamType;
 use crate::time::now_ms;
 use crate::webhooks::WebhookService;
@@ -54,6 +58,9 @@ pub struct DesiredStateService {
     feeds: Arc<Feeds>,
     /// and to its webhooks (type `desired`), written with it.
     webhooks: Arc<WebhookService>,
+    /// The documents' writes, group-committed: a burst of connects marks its deltas delivered,
+    /// and their acks settle them, in a transaction per batch, not per device.
+    saves: GroupCommit<DesiredWrite, bool>,
 }
 
 impl DesiredStateService {
@@ -61,9 +68,16 @@ impl DesiredStateService {
         store: Arc<dyn Store>,
         catalog: Arc<CatalogService>,
         control: Arc<ControlService>,
-        feeds: Arc<Feeds>,
-        webhooks: Arc<WebhookService>,
+        (feeds, webhooks): (Arc<Feeds>, Arc<WebhookService>),
+        writers: (&TaskTracker, &CancellationToken),
     ) -> Self {
+        let saves = GroupCommit::start(writers, {
+            let store = store.clone();
+            move |writes: Vec<DesiredWrite>| {
+                let store = store.clone();
+                async move { store.save_desired_states(&writes).await }
+            }
+        });
         Self {
             store,
             catalog,
@@ -72,6 +86,7 @@ impl DesiredStateService {
             webhooks,
             outstanding: TtlCache::new(OUTSTANDING_TTL),
             stats: DesiredStats::default(),
+            saves,
         }
     }
 
@@ -147,23 +162,7 @@ impl DesiredStateService {
             if !change(&mut state)? {
                 return Ok(state);
             }
-            let hooks = self
-                .webhooks
-                .subscribers(&device.project_id, StreamType::Desired)
-                .await?;
-            if self
-                .store
-                .save_desired_state(&state, &device.project_id, revision, now_ms(), hooks)
-                .await?
-            {
-                self.outstanding.remove(&device.id);
-                if !hooks.is_empty() {
-                    self.webhooks.wake();
-                }
-                self.feeds
-                    .publish(&device.project_id, StreamType::Desired, &device.id, || {
-                        serde_json::to_string(&state).unwrap_or_default()
-                    });
+            if let Some(state) = self.save(device, state, revision).await? {
                 return Ok(state);
             }
         }
@@ -171,6 +170,35 @@ impl DesiredStateService {
             "the desired state of device {} changes too often",
             device.id
         )))
+    }
+
+    /// Writes `state`, read at `revision`, with the other writes that wait, and tells its
+    /// followers; None when another writer changed the document since it was read.
+    async fn save(&self, device: &Device, state: DesiredState, revision: i64) -> Result<Option<DesiredState>> {
+        let hooks = self
+            .webhooks
+            .subscribers(&device.project_id, StreamType::Desired)
+            .await?;
+        let write = DesiredWrite {
+            state,
+            project: device.project_id.clone(),
+            revision,
+            at: now_ms(),
+            webhooks: hooks,
+        };
+        let state = write.state.clone();
+        if !self.saves.write(write).await? {
+            return Ok(None);
+        }
+        self.outstanding.remove(&device.id);
+        if !hooks.is_empty() {
+            self.webhooks.wake();
+        }
+        self.feeds
+            .publish(&device.project_id, StreamType::Desired, &device.id, || {
+                serde_json::to_string(&state).unwrap_or_default()
+            });
+        Ok(Some(state))
     }
 
     /// The device connected (a new session or a reconnect, subscribed to its inbox): its
@@ -191,7 +219,7 @@ impl DesiredStateService {
     /// Sends the device its desired values not applied as one `c` message (recorded as a
     /// control waiting for its ack), then marks them delivered.
     async fn send_delta(&self, device: &Device, by: &str) -> Result<()> {
-        let (state, _) = self.load(&device.record.tenant_id, &device.id).await?;
+        let (mut state, revision) = self.load(&device.record.tenant_id, &device.id).await?;
         let delta = state.delta();
         if delta.is_empty() {
             return Ok(());
@@ -201,7 +229,10 @@ impl DesiredStateService {
         self.stats.deltas_sent.fetch_add(1, Ordering::Relaxed);
         let sent = state.version;
         let now = now_ms();
-        self.update(device, |state| Ok(state.delivered(sent, now))).await?;
+        // Marked on the document as it was read, unless it changed since: then read again.
+        if state.delivered(sent, now) && self.save(device, state, revision).await?.is_none() {
+            self.update(device, |state| Ok(state.delivered(sent, now))).await?;
+        }
         Ok(())
     }
 

@@ -20,4 +20,11 @@ pub trait Downlink: Send + Sync {
     /// once when that has passed): the credential it logged in with stops working then. A
     /// later login is judged by its own credential.
     async fn expire_session(&self, client: &str, at: i64);
+    /// Whether the device is connected as far as the messages it sends show, where presence
+    /// cannot know it: a broker without client events (Mosquitto) records no session, so a
+    /// device this node heard from within `--presence-silence` counts as connected. False where
+    /// presence knows every session (the embedded broker).
+    fn recently_heard(&self, _device: &DeviceId) -> bool {
+        false
+    }
 }

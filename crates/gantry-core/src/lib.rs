@@ -9,7 +9,8 @@
 //! - the ports the services need from outside: the store traits (`store`), the way down to
 //!   devices (`downlink`) and the way out to webhook receivers (`outbound`);
 //! - the services (`auth`, `catalog`, `control`, `telemetry`, `routes`, `ingest`, `presence`,
-//!   `webhooks`, `delivery`, `desired_state`, `alarms`) and their helpers (`cache`, `guard`, `feed`). A service that needs another holds it (`Arc<CatalogService>`) and calls
+//!   `webhooks`, `delivery`, `desired_state`, `alarms`) and their helpers (`cache`, `guard`, `feed`,
+//!   `group_commit`). A service that needs another holds it (`Arc<CatalogService>`) and calls
 //!   its public methods.
 //!
 //! `.ci/import-cycles.sh` checks that no module imports, through others, itself.
@@ -56,6 +57,7 @@ pub mod control;
 pub mod delivery;
 pub mod desired_state;
 pub mod feed;
+pub mod group_commit;
 pub mod guard;
 pub mod histogram;
 pub mod ingest;
@@ -98,8 +100,9 @@ pub struct Services {
 
 impl Services {
     /// Wires the services over `store`; events go through `ingest`, messages to devices
-    /// through `downlink`. The push streams' publisher and the alarm plan writer run as tasks of
-    /// `tasks` until `publisher_stop` is cancelled.
+    /// through `downlink`. The push streams' publisher, the alarm plan writer and the group
+    /// commits of presence, event logs and desired states run as tasks of `tasks` until
+    /// `publisher_stop` is cancelled.
     // The one place every part meets; a struct of them would only rename the arguments.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -131,6 +134,15 @@ impl Services {
             tokens.clone(),
         ));
         let webhooks = Arc::new(webhooks::WebhookService::new(store.clone(), catalog.clone(), webhooks));
+        let writers = (tasks, &publisher_stop);
+        let parts = (&store, &catalog, &feeds, &webhooks);
+        let (control, desired) = commands(parts, downlink.clone(), ack_timeout, writers);
+        let presence = Arc::new(presence::PresenceService::new(
+            store.clone(),
+            catalog.clone(),
+            (feeds.clone(), webhooks.clone()),
+            writers,
+        ));
         let alarms = Arc::new(alarms::AlarmService::new(
             (store.clone(), store.clone()),
             catalog.clone(),
@@ -138,8 +150,6 @@ impl Services {
             feeds.clone(),
             (tasks, publisher_stop),
         ));
-        let parts = (&store, &catalog, &feeds, &webhooks);
-        let (control, desired) = commands(parts, downlink.clone(), ack_timeout);
         let (login_guard, audit, users) = people(&store, &tokens, login_guard, sessions);
         Self {
             auth: auth::AuthService::new(store.clone(), tokens, sessions),
@@ -152,12 +162,7 @@ impl Services {
                 webhooks.clone(),
                 alarms.clone(),
             ),
-            presence: Arc::new(presence::PresenceService::new(
-                store.clone(),
-                catalog.clone(),
-                feeds.clone(),
-                webhooks.clone(),
-            )),
+            presence,
             feeds,
             routes: routes::RouteService::new(store, catalog.clone(), control.clone(), downlink, route_config),
             catalog,
@@ -183,21 +188,22 @@ fn commands(
     ),
     downlink: Arc<dyn downlink::Downlink>,
     ack_timeout: std::time::Duration,
+    writers: (&tokio_util::task::TaskTracker, &tokio_util::sync::CancellationToken),
 ) -> (Arc<control::ControlService>, Arc<desired_state::DesiredStateService>) {
     let control = Arc::new(control::ControlService::new(
         store.clone(),
         catalog.clone(),
         downlink,
         ack_timeout,
-        feeds.clone(),
-        webhooks.clone(),
+        (feeds.clone(), webhooks.clone()),
+        writers,
     ));
     let desired = Arc::new(desired_state::DesiredStateService::new(
         store.clone(),
         catalog.clone(),
         control.clone(),
-        feeds.clone(),
-        webhooks.clone(),
+        (feeds.clone(), webhooks.clone()),
+        writers,
     ));
     (control, desired)
 }

@@ -13,15 +13,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::Result;
 use crate::catalog::CatalogService;
 use crate::connection::{Connection, ConnectionChange, SessionEnd, SessionStart};
 use crate::feed::Feeds;
+use crate::group_commit::GroupCommit;
 use crate::ids::{DeviceId, ProjectId, TenantId};
 use crate::principal::Principal;
 use crate::store::Store;
 use crate::stream::StreamType;
+use crate::webhook::Audience;
 use crate::webhooks::WebhookService;
 
 /// How often the last-seen times are written: what a crash may lose of them.
@@ -49,15 +53,36 @@ pub struct PresenceService {
     feeds: Arc<Feeds>,
     /// Connection changes go to the project's webhooks, written with them.
     webhooks: Arc<WebhookService>,
+    /// Sessions' starts and ends, group-committed: a burst of connects is written in a
+    /// transaction per batch, not per device.
+    starts: GroupCommit<(TenantId, SessionStart, Audience), ()>,
+    ends: GroupCommit<(SessionEnd, Audience), bool>,
 }
 
 impl PresenceService {
     pub fn new(
         store: Arc<dyn Store>,
         catalog: Arc<CatalogService>,
-        feeds: Arc<Feeds>,
-        webhooks: Arc<WebhookService>,
+        (feeds, webhooks): (Arc<Feeds>, Arc<WebhookService>),
+        writers: (&TaskTracker, &CancellationToken),
     ) -> Self {
+        let starts = GroupCommit::start(writers, {
+            let store = store.clone();
+            move |starts: Vec<(TenantId, SessionStart, Audience)>| {
+                let store = store.clone();
+                async move {
+                    store.sessions_started(&starts).await?;
+                    Ok(vec![(); starts.len()])
+                }
+            }
+        });
+        let ends = GroupCommit::start(writers, {
+            let store = store.clone();
+            move |ends: Vec<(SessionEnd, Audience)>| {
+                let store = store.clone();
+                async move { store.sessions_ended(&ends).await }
+            }
+        });
         Self {
             store,
             catalog,
@@ -65,6 +90,8 @@ impl PresenceService {
             webhooks,
             live: Mutex::default(),
             changes: broadcast::channel(CHANGES_BUFFER).0,
+            starts,
+            ends,
         }
     }
 
@@ -81,7 +108,7 @@ impl PresenceService {
             Err(e) => return Err(e),
         };
         let hooks = self.webhooks.subscribers(&project, StreamType::Connection).await?;
-        self.store.session_started(tenant, &start, hooks).await?;
+        self.starts.write((tenant.clone(), start.clone(), hooks)).await?;
         if !hooks.is_empty() {
             self.webhooks.wake();
         }
@@ -139,7 +166,7 @@ impl PresenceService {
             Some((_, project)) => self.webhooks.subscribers(project, StreamType::Connection).await?,
             None => Default::default(),
         };
-        if !self.store.session_ended(&end, hooks).await? {
+        if !self.ends.write((end.clone(), hooks)).await? {
             return Ok(());
         }
         if !hooks.is_empty() {
@@ -217,6 +244,7 @@ impl PresenceService {
     pub async fn end_live_sessions(&self) -> Result<()> {
         let now = crate::time::now_ms();
         let live: Vec<(DeviceId, Live)> = self.live.lock().expect("presence lock").drain().collect();
+        let mut ends = Vec::with_capacity(live.len());
         for (device, session) in live {
             let end = SessionEnd {
                 device,
@@ -228,7 +256,10 @@ impl PresenceService {
                 .webhooks
                 .subscribers(&session.project, StreamType::Connection)
                 .await?;
-            self.store.session_ended(&end, hooks).await?;
+            ends.push((end, hooks));
+        }
+        for chunk in ends.chunks(crate::group_commit::MAX_BATCH) {
+            self.store.sessions_ended(chunk).await?;
         }
         Ok(())
     }

@@ -151,9 +151,21 @@ pub trait EventStore: Send + Sync {
 /// Event logs of control messages and responses.
 #[async_trait]
 pub trait EventLogStore: Send + Sync {
+    /// Stores the logs in one transaction (`NewEventLog`), each with its webhook events.
+    async fn insert_event_logs(&self, logs: &[NewEventLog]) -> Result<()>;
     /// Stores a log; `ack_deadline` (epoch ms) is set for a control that waits for its ack.
     /// `webhooks` get the log as an `eventLog` event, written in the same transaction.
-    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: Audience) -> Result<()>;
+    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: Audience) -> Result<()> {
+        let new = NewEventLog {
+            log: log.clone(),
+            ack_deadline,
+            webhooks,
+        };
+        self.insert_event_logs(std::slice::from_ref(&new)).await
+    }
+    /// Records the acks in one transaction (`AckRecord`); for each, the control it answered as
+    /// it is now, or None when there is none.
+    async fn record_acks(&self, acks: &[AckRecord]) -> Result<Vec<Option<EventLog>>>;
     /// Appends `response` to the device's control log whose `eventId` is `correlation_id` and
     /// completes it if it was still processing. Returns the updated log, or None if there is none.
     /// `webhooks` get the updated log, written in the same transaction.
@@ -165,7 +177,17 @@ pub trait EventLogStore: Send + Sync {
         response: &serde_json::Value,
         at: i64,
         webhooks: Audience,
-    ) -> Result<Option<EventLog>>;
+    ) -> Result<Option<EventLog>> {
+        let ack = AckRecord {
+            tenant: tenant.clone(),
+            device: device.clone(),
+            correlation_id: correlation_id.to_owned(),
+            response: response.clone(),
+            at,
+            webhooks,
+        };
+        Ok(self.record_acks(std::slice::from_ref(&ack)).await?.pop().flatten())
+    }
     /// Controls still processing at `now` past their ack deadline, and waiting controls past
     /// their `expires_time` (reason `expired`), become `exception`; returns them
     /// as they are now. Each one enters the webhook outbox of its project's `webhooks` in the
@@ -207,6 +229,9 @@ pub trait EventLogStore: Send + Sync {
 pub trait DesiredStore: Send + Sync {
     /// The device's document with the revision it was read at; None when it never had one.
     async fn desired_state(&self, tenant: &TenantId, device: &DeviceId) -> Result<Option<(DesiredState, i64)>>;
+    /// Writes the documents in one transaction (`DesiredWrite`); for each, whether it was
+    /// written. Of two writes of one document from the same revision, the first is written.
+    async fn save_desired_states(&self, writes: &[DesiredWrite]) -> Result<Vec<bool>>;
     /// Writes the document if the stored one is still at `revision` (0: none stored yet);
     /// whether it did. The written one is at `revision + 1`. `webhooks` (of the device's
     /// `project`) get it as a `desired` event, written in the same transaction.
@@ -217,7 +242,50 @@ pub trait DesiredStore: Send + Sync {
         revision: i64,
         at: i64,
         webhooks: Audience,
-    ) -> Result<bool>;
+    ) -> Result<bool> {
+        let write = DesiredWrite {
+            state: state.clone(),
+            project: project.clone(),
+            revision,
+            at,
+            webhooks,
+        };
+        Ok(self.save_desired_states(std::slice::from_ref(&write)).await? == [true])
+    }
+}
+
+/// An event log to store, with the deadline of the ack it waits for (epoch ms), if any, and
+/// the webhooks that get it as an `eventLog` event, written in the same transaction.
+#[derive(Debug, Clone)]
+pub struct NewEventLog {
+    pub log: EventLog,
+    pub ack_deadline: Option<i64>,
+    pub webhooks: Audience,
+}
+
+/// A device's ack of a control: `response` is appended to the device's control log whose
+/// `eventId` is `correlation_id`, which is completed if it was still processing; `webhooks`
+/// get the updated log, written in the same transaction.
+#[derive(Debug, Clone)]
+pub struct AckRecord {
+    pub tenant: TenantId,
+    pub device: DeviceId,
+    pub correlation_id: String,
+    pub response: serde_json::Value,
+    pub at: i64,
+    pub webhooks: Audience,
+}
+
+/// A desired state to write if the stored one is still at `revision` (0: none stored yet); the
+/// written one is at `revision + 1`. `webhooks` (of the device's `project`) get it as a
+/// `desired` event, written in the same transaction.
+#[derive(Debug, Clone)]
+pub struct DesiredWrite {
+    pub state: DesiredState,
+    pub project: ProjectId,
+    pub revision: i64,
+    pub at: i64,
+    pub webhooks: Audience,
 }
 
 /// Message routes.
@@ -256,10 +324,19 @@ pub trait ConnectionStore: Send + Sync {
     /// Records the device connected by this session, unless a session that began later is
     /// recorded already. Its last session's `disconnectedTime` stays. When it records it,
     /// `webhooks` get the record as a `connection` event, written in the same transaction.
-    async fn session_started(&self, tenant: &TenantId, start: &SessionStart, webhooks: Audience) -> Result<()>;
+    async fn session_started(&self, tenant: &TenantId, start: &SessionStart, webhooks: Audience) -> Result<()> {
+        self.sessions_started(&[(tenant.clone(), start.clone(), webhooks)])
+            .await
+    }
+    /// `session_started` of each, in one transaction.
+    async fn sessions_started(&self, starts: &[(TenantId, SessionStart, Audience)]) -> Result<()>;
     /// Records the device disconnected, unless its recorded session began after
     /// `end.started_by`; whether it did. When it did, `webhooks` get the record as for a start.
-    async fn session_ended(&self, end: &SessionEnd, webhooks: Audience) -> Result<bool>;
+    async fn session_ended(&self, end: &SessionEnd, webhooks: Audience) -> Result<bool> {
+        Ok(self.sessions_ended(&[(end.clone(), webhooks)]).await? == [true])
+    }
+    /// `session_ended` of each, in one transaction; for each, whether it recorded it.
+    async fn sessions_ended(&self, ends: &[(SessionEnd, Audience)]) -> Result<Vec<bool>>;
     /// Moves each device's last-seen time forward (never back).
     async fn record_last_seen(&self, seen: &[(DeviceId, i64)]) -> Result<()>;
     /// The device's record; None for a device never connected. The device id selects: the

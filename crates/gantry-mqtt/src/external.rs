@@ -50,7 +50,9 @@ pub struct ExternalBroker {
     transports: Vec<(u16, &'static str)>,
     /// The client's loop, the presence task and each message's handling, from `start` on.
     tasks: Option<BrokerTasks>,
-    presence_silence: Duration,
+    /// When this node last heard from each device, shared by the upstream handler, which
+    /// counts connects by it, and the downlink, which tells a device recently heard connected.
+    heard: Arc<Heard>,
 }
 
 /// A user name and password.
@@ -104,13 +106,14 @@ impl ExternalBroker {
             host,
             port,
             tasks: None,
-            presence_silence: Duration::from_secs(60),
+            heard: Arc::new(Heard::new(Duration::from_secs(60))),
         })
     }
 
-    /// How long a device may send nothing before its next message counts as a connect.
+    /// How long a device may send nothing before its next message counts as a connect. Set
+    /// before `downlink` and `start`.
     pub fn set_presence_silence(&mut self, silence: Duration) {
-        self.presence_silence = silence;
+        self.heard = Arc::new(Heard::new(silence));
     }
 
     /// The broker's ports for TLS, WebSocket and secure WebSocket clients, when known.
@@ -138,6 +141,7 @@ impl ExternalBroker {
             client: self.client.clone(),
             topics: self.topics.clone(),
             stats: self.stats.clone(),
+            heard: self.heard.clone(),
         })
     }
 
@@ -157,7 +161,7 @@ impl ExternalBroker {
         self.client.subscribe(&filter, QoS::AtLeastOnce).await?;
         subscribe_client_events(&self.client).await?;
         let (presence_tx, presence_rx) = mpsc::channel::<PresenceEvent>(PRESENCE_QUEUE);
-        let heard = Arc::new(Heard::new(self.presence_silence));
+        let heard = self.heard.clone();
         // Ends once the client's loop has ended (it holds the sender) and the events queued are
         // recorded.
         tasks.spawn(record_presence(presence_rx, services.clone(), heard.clone()));
@@ -370,6 +374,12 @@ impl Heard {
         }
     }
 
+    /// Whether this node heard from `device` within the silence.
+    fn recently(&self, device: &str) -> bool {
+        let last = self.last.lock().expect("heard lock");
+        last.get(device).is_some_and(|at| at.elapsed() <= self.silence)
+    }
+
     /// The broker said the device connected or disconnected: its next message is a connect.
     fn forget(&self, event: &PresenceEvent) {
         let device = match event {
@@ -436,6 +446,7 @@ struct ExternalDownlink {
     client: AsyncClient,
     topics: Topics,
     stats: Arc<MqttStats>,
+    heard: Arc<Heard>,
 }
 
 #[async_trait]
@@ -462,6 +473,12 @@ impl Downlink for ExternalDownlink {
         // allowed to publish.
         tracing::info!(client, "external broker: the session is not closed by Gantry");
     }
+
+    /// A broker's client events drop the device from `heard`, so with EMQX this agrees with
+    /// presence; with Mosquitto it is all a node knows of a device's connection.
+    fn recently_heard(&self, device: &DeviceId) -> bool {
+        self.heard.recently(device.as_str())
+    }
 }
 
 #[cfg(test)]
@@ -482,8 +499,21 @@ mod tests {
             last_seen: None,
         };
         heard.forget(&PresenceEvent::Disconnected(end));
+        assert!(!heard.recently("d1"), "the broker said it disconnected");
         assert!(heard.message("d1"), "after the broker said it disconnected");
         assert!(!heard.message("d1"));
+    }
+
+    /// A device heard within the silence counts as connected (a change is sent to it at once);
+    /// one not heard for longer, or never, does not.
+    #[test]
+    fn a_device_heard_within_the_silence_counts_as_connected() {
+        let heard = Heard::new(Duration::from_millis(50));
+        assert!(!heard.recently("d1"), "never heard");
+        heard.message("d1");
+        assert!(heard.recently("d1"));
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(!heard.recently("d1"), "silent for longer than the silence");
     }
 
     #[test]

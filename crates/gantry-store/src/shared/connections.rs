@@ -41,54 +41,25 @@ fn connection_from_row(row: &AnyRow) -> Result<Connection> {
 
 #[async_trait]
 impl ConnectionStore for SqlStore {
-    async fn session_started(&self, tenant: &TenantId, start: &SessionStart, webhooks: Audience) -> Result<()> {
+    async fn sessions_started(&self, starts: &[(TenantId, SessionStart, Audience)]) -> Result<()> {
+        if starts.is_empty() {
+            return Ok(());
+        }
         let mut tx = self.writer.begin().await.map_err(db_error)?;
-        // An older session's start that arrives late leaves a newer one as it is.
-        let done = sqlx::query(
-            "INSERT INTO device_connections (device_id, tenant_id, connected, connected_time, \
-             disconnected_time, last_seen_time, client_address, protocol, transport) \
-             VALUES ($1, $2, 1, $3, NULL, $3, $4, $5, $6) \
-             ON CONFLICT (device_id) DO UPDATE SET connected = 1, \
-             connected_time = excluded.connected_time, \
-             last_seen_time = CASE WHEN excluded.last_seen_time > COALESCE(device_connections.last_seen_time, 0) \
-                 THEN excluded.last_seen_time ELSE device_connections.last_seen_time END, \
-             client_address = excluded.client_address, protocol = excluded.protocol, \
-             transport = excluded.transport \
-             WHERE device_connections.connected_time IS NULL \
-                OR device_connections.connected_time <= excluded.connected_time",
-        )
-        .bind(start.device.as_str())
-        .bind(tenant.as_str())
-        .bind(start.at)
-        .bind(start.client_address.as_deref())
-        .bind(start.protocol.as_deref())
-        .bind(start.transport.as_deref())
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        if done.rows_affected() > 0 {
-            changed(&mut tx, &start.device, webhooks).await?;
+        for (tenant, start, webhooks) in starts {
+            start_one(&mut tx, tenant, start, *webhooks).await?;
         }
         tx.commit().await.map_err(db_error)
     }
 
-    async fn session_ended(&self, end: &SessionEnd, webhooks: Audience) -> Result<bool> {
+    async fn sessions_ended(&self, ends: &[(SessionEnd, Audience)]) -> Result<Vec<bool>> {
+        if ends.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut tx = self.writer.begin().await.map_err(db_error)?;
-        let done = sqlx::query(
-            "UPDATE device_connections SET connected = 0, disconnected_time = $1, \
-             last_seen_time = CASE WHEN $2 > COALESCE(last_seen_time, 0) THEN $2 ELSE last_seen_time END \
-             WHERE device_id = $3 AND connected = 1 AND connected_time <= $4",
-        )
-        .bind(end.at)
-        .bind(end.last_seen.unwrap_or(0))
-        .bind(end.device.as_str())
-        .bind(end.started_by)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        let ended = done.rows_affected() > 0;
-        if ended {
-            changed(&mut tx, &end.device, webhooks).await?;
+        let mut ended = Vec::with_capacity(ends.len());
+        for (end, webhooks) in ends {
+            ended.push(end_one(&mut tx, end, *webhooks).await?);
         }
         tx.commit().await.map_err(db_error)?;
         Ok(ended)
@@ -137,6 +108,63 @@ impl ConnectionStore for SqlStore {
         .map_err(db_error)?;
         Ok(done.rows_affected())
     }
+}
+
+/// One start of `sessions_started`, in its transaction.
+async fn start_one(
+    conn: &mut sqlx::AnyConnection,
+    tenant: &TenantId,
+    start: &SessionStart,
+    webhooks: Audience,
+) -> Result<()> {
+    // An older session's start that arrives late leaves a newer one as it is.
+    let done = sqlx::query(
+        "INSERT INTO device_connections (device_id, tenant_id, connected, connected_time, \
+         disconnected_time, last_seen_time, client_address, protocol, transport) \
+         VALUES ($1, $2, 1, $3, NULL, $3, $4, $5, $6) \
+         ON CONFLICT (device_id) DO UPDATE SET connected = 1, \
+         connected_time = excluded.connected_time, \
+         last_seen_time = CASE WHEN excluded.last_seen_time > COALESCE(device_connections.last_seen_time, 0) \
+             THEN excluded.last_seen_time ELSE device_connections.last_seen_time END, \
+         client_address = excluded.client_address, protocol = excluded.protocol, \
+         transport = excluded.transport \
+         WHERE device_connections.connected_time IS NULL \
+            OR device_connections.connected_time <= excluded.connected_time",
+    )
+    .bind(start.device.as_str())
+    .bind(tenant.as_str())
+    .bind(start.at)
+    .bind(start.client_address.as_deref())
+    .bind(start.protocol.as_deref())
+    .bind(start.transport.as_deref())
+    .execute(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    if done.rows_affected() > 0 {
+        changed(conn, &start.device, webhooks).await?;
+    }
+    Ok(())
+}
+
+/// One end of `sessions_ended`, in its transaction: whether it recorded it.
+async fn end_one(conn: &mut sqlx::AnyConnection, end: &SessionEnd, webhooks: Audience) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE device_connections SET connected = 0, disconnected_time = $1, \
+         last_seen_time = CASE WHEN $2 > COALESCE(last_seen_time, 0) THEN $2 ELSE last_seen_time END \
+         WHERE device_id = $3 AND connected = 1 AND connected_time <= $4",
+    )
+    .bind(end.at)
+    .bind(end.last_seen.unwrap_or(0))
+    .bind(end.device.as_str())
+    .bind(end.started_by)
+    .execute(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    let ended = done.rows_affected() > 0;
+    if ended {
+        changed(conn, &end.device, webhooks).await?;
+    }
+    Ok(ended)
 }
 
 /// The device's record as the transaction left it, as a `connection` event for each of

@@ -5,10 +5,9 @@
 use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::desired::DesiredState;
-use gantry_core::ids::{DeviceId, ProjectId, TenantId};
-use gantry_core::store::DesiredStore;
+use gantry_core::ids::{DeviceId, TenantId};
+use gantry_core::store::{DesiredStore, DesiredWrite};
 use gantry_core::stream::StreamType;
-use gantry_core::webhook::Audience;
 
 use crate::SqlStore;
 use crate::error::db_error;
@@ -36,49 +35,62 @@ impl DesiredStore for SqlStore {
         Ok(Some((state, get(&row, "revision")?)))
     }
 
-    async fn save_desired_state(
-        &self,
-        state: &DesiredState,
-        project: &ProjectId,
-        revision: i64,
-        at: i64,
-        webhooks: Audience,
-    ) -> Result<bool> {
-        let attributes = to_json(&state.attributes)?;
-        let outbox = outbox_events(webhooks, StreamType::Desired, project, &state.device_id, state)?;
-        let mut tx = self.begin_write().await?;
-        let done = if revision == 0 {
-            sqlx::query(
-                "INSERT INTO desired_states (device_id, tenant_id, version, revision, attributes, updated_time) \
-                 VALUES ($1, $2, $3, 1, $4, $5) ON CONFLICT (device_id) DO NOTHING",
-            )
-            .bind(state.device_id.as_str())
-            .bind(state.tenant_id.as_str())
-            .bind(state.version)
-            .bind(attributes)
-            .bind(at)
-            .execute(&mut *tx)
-            .await
-        } else {
-            sqlx::query(
-                "UPDATE desired_states SET version = $1, revision = revision + 1, attributes = $2, updated_time = $3 \
-                 WHERE device_id = $4 AND tenant_id = $5 AND revision = $6",
-            )
-            .bind(state.version)
-            .bind(attributes)
-            .bind(at)
-            .bind(state.device_id.as_str())
-            .bind(state.tenant_id.as_str())
-            .bind(revision)
-            .execute(&mut *tx)
-            .await
-        };
-        if done.map_err(db_error)?.rows_affected() != 1 {
-            return Ok(false);
+    async fn save_desired_states(&self, writes: &[DesiredWrite]) -> Result<Vec<bool>> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
         }
-        // The webhook events commit with the write that caused them.
-        write_outbox(&mut tx, "webhook_outbox", &outbox, false).await?;
+        let mut tx = self.begin_write().await?;
+        let mut written = Vec::with_capacity(writes.len());
+        for write in writes {
+            written.push(save_one(&mut tx, write).await?);
+        }
         tx.commit().await.map_err(db_error)?;
-        Ok(true)
+        Ok(written)
     }
+}
+
+/// One write of `save_desired_states`, in its transaction: whether the stored document was still
+/// at the revision the write read.
+async fn save_one(tx: &mut sqlx::AnyConnection, write: &DesiredWrite) -> Result<bool> {
+    let state = &write.state;
+    let attributes = to_json(&state.attributes)?;
+    let done = if write.revision == 0 {
+        sqlx::query(
+            "INSERT INTO desired_states (device_id, tenant_id, version, revision, attributes, updated_time) \
+             VALUES ($1, $2, $3, 1, $4, $5) ON CONFLICT (device_id) DO NOTHING",
+        )
+        .bind(state.device_id.as_str())
+        .bind(state.tenant_id.as_str())
+        .bind(state.version)
+        .bind(attributes)
+        .bind(write.at)
+        .execute(&mut *tx)
+        .await
+    } else {
+        sqlx::query(
+            "UPDATE desired_states SET version = $1, revision = revision + 1, attributes = $2, updated_time = $3 \
+             WHERE device_id = $4 AND tenant_id = $5 AND revision = $6",
+        )
+        .bind(state.version)
+        .bind(attributes)
+        .bind(write.at)
+        .bind(state.device_id.as_str())
+        .bind(state.tenant_id.as_str())
+        .bind(write.revision)
+        .execute(&mut *tx)
+        .await
+    };
+    if done.map_err(db_error)?.rows_affected() != 1 {
+        return Ok(false);
+    }
+    // The webhook events commit with the write that caused them.
+    let outbox = outbox_events(
+        write.webhooks,
+        StreamType::Desired,
+        &write.project,
+        &state.device_id,
+        state,
+    )?;
+    write_outbox(tx, "webhook_outbox", &outbox, false).await?;
+    Ok(true)
 }

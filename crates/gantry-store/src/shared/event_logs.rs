@@ -10,7 +10,7 @@ use gantry_core::event_log::EventLog;
 use gantry_core::ids::{DeviceId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::{EventLogQuery, EventLogSort};
-use gantry_core::store::EventLogStore;
+use gantry_core::store::{AckRecord, EventLogStore, NewEventLog};
 use gantry_core::stream::StreamType;
 use gantry_core::webhook::Audience;
 use sqlx::any::AnyRow;
@@ -18,7 +18,7 @@ use sqlx::any::AnyRow;
 use crate::SqlStore;
 use crate::outbox::{outbox_events, write_outbox};
 use crate::row::{flag, get, json, spelled, to_json};
-use crate::sql::{Sql, fetch_page};
+use crate::sql::{Sql, fetch_page, values_clause};
 
 const COLUMNS: &str = "id, tenant_id, project_id, status, classification, device_id, device_name, event_data, \
                        context_id, responses, event_id, created_by, created_time, updated_by, updated_time, deleted, \
@@ -35,6 +35,43 @@ fn written(log: &EventLog, what: &str, started: Instant, waited: Duration) {
         waited_ms = waited.as_secs_f64() * 1e3,
         "event log {what}"
     );
+}
+
+/// Event logs one INSERT carries at most: SQLite looks each numbered placeholder up in a list
+/// of all of them, so a statement stays a few hundred values wide.
+const LOGS_PER_STATEMENT: usize = 32;
+
+/// The values an inserted event log binds (`bind_new_log`).
+const INSERTED_COLUMNS: usize = 21;
+
+/// `query` with the values of `new`'s row, in the INSERT's order of columns.
+fn bind_new_log<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    new: &'q NewEventLog,
+) -> Result<sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>> {
+    let log = &new.log;
+    Ok(query
+        .bind(log.id.as_str())
+        .bind(log.tenant_id.as_str())
+        .bind(log.project_id.as_str())
+        .bind(log.status.as_str())
+        .bind(log.classification.as_str())
+        .bind(log.device_id.as_str())
+        .bind(log.device_name.as_str())
+        .bind(to_json(&log.event_data)?)
+        .bind(log.context_id.as_deref())
+        .bind(to_json(&log.responses)?)
+        .bind(log.event_id.as_str())
+        .bind(new.ack_deadline)
+        .bind(log.created_by.as_str())
+        .bind(log.created_time)
+        .bind(log.updated_by.as_deref())
+        .bind(log.updated_time)
+        .bind(0_i64)
+        .bind(log.reply_to.as_deref())
+        .bind(log.expires_time)
+        .bind(log.delivered_time)
+        .bind(log.reason.as_deref()))
 }
 
 fn log_from_row(row: &AnyRow) -> Result<EventLog> {
@@ -62,103 +99,109 @@ fn log_from_row(row: &AnyRow) -> Result<EventLog> {
     })
 }
 
-#[async_trait]
-impl EventLogStore for SqlStore {
-    async fn insert_event_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: Audience) -> Result<()> {
-        let started = Instant::now();
-        let mut conn = self.log_writer.acquire().await.map_err(crate::error::db_error)?;
-        let waited = started.elapsed();
-        let outbox = outbox_events(webhooks, StreamType::EventLog, &log.project_id, &log.device_id, log)?;
-        let text = format!(
-            "INSERT INTO {} (id, tenant_id, project_id, status, classification, device_id, device_name, \
-                 event_data, context_id, responses, event_id, ack_deadline, created_by, created_time, updated_by, \
-                 updated_time, deleted, reply_to, expires_time, delivered_time, reason) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, $20)",
-            self.dialect.event_logs
-        );
-        let statement = sqlx::query(&text)
-            .bind(log.id.as_str())
-            .bind(log.tenant_id.as_str())
-            .bind(log.project_id.as_str())
-            .bind(log.status.as_str())
-            .bind(log.classification.as_str())
-            .bind(log.device_id.as_str())
-            .bind(log.device_name.as_str())
-            .bind(to_json(&log.event_data)?)
-            .bind(log.context_id.as_deref())
-            .bind(to_json(&log.responses)?)
-            .bind(log.event_id.as_str())
-            .bind(ack_deadline)
-            .bind(log.created_by.as_str())
-            .bind(log.created_time)
-            .bind(log.updated_by.as_deref())
-            .bind(log.updated_time)
-            .bind(log.reply_to.as_deref())
-            .bind(log.expires_time)
-            .bind(log.delivered_time)
-            .bind(log.reason.as_deref());
-        if outbox.is_empty() {
-            statement.execute(&mut *conn).await.map_err(crate::error::db_error)?;
-        } else {
-            // The outbox rows commit with the log.
-            let mut tx = sqlx::Acquire::begin(&mut *conn).await.map_err(crate::error::db_error)?;
-            statement.execute(&mut *tx).await.map_err(crate::error::db_error)?;
-            write_outbox(&mut tx, self.dialect.log_outbox, &outbox, false).await?;
-            tx.commit().await.map_err(crate::error::db_error)?;
-        }
-        written(log, "inserted", started, waited);
-        Ok(())
-    }
-
-    async fn record_ack(
-        &self,
-        tenant: &TenantId,
-        device: &DeviceId,
-        correlation_id: &str,
-        response: &serde_json::Value,
-        at: i64,
-        webhooks: Audience,
-    ) -> Result<Option<EventLog>> {
-        let started = Instant::now();
-        let mut tx = self.begin_log_write().await?;
-        let waited = started.elapsed();
+impl SqlStore {
+    /// One ack of `record_acks`, in its transaction.
+    async fn record_one_ack(&self, tx: &mut sqlx::AnyConnection, ack: &AckRecord) -> Result<Option<EventLog>> {
         let table = self.dialect.event_logs;
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM {table} \
              WHERE device_id = $1 AND event_id = $2 AND tenant_id = $3 AND classification = $4"
         ))
-        .bind(device.as_str())
-        .bind(correlation_id)
-        .bind(tenant.as_str())
+        .bind(ack.device.as_str())
+        .bind(ack.correlation_id.as_str())
+        .bind(ack.tenant.as_str())
         .bind(Classification::DeviceControll.as_str())
         .fetch_optional(&mut *tx)
         .await
         .map_err(crate::error::db_error)?;
         let Some(row) = row else { return Ok(None) };
         let mut log = log_from_row(&row)?;
-        log.responses.push(response.clone());
+        log.responses.push(ack.response.clone());
         // A late ack is kept as a response, but does not undo the `exception` of its control.
         if log.status == EventLogStatus::Processing {
             log.status = EventLogStatus::Completed;
         }
         log.updated_by = Some("DEVICE".to_owned());
-        log.updated_time = Some(at);
+        log.updated_time = Some(ack.at);
         sqlx::query(&format!(
             "UPDATE {table} SET responses = $1, status = $2, updated_by = $3, updated_time = $4 WHERE id = $5"
         ))
         .bind(to_json(&log.responses)?)
         .bind(log.status.as_str())
         .bind("DEVICE")
-        .bind(at)
+        .bind(ack.at)
         .bind(log.id.as_str())
         .execute(&mut *tx)
         .await
         .map_err(crate::error::db_error)?;
-        let outbox = outbox_events(webhooks, StreamType::EventLog, &log.project_id, &log.device_id, &log)?;
+        let outbox = outbox_events(
+            ack.webhooks,
+            StreamType::EventLog,
+            &log.project_id,
+            &log.device_id,
+            &log,
+        )?;
+        write_outbox(tx, self.dialect.log_outbox, &outbox, false).await?;
+        Ok(Some(log))
+    }
+}
+
+#[async_trait]
+impl EventLogStore for SqlStore {
+    async fn insert_event_logs(&self, logs: &[NewEventLog]) -> Result<()> {
+        if logs.is_empty() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut tx = self.begin_log_write().await?;
+        let waited = started.elapsed();
+        let mut outbox = Vec::new();
+        for new in logs {
+            let log = &new.log;
+            outbox.extend(outbox_events(
+                new.webhooks,
+                StreamType::EventLog,
+                &log.project_id,
+                &log.device_id,
+                log,
+            )?);
+        }
+        for chunk in logs.chunks(LOGS_PER_STATEMENT) {
+            let text = format!(
+                "INSERT INTO {} (id, tenant_id, project_id, status, classification, device_id, device_name, \
+                     event_data, context_id, responses, event_id, ack_deadline, created_by, created_time, updated_by, \
+                     updated_time, deleted, reply_to, expires_time, delivered_time, reason) VALUES {}",
+                self.dialect.event_logs,
+                values_clause(chunk.len(), INSERTED_COLUMNS, false)
+            );
+            let query = chunk.iter().try_fold(sqlx::query(&text), bind_new_log)?;
+            query.execute(&mut *tx).await.map_err(crate::error::db_error)?;
+        }
+        // The outbox rows commit with the logs.
         write_outbox(&mut tx, self.dialect.log_outbox, &outbox, false).await?;
         tx.commit().await.map_err(crate::error::db_error)?;
-        written(&log, "completed", started, waited);
-        Ok(Some(log))
+        for new in logs {
+            written(&new.log, "inserted", started, waited);
+        }
+        Ok(())
+    }
+
+    async fn record_acks(&self, acks: &[AckRecord]) -> Result<Vec<Option<EventLog>>> {
+        if acks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let started = Instant::now();
+        let mut tx = self.begin_log_write().await?;
+        let waited = started.elapsed();
+        let mut answered = Vec::with_capacity(acks.len());
+        for ack in acks {
+            answered.push(self.record_one_ack(&mut tx, ack).await?);
+        }
+        tx.commit().await.map_err(crate::error::db_error)?;
+        for log in answered.iter().flatten() {
+            written(log, "completed", started, waited);
+        }
+        Ok(answered)
     }
 
     async fn expire_event_logs(&self, now: i64, webhooks: &HashMap<ProjectId, Audience>) -> Result<Vec<EventLog>> {

@@ -542,6 +542,53 @@ async fn two_nodes_with_an_external_broker_deliver_each_waiting_control_once() {
     }
 }
 
+/// Mosquitto tells no client's connect: a device it carries counts as connected while its
+/// messages come, so a change of its desired values, and a control that could wait, reach it
+/// at once rather than at its next counted connect.
+#[tokio::test]
+#[ignore = "needs GANTRY_TEST_MQTT_BROKER_URL (an external broker without client events)"]
+async fn through_a_broker_without_client_events_a_change_reaches_a_device_heard_from() {
+    let url = crate::external::broker_url();
+    let prefix = unique("gantry-heard");
+    let app = crate::external::node(&url, &prefix).await;
+    let world = app.world().await;
+    let mut device = crate::external::device_on_broker(&app, &prefix, &world).await;
+    device.publish_attrs(&[("count", json!(1))], None, false).await.unwrap();
+    let counted = async || {
+        let device = world.device["id"].as_str().unwrap();
+        let logs = app
+            .get(format!("/api/v1/devices/{device}/shadows"), &app.admin)
+            .await
+            .result();
+        logs.to_string().contains("count")
+    };
+    assert!(wait_for(Duration::from_secs(10), counted).await, "the message is taken");
+
+    let (reply, _) = patch(&app, &world, &app.admin, json!({"label": "east"}), None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let delta = device
+        .next_message(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the delta comes at once, not at the next connect")
+        .json();
+    assert_eq!(delta["meta"]["type"], "c");
+    assert_eq!(delta["payload"]["attrs"][0]["value"], "east");
+
+    let id = send_waiting(&app, &world, "now", 600).await;
+    let control = device
+        .next_message(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("a control that could wait is sent at once")
+        .json();
+    assert_eq!(control["payload"]["attrs"][0]["value"], "now");
+    app.delete(format!("/api/v1/eventLogs/{id}"), &app.admin)
+        .await
+        .error(409);
+    app.stop().await;
+}
+
 /// kill -9 of the real process: what was accepted before it waits in the store, and the
 /// restarted process sends it at the device's connect.
 #[tokio::test]
