@@ -16,17 +16,20 @@ use crate::wire::{AlarmRuleInput, CommentInput};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/deviceModels/{modelId}/alarmRules", get(list_rules).post(create_rule))
         .route(
-            "/alarmRules/{ruleId}",
+            "/api/v1/deviceModels/{modelId}/alarmRules",
+            get(list_rules).post(create_rule),
+        )
+        .route(
+            "/api/v1/alarmRules/{ruleId}",
             get(read_rule).put(update_rule).delete(delete_rule),
         )
-        .route("/projects/{projectId}/alarms", get(list))
-        .route("/alarms/{alarmId}", get(read))
-        .route("/alarms/{alarmId}/acknowledge", post(acknowledge))
-        .route("/alarms/{alarmId}/clear", post(clear))
-        .route("/alarms/{alarmId}/comments", post(comment))
-        .route("/alarms/{alarmId}/history", get(history))
+        .route("/api/v1/projects/{projectId}/alarms", get(list))
+        .route("/api/v1/alarms/{alarmId}", get(read))
+        .route("/api/v1/alarms/{alarmId}/acknowledge", post(acknowledge))
+        .route("/api/v1/alarms/{alarmId}/clear", post(clear))
+        .route("/api/v1/alarms/{alarmId}/comments", post(comment))
+        .route("/api/v1/alarms/{alarmId}/history", get(history))
 }
 
 /// Filters, order and paging of a project's alarm listing.

@@ -1,7 +1,7 @@
-//! The audit log: `GET /api/v1/auditLogs`, and the layer that records every change made through
-//! the API. The layer reads what a change is from its method and path (`Target::of`), so a new
-//! endpoint is recorded without a line of its own: `POST /alarms/{id}/acknowledge` becomes
-//! resource `alarm`, its id, action `acknowledge`.
+//! The audit log: `GET /api/v1/auditLogs`, and the recording of every change made through the
+//! API, done by the middleware every request passes (`every_request`). What a change is comes
+//! from its method and path (`Target::of`), so a new endpoint is recorded without a line of its
+//! own: `POST /alarms/{id}/acknowledge` becomes resource `alarm`, its id, action `acknowledge`.
 //!
 //! Invariant: a change's record is committed before its answer leaves, so a change the caller
 //! was told succeeded always has its record; if the record cannot be written, the caller gets
@@ -26,7 +26,7 @@ use crate::extract::{AppQuery, Auth, PeerAddr, page};
 use crate::request_log::AuditCaller;
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/auditLogs", get(list))
+    Router::new().route("/api/v1/auditLogs", get(list))
 }
 
 /// Filters and paging of the audit log.
@@ -79,7 +79,7 @@ pub async fn list(
 
 /// What a request changes, read from its method and its path under `/api/v1`.
 #[derive(Debug, PartialEq, Eq)]
-struct Target {
+pub(crate) struct Target {
     resource_type: String,
     /// None for a create: the id is read from the answer's `result.id`.
     resource_id: Option<String>,
@@ -88,7 +88,7 @@ struct Target {
 
 impl Target {
     /// None for reads, telemetry, sign-in (recorded by the user service) and paths outside the API.
-    fn of(method: &Method, path: &str) -> Option<Target> {
+    pub(crate) fn of(method: &Method, path: &str) -> Option<Target> {
         if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
             return None;
         }
@@ -146,11 +146,9 @@ const ECHOED: &[&str] = &[
     "deleted",
 ];
 
-/// Middleware: records each change through the API once its answer is ready, before it is sent.
-pub async fn record_changes(State((s, limit)): State<(AppState, usize)>, request: Request, next: Next) -> Response {
-    let Some(target) = Target::of(request.method(), request.uri().path()) else {
-        return next.run(request).await;
-    };
+/// Runs a change (`Target::of` said the request is one) and records it once its answer is
+/// ready, before it is sent. Reads pass the layer without coming here.
+pub(crate) async fn record(s: &AppState, limit: usize, target: Target, request: Request, next: Next) -> Response {
     let client = request.extensions().get::<PeerAddr>().map(|p| p.0.ip().to_string());
     let caller = AuditCaller::default();
     let (mut parts, body) = request.into_parts();

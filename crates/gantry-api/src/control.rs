@@ -19,8 +19,8 @@ use crate::wire::ControlInput;
 pub fn routes() -> Router<AppState> {
     // The shadow's GET is routed in events.rs; axum merges the two methods of the path.
     Router::new()
-        .route("/devices/{deviceId}/shadows", put(send))
-        .route("/projects/{projectId}/eventLogs", get(logs))
+        .route("/api/v1/devices/{deviceId}/shadows", put(send))
+        .route("/api/v1/projects/{projectId}/eventLogs", get(logs))
 }
 
 /// Filters of the event-log listing.

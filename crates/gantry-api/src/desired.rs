@@ -20,9 +20,9 @@ use crate::wire::DesiredInput;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/devices/{deviceId}/desired", get(read).patch(update))
-        .route("/devices/{deviceId}/pendingControls", get(pending))
-        .route("/eventLogs/{eventLogId}", delete(cancel))
+        .route("/api/v1/devices/{deviceId}/desired", get(read).patch(update))
+        .route("/api/v1/devices/{deviceId}/pendingControls", get(pending))
+        .route("/api/v1/eventLogs/{eventLogId}", delete(cancel))
 }
 
 /// The document's version as an entity tag, and the document.

@@ -15,10 +15,10 @@ use crate::wire::{DeviceInput, RotateInput};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/devices", post(create))
-        .route("/devices/{deviceId}", get(read).put(update).delete(delete))
-        .route("/devices/{deviceId}/accessToken/rotate", post(rotate))
-        .route("/devices/{deviceId}/connection", get(connection))
+        .route("/api/v1/devices", post(create))
+        .route("/api/v1/devices/{deviceId}", get(read).put(update).delete(delete))
+        .route("/api/v1/devices/{deviceId}/accessToken/rotate", post(rotate))
+        .route("/api/v1/devices/{deviceId}/connection", get(connection))
 }
 
 /// Creates a device with a generated `accessToken`. `deviceName` must be unique; `status` defaults to Active, `virtual` to false.

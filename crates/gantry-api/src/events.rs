@@ -18,11 +18,11 @@ use crate::wire::EventInput;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/deviceEvents", post(create))
-        .route("/deviceEvents/{eventId}", get(read).delete(delete))
-        .route("/devices/{deviceId}/events", get(list))
-        .route("/devices/{deviceId}/attributeCode", get(list_attribute))
-        .route("/devices/{deviceId}/shadows", get(shadow))
+        .route("/api/v1/deviceEvents", post(create))
+        .route("/api/v1/deviceEvents/{eventId}", get(read).delete(delete))
+        .route("/api/v1/devices/{deviceId}/events", get(list))
+        .route("/api/v1/devices/{deviceId}/attributeCode", get(list_attribute))
+        .route("/api/v1/devices/{deviceId}/shadows", get(shadow))
 }
 
 /// Filters of a device's event listing.

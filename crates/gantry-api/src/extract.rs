@@ -273,16 +273,6 @@ pub fn page(page_no: Option<i64>, page_size: Option<i64>, default_size: u32) -> 
     Ok(PageRequest::parse(page_no, page_size, default_size)?)
 }
 
-/// Refuses a request whose path holds a NUL character (`%00`) or is not UTF-8 once decoded, in
-/// the API's error shape, before any handler parses it.
-pub async fn checked_path(req: Request, next: axum::middleware::Next) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    match check_path(req.uri().path()) {
-        Ok(()) => next.run(req).await,
-        Err(error) => ApiError::Core(error).into_response(),
-    }
-}
-
 /// A request path is refused when, percent-decoded, it holds a NUL or is not UTF-8.
 pub fn check_path(path: &str) -> Result<(), Error> {
     if path.contains('%') {

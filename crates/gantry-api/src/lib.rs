@@ -9,6 +9,7 @@ mod devices;
 mod envelope;
 mod error;
 mod events;
+mod every_request;
 pub mod extract;
 mod health;
 pub mod limit;
@@ -54,13 +55,31 @@ use utoipa_swagger_ui::SwaggerUi;
 pub use error::{ApiError, ErrorBody, ReturnCode};
 pub use extract::{AppJson, PeerAddr};
 
-/// What every handler gets: the core services, the request metrics and the rate limiter.
+/// What every handler gets: the core services, the request metrics and the rate limiter,
+/// behind one `Arc`, since axum clones the state several times for each request.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<StateParts>);
+
+/// The parts of `AppState`, which its handlers reach through it.
+pub struct StateParts {
     pub services: Arc<Services>,
     pub metrics: Arc<metrics::Metrics>,
     /// None when rate limiting is off.
     pub limiter: Option<Arc<limit::RateLimiter>>,
+}
+
+impl AppState {
+    pub fn new(parts: StateParts) -> Self {
+        Self(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = StateParts;
+
+    fn deref(&self) -> &StateParts {
+        &self.0
+    }
 }
 
 /// Limits of the HTTP front end, and its OpenAPI document.
@@ -83,6 +102,11 @@ impl Default for ApiConfig {
 }
 
 /// The whole HTTP surface: `/api/v1`, health, metrics, the OpenAPI document and Swagger UI.
+///
+/// The API's routes carry their `/api/v1` prefix themselves rather than being nested under it:
+/// a nested router strips the prefix from every request's URI, which no handler reads. Every
+/// route passes one middleware, `every_request::around`, for the same reason: axum wraps each
+/// route in each layer, and each layer costs every request its own clones and boxed future.
 pub fn router(state: AppState, config: &ApiConfig) -> Router {
     let api = Router::new()
         .merge(tenants::routes())
@@ -101,18 +125,16 @@ pub fn router(state: AppState, config: &ApiConfig) -> Router {
         .merge(sign_in::routes())
         .merge(audit::routes())
         .layer(DefaultBodyLimit::max(config.body_limit));
+    let shared = every_request::Shared {
+        state: state.clone(),
+        body_limit: config.body_limit,
+    };
     Router::new()
-        .nest("/api/v1", api)
+        .merge(api)
         .merge(health::routes())
         .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", config.openapi.clone()))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(
-            (state.clone(), config.body_limit),
-            audit::record_changes,
-        ))
-        .layer(axum::middleware::from_fn(extract::checked_path))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
-        .layer(axum::middleware::from_fn(request_log::log_request))
+        .layer(axum::middleware::from_fn_with_state(shared, every_request::around))
         .with_state(state)
 }

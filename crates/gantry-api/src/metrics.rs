@@ -5,13 +5,6 @@ use std::fmt::Write;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
-
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
-
-use crate::AppState;
 
 const BUCKETS: [f64; 11] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
 
@@ -30,9 +23,13 @@ pub type Collector = Box<dyn Fn(&mut String) + Send + Sync>;
 /// afresh at each scrape.
 pub type AsyncCollector = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = String> + Send>> + Send + Sync>;
 
+/// The statistics of each route, by method, then by route template; looked up by borrowed
+/// names, so that a request allocates nothing once its route has been seen.
+type ByRoute = BTreeMap<String, BTreeMap<String, RouteStats>>;
+
 #[derive(Default)]
 pub struct Metrics {
-    routes: Mutex<BTreeMap<(String, String), RouteStats>>,
+    routes: Mutex<ByRoute>,
     collectors: Mutex<Vec<Collector>>,
     async_collectors: Mutex<Vec<AsyncCollector>>,
 }
@@ -46,9 +43,10 @@ impl Metrics {
         self.async_collectors.lock().expect("metrics lock").push(collector);
     }
 
-    fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
+    /// Counts a request of `method` on the route template `route`.
+    pub fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
         let mut routes = self.routes.lock().expect("metrics lock");
-        let stats = routes.entry((method.to_owned(), route.to_owned())).or_default();
+        let stats = stats_of(&mut routes, method, route);
         *stats.by_status.entry(status).or_default() += 1;
         stats.count += 1;
         stats.sum_seconds += seconds;
@@ -72,7 +70,7 @@ impl Metrics {
         out.push_str("# HELP gantry_http_requests_total HTTP requests by route and status.\n");
         out.push_str("# TYPE gantry_http_requests_total counter\n");
         let routes = self.routes.lock().expect("metrics lock");
-        for ((method, route), stats) in routes.iter() {
+        for (method, route, stats) in each_route(&routes) {
             for (status, n) in &stats.by_status {
                 let _ = writeln!(
                     out,
@@ -82,7 +80,7 @@ impl Metrics {
         }
         out.push_str("# HELP gantry_http_request_duration_seconds HTTP request latency by route.\n");
         out.push_str("# TYPE gantry_http_request_duration_seconds histogram\n");
-        for ((method, route), stats) in routes.iter() {
+        for (method, route, stats) in each_route(&routes) {
             let labels = format!("method=\"{method}\",route=\"{route}\"");
             let mut cumulative = 0;
             for (bound, n) in BUCKETS.iter().zip(stats.buckets) {
@@ -116,24 +114,25 @@ impl Metrics {
     }
 }
 
-/// Middleware: times every request and counts it under its route template (not the raw
-/// path, so ids do not explode the label set).
-pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = request.method().as_str().to_owned();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let response = next.run(request).await;
-    state.metrics.observe(
-        &method,
-        &route,
-        response.status().as_u16(),
-        started.elapsed().as_secs_f64(),
-    );
-    response
+/// The statistics of `method` on `route`, added when first asked for.
+fn stats_of<'a>(routes: &'a mut ByRoute, method: &str, route: &str) -> &'a mut RouteStats {
+    if !routes.contains_key(method) {
+        routes.insert(method.to_owned(), BTreeMap::new());
+    }
+    let by_route = routes.get_mut(method).expect("inserted above");
+    if !by_route.contains_key(route) {
+        by_route.insert(route.to_owned(), RouteStats::default());
+    }
+    by_route.get_mut(route).expect("inserted above")
+}
+
+/// Every route's statistics, ordered by method, then route.
+fn each_route(routes: &ByRoute) -> impl Iterator<Item = (&str, &str, &RouteStats)> {
+    routes.iter().flat_map(|(method, by_route)| {
+        by_route
+            .iter()
+            .map(move |(route, stats)| (method.as_str(), route.as_str(), stats))
+    })
 }
 
 #[cfg(test)]

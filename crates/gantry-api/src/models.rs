@@ -15,9 +15,9 @@ use crate::wire::ModelInput;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/deviceModels", get(list).post(create))
-        .route("/deviceModels/{modelId}", get(read).put(update).delete(delete))
-        .route("/deviceModels/{modelId}/devices", get(devices))
+        .route("/api/v1/deviceModels", get(list).post(create))
+        .route("/api/v1/deviceModels/{modelId}", get(read).put(update).delete(delete))
+        .route("/api/v1/deviceModels/{modelId}/devices", get(devices))
 }
 
 /// Paging of model listings.

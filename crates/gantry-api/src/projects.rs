@@ -17,11 +17,14 @@ use crate::wire::{ProjectInput, RotateInput};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/projects", get(list).post(create))
-        .route("/projects/{projectId}", get(read).put(update).delete(delete))
-        .route("/projects/{projectId}/models", get(models))
-        .route("/projects/{projectId}/devices", get(devices))
-        .route("/projects/{projectId}/applicationAccessToken/rotate", post(rotate))
+        .route("/api/v1/projects", get(list).post(create))
+        .route("/api/v1/projects/{projectId}", get(read).put(update).delete(delete))
+        .route("/api/v1/projects/{projectId}/models", get(models))
+        .route("/api/v1/projects/{projectId}/devices", get(devices))
+        .route(
+            "/api/v1/projects/{projectId}/applicationAccessToken/rotate",
+            post(rotate),
+        )
 }
 
 /// Filters of the project listing.

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::HeaderValue;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::Response;
 use gantry_core::principal::Principal;
@@ -21,6 +21,7 @@ use tracing::field::Empty;
 /// The header that carries a request's id, taken from the caller when it sends a plain one,
 /// and returned on every response.
 pub const REQUEST_ID: &str = "x-request-id";
+const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static(REQUEST_ID);
 
 /// Marks a response refused unchecked because its address is banned.
 #[derive(Clone, Copy)]
@@ -65,8 +66,8 @@ impl Caller {
     }
 }
 
-/// The whole principal of a request, filled by the `Auth` extractor for the audit layer
-/// (`audit::record_changes`), which records changes in its name.
+/// The whole principal of a request, filled by the `Auth` extractor for the audit log
+/// (`audit::record`), which records changes in its name.
 #[derive(Clone, Default)]
 pub struct AuditCaller(Arc<OnceLock<Principal>>);
 
@@ -82,44 +83,107 @@ impl AuditCaller {
 
 /// Middleware: the request's span around the handler, its line when the answer is ready.
 pub async fn log_request(mut request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = request.method().clone();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let request_id = request
-        .headers()
-        .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|id| is_plain_id(id))
-        .map(str::to_owned)
-        .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
-    let caller = Caller::default();
-    request.extensions_mut().insert(caller.clone());
-    let span = tracing::info_span!("http_request", method = %method, route, request_id, tenant = Empty);
-    let mut response = next.run(request).instrument(span).await;
-    if let Ok(value) = HeaderValue::from_str(&request_id) {
-        response.headers_mut().insert(REQUEST_ID, value);
+    let log = RequestLog::start(&mut request, Instant::now());
+    let response = next.run(request).instrument(log.span().clone()).await;
+    log.finish(response)
+}
+
+/// A request's log while it runs: its span, and what its line says once the answer is ready.
+pub struct RequestLog {
+    started: Instant,
+    method: Method,
+    /// None for a path no route matched.
+    route: Option<MatchedPath>,
+    request_id: HeaderValue,
+    caller: Caller,
+    span: tracing::Span,
+}
+
+impl RequestLog {
+    /// Opens the request's span and hands the `Auth` extractor its `Caller` slot.
+    pub fn start(request: &mut Request, started: Instant) -> Self {
+        let route = request.extensions().get::<MatchedPath>().cloned();
+        let request_id = request_id(request.headers());
+        let caller = Caller::default();
+        request.extensions_mut().insert(caller.clone());
+        let method = request.method().clone();
+        let span = tracing::info_span!(
+            "http_request",
+            method = %method,
+            route = route_of(route.as_ref()),
+            request_id = request_id.to_str().unwrap_or_default(),
+            tenant = Empty
+        );
+        Self {
+            started,
+            method,
+            route,
+            request_id,
+            caller,
+            span,
+        }
     }
-    if response.extensions().get::<RefusedBanned>().is_some() {
-        refused_banned();
-        return response;
+
+    pub fn method(&self) -> &Method {
+        &self.method
     }
-    let (principal, principal_id) = caller.0.get().map(|(k, id)| (*k, id.as_str())).unwrap_or(("none", ""));
-    tracing::info!(
-        parent: None,
-        method = %method,
-        route,
-        status = response.status().as_u16(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-        principal,
-        principal_id,
-        request_id,
-        "request"
-    );
-    response
+
+    /// The route template the request matched, or `unmatched`.
+    pub fn route(&self) -> &str {
+        route_of(self.route.as_ref())
+    }
+
+    /// The span the request's handling runs in.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// Writes the request's line (but for a refusal during a ban), and returns the answer with
+    /// the request's id.
+    pub fn finish(self, mut response: Response) -> Response {
+        response
+            .headers_mut()
+            .insert(REQUEST_ID_HEADER, self.request_id.clone());
+        if response.extensions().get::<RefusedBanned>().is_some() {
+            refused_banned();
+            return response;
+        }
+        let (principal, principal_id) = self
+            .caller
+            .0
+            .get()
+            .map(|(k, id)| (*k, id.as_str()))
+            .unwrap_or(("none", ""));
+        tracing::info!(
+            parent: None,
+            method = %self.method,
+            route = route_of(self.route.as_ref()),
+            status = response.status().as_u16(),
+            latency_ms = self.started.elapsed().as_secs_f64() * 1000.0,
+            principal,
+            principal_id,
+            request_id = self.request_id.to_str().unwrap_or_default(),
+            "request"
+        );
+        response
+    }
+}
+
+fn route_of(route: Option<&MatchedPath>) -> &str {
+    route.map_or("unmatched", MatchedPath::as_str)
+}
+
+/// The caller's plain request id (shared with its header, not copied), else a new one.
+fn request_id(headers: &HeaderMap) -> HeaderValue {
+    if let Some(id) = headers
+        .get(REQUEST_ID_HEADER)
+        .filter(|v| v.to_str().is_ok_and(is_plain_id))
+    {
+        return id.clone();
+    }
+    let mut text = [0; uuid::fmt::Simple::LENGTH];
+    let id = uuid::Uuid::now_v7().simple().encode_lower(&mut text);
+    HeaderValue::from_str(id).expect("a UUID's hex digits are a header value")
 }
 
 /// An id a caller may choose: short, and letters, digits, `-`, `_` and `.` only, so that it
@@ -142,5 +206,16 @@ mod tests {
         assert!(!is_plain_id("a b"));
         assert!(!is_plain_id("line\nforged"));
         assert!(!is_plain_id(&"x".repeat(65)));
+    }
+
+    #[test]
+    fn request_ids_are_the_callers_or_new() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(request_id(&headers).len(), 32);
+        assert_ne!(request_id(&headers), request_id(&headers));
+        headers.insert(REQUEST_ID_HEADER, HeaderValue::from_static("req-7"));
+        assert_eq!(request_id(&headers), "req-7");
+        headers.insert(REQUEST_ID_HEADER, HeaderValue::from_static("not plain"));
+        assert_eq!(request_id(&headers).len(), 32);
     }
 }

@@ -14,9 +14,9 @@ use crate::wire::RouteInput;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/devices/{deviceId}/routes", post(create).get(list))
-        .route("/routes/{routeId}/refresh", post(refresh))
-        .route("/routes/{routeId}", delete(revoke))
+        .route("/api/v1/devices/{deviceId}/routes", post(create).get(list))
+        .route("/api/v1/routes/{routeId}/refresh", post(refresh))
+        .route("/api/v1/routes/{routeId}", delete(revoke))
 }
 
 /// Paging of the route listing.

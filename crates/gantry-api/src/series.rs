@@ -13,7 +13,7 @@ use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{AppQuery, Auth};
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/devices/{deviceId}/attributeCode/series", get(series))
+    Router::new().route("/api/v1/devices/{deviceId}/attributeCode/series", get(series))
 }
 
 /// Parameters of a series.

@@ -19,10 +19,10 @@ use crate::extract::{AppJson, Auth, Body, PeerAddr, UnknownFields};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/auth/login", post(login))
-        .route("/auth/logout", post(logout))
-        .route("/auth/me", get(me))
-        .route("/auth/password", post(password))
+        .route("/api/v1/auth/login", post(login))
+        .route("/api/v1/auth/logout", post(logout))
+        .route("/api/v1/auth/me", get(me))
+        .route("/api/v1/auth/password", post(password))
 }
 
 /// `POST /api/v1/auth/login` body.

@@ -34,7 +34,7 @@ const REAUTH_PERIOD: Duration = Duration::from_secs(1);
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/projects/{projectId}/stream", get(stream))
+    Router::new().route("/api/v1/projects/{projectId}/stream", get(stream))
 }
 
 /// Filters of the push stream.

@@ -14,8 +14,8 @@ use crate::wire::{CreatedTenant, RotateInput, TenantInput};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/tenants", get(list).post(create))
-        .route("/tenants/{tenantId}/adminToken/rotate", post(rotate))
+        .route("/api/v1/tenants", get(list).post(create))
+        .route("/api/v1/tenants/{tenantId}/adminToken/rotate", post(rotate))
 }
 
 /// Creates a tenant and returns its administrator's token (shown this once).

@@ -17,10 +17,10 @@ use crate::extract::{AppJson, AppQuery, Auth, Body, UnknownFields, page};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/users", post(create).get(list))
-        .route("/users/{userId}", get(read).put(update).delete(delete))
-        .route("/users/{userId}/lock", post(lock))
-        .route("/users/{userId}/unlock", post(unlock))
+        .route("/api/v1/users", post(create).get(list))
+        .route("/api/v1/users/{userId}", get(read).put(update).delete(delete))
+        .route("/api/v1/users/{userId}/lock", post(lock))
+        .route("/api/v1/users/{userId}/unlock", post(unlock))
 }
 
 /// `POST /api/v1/users` and `PUT /api/v1/users/{userId}` body; absent fields stay as they are.

@@ -14,9 +14,9 @@ use crate::wire::WebhookInput;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/projects/{projectId}/webhooks", get(list).post(create))
-        .route("/webhooks/{webhookId}", get(read).put(update).delete(delete))
-        .route("/webhooks/{webhookId}/deliveries", get(deliveries))
+        .route("/api/v1/projects/{projectId}/webhooks", get(list).post(create))
+        .route("/api/v1/webhooks/{webhookId}", get(read).put(update).delete(delete))
+        .route("/api/v1/webhooks/{webhookId}/deliveries", get(deliveries))
 }
 
 /// Paging of the webhook and delivery listings.

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use crate::mqtt::MqttFront;
 use anyhow::Context;
-use gantry_api::{ApiConfig, AppState};
+use gantry_api::{ApiConfig, AppState, StateParts};
 use gantry_core::ingest::{Ingest, IngestConfig, IngestWriter};
 use gantry_core::routes::RouteConfig;
 use gantry_core::{PublicAddrs, Services};
@@ -426,11 +426,11 @@ fn http_router(
     let guard = services.login_guard.clone();
     metrics.add_collector(Box::new(move |out: &mut String| guard.render(out)));
     let limiter = (config.rate_limit > 0).then(|| Arc::new(gantry_api::limit::RateLimiter::new(config.rate_limit)));
-    let state = AppState {
+    let state = AppState::new(StateParts {
         services: services.clone(),
         metrics,
         limiter,
-    };
+    });
     let policy = gantry_mqtt::Policy::new(services, gantry_mqtt::Topics::new(&config.topic_prefix));
     let api_config = ApiConfig {
         openapi: broker_auth::openapi(),
