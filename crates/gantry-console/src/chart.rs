@@ -1,8 +1,10 @@
 //! The device page's chart: a numeric attribute over a window, from the series service, drawn
 //! as inline SVG, with the device's alarm periods on that attribute shaded under it. The
-//! window's interval keeps the points below the chart's width in pixels.
+//! window's interval keeps the points below the chart's width in pixels. And the overview's
+//! chart of a project's events per minute, a bar per minute.
 
 use gantry_core::alarm::Alarm;
+use gantry_core::event_rate::EventRate;
 use gantry_core::series::{Series, SeriesFilter};
 use gantry_core::time::format_timestamp;
 use maud::{Markup, html};
@@ -129,6 +131,35 @@ pub fn svg(series: &Series, window: Window, end: i64, periods: &[Alarm]) -> Mark
             polyline.line points=(line.join(" ")) {}
             @for p in &points {
                 circle.dot cx=(format!("{:.1}", x(p.0))) cy=(format!("{:.1}", y(p.1))) r="2.5" {}
+            }
+        }
+    }
+}
+
+/// A project's events per minute as SVG bars, oldest on the left, the current minute last;
+/// a minute without events has no bar. The caller shows an empty state instead when there
+/// were none in the window.
+pub fn rate_svg(rate: &EventRate) -> Markup {
+    let high = rate.minutes.iter().copied().max().unwrap_or(0).max(1);
+    let slot = (WIDTH - 2.0 * PAD) / rate.minutes.len().max(1) as f64;
+    let base = HEIGHT - PAD / 2.0;
+    let height = |n: u64| n as f64 / high as f64 * (HEIGHT - PAD);
+    let label = format!(
+        "Events per minute over the last hour: {} in all, at most {high} in a minute",
+        rate.total()
+    );
+    html! {
+        svg.chart.rate viewBox={ "0 0 " (WIDTH) " " (HEIGHT) } role="img" aria-label=(label) {
+            line.axis x1=(PAD) y1=(base) x2=(WIDTH - PAD) y2=(base) {}
+            text.tick x="2" y=(base - height(high) + 4.0) { (high) }
+            text.tick x="2" y=(base) { "0" }
+            text.tick x=(PAD) y=(HEIGHT - 2.0) { "60 min ago" }
+            text.tick x=(WIDTH - PAD) y=(HEIGHT - 2.0) text-anchor="end" { "now" }
+            @for (i, n) in rate.minutes.iter().enumerate().filter(|(_, n)| **n > 0) {
+                rect.bar x=(format!("{:.1}", PAD + i as f64 * slot + 1.0)) y=(format!("{:.1}", base - height(*n)))
+                    width=(format!("{:.1}", (slot - 2.0).max(1.0))) height=(format!("{:.1}", height(*n))) {
+                    title { (n) " events, " (format_timestamp(rate.start + i as i64 * 60_000)) }
+                }
             }
         }
     }

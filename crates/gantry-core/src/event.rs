@@ -9,6 +9,17 @@ use crate::enums::{Channel, DataType};
 use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use crate::records::JsonMap;
 
+/// How many events of a project were stored in one minute (`event_rate`): a row of the
+/// per-minute counts the project overview charts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventMinute {
+    pub tenant_id: TenantId,
+    pub project_id: ProjectId,
+    /// The minute's start, epoch milliseconds (a multiple of 60,000).
+    pub minute: i64,
+    pub events: u64,
+}
+
 /// A stored device event (`DeviceEvent`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -9,7 +9,7 @@
 //! - the ports the services need from outside: the store traits (`store`), the way down to
 //!   devices (`downlink`) and the way out to webhook receivers (`outbound`);
 //! - the services (`auth`, `catalog`, `control`, `telemetry`, `routes`, `ingest`, `presence`,
-//!   `webhooks`, `delivery`, `desired_state`, `alarms`) and their helpers (`cache`, `guard`, `feed`,
+//!   `event_rate`, `webhooks`, `delivery`, `desired_state`, `alarms`) and their helpers (`cache`, `guard`, `feed`,
 //!   `group_commit`). A service that needs another holds it (`Arc<CatalogService>`) and calls
 //!   its public methods.
 //!
@@ -56,6 +56,7 @@ pub mod catalog;
 pub mod control;
 pub mod delivery;
 pub mod desired_state;
+pub mod event_rate;
 pub mod feed;
 pub mod group_commit;
 pub mod guard;
@@ -96,6 +97,8 @@ pub struct Services {
     pub users: Arc<users::UserService>,
     /// The audit log: every change's record.
     pub audit: Arc<auditing::AuditService>,
+    /// Each project's events per minute.
+    pub event_rate: Arc<event_rate::EventRateService>,
 }
 
 impl Services {
@@ -121,12 +124,13 @@ impl Services {
     ) -> Self {
         let tokens = Arc::new(auth::TokenCache::new(auth::TOKEN_CACHE_TTL));
         let feeds = Arc::new(feed::Feeds::new(feed_limits));
-        ingest.on_committed(publish::stream_publisher(
-            store.clone(),
-            feeds.clone(),
-            tasks,
-            publisher_stop.clone(),
-        ));
+        let event_rate = Arc::new(event_rate::EventRateService::new(store.clone()));
+        let publisher = publish::stream_publisher(store.clone(), feeds.clone(), tasks, publisher_stop.clone());
+        let counter = event_rate.clone();
+        ingest.on_committed(Arc::new(move |events| {
+            counter.count(events, time::now_ms());
+            publisher(events);
+        }));
         let catalog = Arc::new(catalog::CatalogService::new(
             store.clone(),
             addrs,
@@ -173,6 +177,7 @@ impl Services {
             alarms,
             users,
             audit,
+            event_rate,
         }
     }
 }

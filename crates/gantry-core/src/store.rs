@@ -14,7 +14,7 @@ use crate::connection::{Connection, SessionEnd, SessionStart};
 use crate::desired::DesiredState;
 use crate::enums::EventLogStatus;
 use crate::enums::Severity;
-use crate::event::{DeviceEvent, ShadowAttribute};
+use crate::event::{DeviceEvent, EventMinute, ShadowAttribute};
 use crate::event_log::EventLog;
 use crate::ids::{AlarmId, AlarmRuleId, DeviceId, EventId, ModelId, ProjectId, TenantId, WebhookId};
 use crate::paging::{Page, PageRequest};
@@ -534,6 +534,20 @@ pub trait AuditStore: Send + Sync {
     async fn delete_audit_before(&self, cutoff: i64) -> Result<u64>;
 }
 
+/// Each project's events per minute (`event_rate`).
+#[async_trait]
+pub trait EventRateStore: Send + Sync {
+    /// Adds each row's events to the stored count of its project and minute, creating the row
+    /// when there is none: counts written by several nodes add up. A project and minute appear
+    /// at most once in `rows`.
+    async fn add_event_minutes(&self, rows: &[EventMinute]) -> Result<()>;
+    /// The project's counted minutes from `since` (epoch ms, included), oldest first, as
+    /// (minute start, events); a minute without a row had none.
+    async fn event_minutes(&self, tenant: &TenantId, project: &ProjectId, since: i64) -> Result<Vec<(i64, u64)>>;
+    /// Deletes the counts of the minutes that started before `cutoff` (epoch ms); returns how many rows.
+    async fn delete_event_minutes_before(&self, cutoff: i64) -> Result<u64>;
+}
+
 /// All of storage, as the services see it.
 pub trait Store:
     TenantStore
@@ -549,6 +563,7 @@ pub trait Store:
     + AlarmStore
     + UserStore
     + AuditStore
+    + EventRateStore
 {
 }
 
@@ -565,7 +580,8 @@ impl<
         + DesiredStore
         + AlarmStore
         + UserStore
-        + AuditStore,
+        + AuditStore
+        + EventRateStore,
 > Store for T
 {
 }

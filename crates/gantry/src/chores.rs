@@ -86,3 +86,25 @@ pub(crate) async fn sweep_overdue_acks(services: Arc<Services>) {
         }
     }
 }
+
+/// Adds the events counted per project and minute to the store's counts, every
+/// `event_rate::FLUSH_PERIOD` (and once more at shutdown, after ingest drained), and deletes
+/// the counts past the overview's window every `event_rate::PURGE_PERIOD`.
+pub(crate) async fn flush_event_rate(services: Arc<Services>) {
+    let mut flush = tokio::time::interval(gantry_core::event_rate::FLUSH_PERIOD);
+    let mut purge = tokio::time::interval(gantry_core::event_rate::PURGE_PERIOD);
+    loop {
+        tokio::select! {
+            _ = flush.tick() => {
+                if let Err(e) = services.event_rate.flush().await {
+                    tracing::warn!(error = %e, "events per minute not written; kept for the next flush");
+                }
+            }
+            _ = purge.tick() => {
+                if let Err(e) = services.event_rate.purge(gantry_core::time::now_ms()).await {
+                    tracing::warn!(error = %e, "old events per minute not deleted");
+                }
+            }
+        }
+    }
+}

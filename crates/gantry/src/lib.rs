@@ -241,6 +241,7 @@ impl Application {
         tasks.spawn_until(Stage::Chores, chores::sweep_overdue_acks(self.services.clone()));
         tasks.spawn_until(Stage::Chores, chores::sweep_feeds(self.services.feeds.clone()));
         tasks.spawn_until(Stage::Chores, chores::flush_last_seen(self.services.clone()));
+        tasks.spawn_until(Stage::Chores, chores::flush_event_rate(self.services.clone()));
         tasks.spawn_until(Stage::Chores, chores::sweep_silent_devices(self.services.clone()));
         if let Some(days) = self.retention_days {
             tasks.spawn_until(Stage::Chores, chores::apply_retention(self.services.clone(), days));
@@ -287,6 +288,10 @@ impl Application {
         self.ingest.close();
         self.ingest_writer.join().await;
         self.tasks.stop(Stage::Ingest).await;
+        // Every committed batch has been counted.
+        if let Err(e) = self.services.event_rate.flush().await {
+            tracing::warn!(error = %e, "events per minute not written");
+        }
         // An attempt in flight is finished and recorded; one cut short by a crash is sent again
         // after the restart (at least once).
         self.tasks.stop(Stage::Deliveries).await;

@@ -20,7 +20,8 @@ pub(crate) enum Stage {
     /// What takes devices' messages: the embedded broker (or the external broker's client), its
     /// sweeper, and the work its hooks started for a message or a connect.
     Mqtt,
-    /// Periodic chores (ack sweep, feed sweep, last-seen flush, retention): nothing to finish.
+    /// Periodic chores (ack sweep, feed sweep, last-seen and events-per-minute flushes,
+    /// retention): nothing to finish (the shutdown flushes what they would have).
     Chores,
     /// What follows the ingest writers, and the writers themselves: the push streams' shadow
     /// publisher, the alarms' writer.

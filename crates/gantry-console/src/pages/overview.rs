@@ -1,11 +1,12 @@
 //! A project's overview: its devices online, offline and locked, its open alarms by severity,
-//! and a map of the devices that report a position.
+//! its events per minute over the last hour, and a map of the devices that report a position.
 
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use gantry_core::enums::{Channel, DataType, DeviceStatus};
+use gantry_core::event_rate::EventRate;
 use gantry_core::ids::ProjectId;
 use gantry_core::paging::PageRequest;
 use gantry_core::principal::Principal;
@@ -14,6 +15,7 @@ use gantry_core::records::Project;
 use maud::{Markup, html};
 
 use crate::Console;
+use crate::chart;
 use crate::error::PageResult;
 use crate::layout::{self, Nav, Section};
 use crate::map::{self, Pin};
@@ -49,6 +51,11 @@ async fn show(State(c): State<Console>, signed: Signed, Path(id): Path<String>) 
     })
     .await?;
     let alarms = super::alarms::open_counts(&c, who, &id).await?;
+    let rate = c
+        .services
+        .event_rate
+        .last_hour(&project, gantry_core::time::now_ms())
+        .await?;
     let pins = positions(&c, who, &project).await?;
     let centre = centre(&project);
     let body = html! {
@@ -74,6 +81,7 @@ async fn show(State(c): State<Console>, signed: Signed, Path(id): Path<String>) 
                 }
             }
         }
+        (events_per_minute(&rate))
         section {
             h2 { "Map" }
             (map::svg(&pins, centre, c.config.map_tiles.as_deref()))
@@ -84,6 +92,26 @@ async fn show(State(c): State<Console>, signed: Signed, Path(id): Path<String>) 
         }
     };
     Ok(layout::page(&signed, &project.name, Nav::Project(&id, Section::Overview), body).into_response())
+}
+
+/// The last hour's events per minute: the current and the last full minute, the hour's total
+/// and a bar per minute; an empty state when there were none.
+fn events_per_minute(rate: &EventRate) -> Markup {
+    html! {
+        section {
+            h2 { "Events per minute" }
+            @if rate.total() == 0 {
+                p.empty id="events-empty" { "No events in the last hour." }
+            } @else {
+                ul.counts {
+                    li { span.count id="events-current" { (rate.current()) } " this minute" }
+                    li { span.count id="events-last-minute" { (rate.last_full()) } " last minute" }
+                    li { span.count id="events-hour" { (rate.total()) } " in the last hour" }
+                }
+                (chart::rate_svg(rate))
+            }
+        }
+    }
 }
 
 fn app_token(project: &Project) -> Markup {

@@ -1,5 +1,6 @@
 //! The SQL both engines run as it is: tenants and tokens, device models, projects, devices,
-//! device connections, routes, event logs, webhooks, alarm rules and alarms, users, their sessions and the audit log. It reads through `SqlStore::pool` and writes through
+//! device connections, routes, event logs, webhooks, alarm rules and alarms, users, their
+//! sessions, the audit log and each project's events per minute. It reads through `SqlStore::pool` and writes through
 //! `SqlStore::begin_write` / `writes`; what differs between the engines' dialects (text
 //! collation, row locks) comes from `Dialect`, fixed at connect, never from a branch here.
 
@@ -11,6 +12,7 @@ mod connections;
 mod desired;
 mod devices;
 mod event_logs;
+mod event_rate;
 mod models;
 mod projects;
 mod routes;

@@ -30,6 +30,7 @@ mod alarms;
 mod catalog;
 mod connections;
 mod desired;
+mod event_rate;
 mod events;
 mod routes;
 mod series;
@@ -41,6 +42,7 @@ use alarms::*;
 use catalog::*;
 use connections::*;
 use desired::*;
+use event_rate::*;
 use events::*;
 use routes::*;
 use series::*;
@@ -123,7 +125,9 @@ store_suite!(
     open_alarms_per_device_and_alarm_periods,
     users_are_unique_scoped_and_filtered,
     sessions_live_until_they_end,
-    audit_records_list_newest_first_per_tenant;
+    audit_records_list_newest_first_per_tenant,
+    event_minutes_add_up_per_project_and_are_deleted_once_old,
+    counted_events_read_per_minute_across_nodes;
     // SQLite runs one write transaction at a time, so these interleavings cannot happen there.
     postgres only:
     device_inserts_and_parent_deletes_serialize,

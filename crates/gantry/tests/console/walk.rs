@@ -581,6 +581,12 @@ async fn other_pages(b: &Browser, project: &str) {
         b.client.find(Locator::Css("svg.map circle.pin")).await.is_ok(),
         "the map shows the device"
     );
+    let events: u64 = b.text("#events-hour").await.parse().unwrap_or(0);
+    assert!(events > 0, "the hour's events are counted: {}", b.text("main").await);
+    assert!(
+        b.client.find(Locator::Css("svg.rate rect.bar")).await.is_ok(),
+        "a bar per minute with events"
+    );
     b.check_and_shoot("overview").await;
     b.open(&format!("/console/projects/{project}/logs")).await;
     assert!(b.text("table").await.contains("completed"));

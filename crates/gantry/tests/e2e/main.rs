@@ -12,6 +12,7 @@ mod catalog;
 mod console;
 mod console_admin;
 mod console_alarms;
+mod console_overview;
 mod console_rules;
 mod console_users;
 mod crash;
