@@ -151,9 +151,9 @@ impl EventStore for SqlStore {
     async fn commit_events(
         &self,
         events: &[DeviceEvent],
-        outbox: &[gantry_core::webhook::WebhookEvent],
+        hooks: &gantry_core::webhook::IngestHooks,
     ) -> gantry_core::Result<Durable> {
-        self.events.commit_events(events, outbox).await
+        self.events.commit_events(events, hooks).await
     }
 
     fn ingest_writers(&self) -> usize {
