@@ -6,6 +6,7 @@
 
 mod alarm_plans;
 mod alarm_rules;
+mod alarm_states;
 mod alarms;
 mod audit;
 mod connections;
