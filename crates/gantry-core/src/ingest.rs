@@ -25,7 +25,7 @@ use tracing::Instrument;
 use crate::event::DeviceEvent;
 use crate::ids::DeviceId;
 use crate::store::Store;
-use crate::webhook::IngestHooks;
+use crate::webhook::WebhookEvent;
 use crate::{Error, Result};
 
 #[derive(Debug, Clone)]
@@ -69,7 +69,7 @@ pub struct IngestStats {
 struct Job {
     events: Vec<DeviceEvent>,
     /// The webhook events they cause, committed with them.
-    hooks: IngestHooks,
+    outbox: Vec<WebhookEvent>,
     done: oneshot::Sender<Result<()>>,
 }
 
@@ -186,18 +186,18 @@ impl Ingest {
     /// Queues events and waits until they are committed. A queue that stays full for
     /// `full_wait` gives `Busy`; a closed pipeline `Unavailable`.
     pub async fn submit(&self, events: Vec<DeviceEvent>) -> Result<()> {
-        self.submit_with(events, IngestHooks::default()).await
+        self.submit_with(events, Vec::new()).await
     }
 
     /// `submit`, with the webhook events the events cause, committed in the same transaction.
-    pub async fn submit_with(&self, events: Vec<DeviceEvent>, hooks: IngestHooks) -> Result<()> {
+    pub async fn submit_with(&self, events: Vec<DeviceEvent>, outbox: Vec<WebhookEvent>) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }
         let count = events.len() as u64;
         let (done, committed) = oneshot::channel();
         let lane = self.lane_of(&events[0].device_id);
-        match tokio::time::timeout(self.full_wait, lane.send(Job { events, hooks, done })).await {
+        match tokio::time::timeout(self.full_wait, lane.send(Job { events, outbox, done })).await {
             Err(_) => {
                 self.stats.rejected_busy.fetch_add(count, Ordering::Relaxed);
                 return Err(Error::Busy("the ingest queue is full; retry later".to_owned()));
@@ -295,23 +295,8 @@ impl Order {
     }
 }
 
-/// A submission's events in a batch, and its answer.
-type Waiter = (Range<usize>, oneshot::Sender<Result<()>>);
-
-/// A batch's submissions as one: their events and webhook events in order, and where each
-/// submission's events are, with its answer.
-fn gather(jobs: Vec<Job>) -> (Vec<DeviceEvent>, IngestHooks, Vec<Waiter>) {
-    let mut events = Vec::new();
-    let mut hooks = IngestHooks::default();
-    let mut spans: Vec<Waiter> = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        let start = events.len();
-        hooks.append(job.hooks, start, job.events.len());
-        events.extend(job.events);
-        spans.push((start..events.len(), job.done));
-    }
-    (events, hooks, spans)
-}
+/// A submission's events and webhook events in a batch, and its answer.
+type Waiter = (Range<usize>, Range<usize>, oneshot::Sender<Result<()>>);
 
 /// Commits a batch in one transaction; its submissions are answered once it is durable, by a
 /// task in `flushing` that holds `permit` until then. If the commit fails, each submission is
@@ -324,11 +309,19 @@ async fn commit(
     order: Order,
     flushing: &mut JoinSet<()>,
 ) {
-    let (events, hooks, spans) = gather(jobs);
+    let mut events = Vec::new();
+    let mut outbox = Vec::new();
+    let mut spans: Vec<Waiter> = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let (start, outbox_start) = (events.len(), outbox.len());
+        events.extend(job.events);
+        outbox.extend(job.outbox);
+        spans.push((start..events.len(), outbox_start..outbox.len(), job.done));
+    }
     // Per batch, at debug: the span costs nothing when the level is off.
     let span = tracing::debug_span!("ingest_commit", events = events.len(), submissions = spans.len());
     let started = Instant::now();
-    match store.commit_events(&events, &hooks).instrument(span.clone()).await {
+    match store.commit_events(&events, &outbox).instrument(span.clone()).await {
         Ok(durable) => {
             let stats = stats.clone();
             let flushed = async move {
@@ -345,7 +338,7 @@ async fn commit(
                         stats.failed.fetch_add(events.len() as u64, Ordering::Relaxed);
                     }
                 }
-                for (_, done) in spans {
+                for (_, _, done) in spans {
                     let _ = done.send(match &result {
                         Ok(()) => Ok(()),
                         Err(e) => Err(e.duplicate_for_waiter()),
@@ -364,11 +357,8 @@ async fn commit(
         Err(batch_error) => {
             tracing::warn!(error = %batch_error, events = events.len(), "batch commit failed; committing submissions one by one");
             let mut stored = Vec::new();
-            for (range, done) in spans {
-                let result = match store
-                    .commit_events(&events[range.clone()], &hooks.slice(range.clone()))
-                    .await
-                {
+            for (range, outbox_range, done) in spans {
+                let result = match store.commit_events(&events[range.clone()], &outbox[outbox_range]).await {
                     Ok(durable) => durable.await,
                     Err(e) => Err(e),
                 };

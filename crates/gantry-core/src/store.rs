@@ -24,7 +24,7 @@ use crate::records::{Device, DeviceModel, JsonMap, Project, Tenant};
 use crate::route::StoredRoute;
 use crate::series::{Bucket, SeriesQuery};
 use crate::user::{User, UserId, UserQuery, UserSession};
-use crate::webhook::{Audience, Delivery, IngestHooks, OutboxKey, Webhook, WebhookEvent};
+use crate::webhook::{Audience, Delivery, OutboxKey, Webhook, WebhookEvent};
 
 /// A commit on its way to disk (`EventStore::commit_events`): resolves once it is durable.
 pub type Durable = std::pin::Pin<Box<dyn Future<Output = Result<()>> + Send + 'static>>;
@@ -122,12 +122,12 @@ pub trait EventStore: Send + Sync {
     /// Stores the events and applies them to the shadows in one transaction: per device and
     /// attribute, the shadow keeps the value with the newest device time.
     async fn append_events(&self, events: &[DeviceEvent]) -> Result<()>;
-    /// Commits the events as `append_events` does, with the webhook events they cause (`hooks`)
-    /// in the same transaction, but returns once the commit is done, before it is on disk
+    /// Commits the events as `append_events` does, with `outbox` (the webhook events they
+    /// cause) in the same transaction, but returns once the commit is done, before it is on disk
     /// where the store can tell the two apart: the returned future resolves when the events are
     /// durable (or the flush failed), and only then do reads find them. Ingest commits its next
     /// batch meanwhile (ingest.rs).
-    async fn commit_events(&self, events: &[DeviceEvent], hooks: &IngestHooks) -> Result<Durable>;
+    async fn commit_events(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<Durable>;
     /// How many ingest writers commit at once (ingest.rs), each for its own share of the
     /// devices. The default is one: a store with a single writer (SQLite) gains nothing from more.
     fn ingest_writers(&self) -> usize {

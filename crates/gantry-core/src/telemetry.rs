@@ -214,8 +214,8 @@ impl TelemetryService {
     /// evaluates them against the alarm rules: an alarm is raised before the caller is answered
     /// (before the PUBACK), and a failed evaluation leaves the events committed.
     async fn submit(&self, events: Vec<DeviceEvent>) -> Result<()> {
-        let hooks = self.webhooks.hooks_for(&events).await?;
-        let woken = !hooks.is_empty();
+        let outbox = self.webhooks.outbox_for(&events).await?;
+        let woken = !outbox.is_empty();
         // A rule lookup that fails must not refuse the events: they are evaluated anyway, and
         // a failed evaluation is logged and counted.
         let alarming = self
@@ -224,7 +224,7 @@ impl TelemetryService {
             .await
             .unwrap_or(true)
             .then(|| events.clone());
-        self.ingest.submit_with(events, hooks).await?;
+        self.ingest.submit_with(events, outbox).await?;
         if woken {
             self.webhooks.wake();
         }

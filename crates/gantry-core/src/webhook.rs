@@ -11,7 +11,6 @@ use serde::Serialize;
 use sha2::Sha256;
 
 use crate::enums::DeliveryStatus;
-use crate::event::DeviceEvent;
 use crate::ids::{DeliveryId, DeviceId, ProjectId, TenantId, WebhookId};
 use crate::stream::StreamType;
 use crate::{Error, Result};
@@ -228,88 +227,6 @@ impl Audience {
     }
 }
 
-/// The webhook events an ingest commit causes, as its store write takes them: a `telemetry`
-/// event for each event its project's webhooks want, and a `shadow` event per submission.
-/// Telemetry is kept as who wants which event, not as rows: the event itself is the webhook
-/// event's data, so a store may keep the two together (SQLite's staged rows carry the bits, and
-/// its mover writes the outbox rows; PostgreSQL writes them in the commit, `rows`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct IngestHooks {
-    /// Per event of the commit, in its order, the webhooks that want it as `telemetry`; empty
-    /// when none wants any.
-    pub telemetry: Vec<Audience>,
-    /// Each `shadow` event, after the index of the last event of the submission that caused it.
-    pub shadow: Vec<(usize, WebhookEvent)>,
-}
-
-impl IngestHooks {
-    pub fn is_empty(&self) -> bool {
-        self.shadow.is_empty() && self.telemetry.iter().all(|a| a.is_empty())
-    }
-
-    /// The webhooks that want the event at `index` as `telemetry`.
-    pub fn telemetry_of(&self, index: usize) -> Audience {
-        self.telemetry.get(index).copied().unwrap_or_default()
-    }
-
-    /// Appends a submission's hooks after `before` events of the batch, for its `count` events.
-    pub fn append(&mut self, other: IngestHooks, before: usize, count: usize) {
-        if !other.telemetry.is_empty() {
-            self.telemetry.resize(before, Audience::default());
-            self.telemetry.extend(other.telemetry);
-        }
-        if !self.telemetry.is_empty() {
-            self.telemetry.resize(before + count, Audience::default());
-        }
-        self.shadow
-            .extend(other.shadow.into_iter().map(|(index, event)| (before + index, event)));
-    }
-
-    /// The hooks of the events `range` of the batch, indexed from its start.
-    pub fn slice(&self, range: std::ops::Range<usize>) -> IngestHooks {
-        IngestHooks {
-            telemetry: self.telemetry.get(range.clone()).map(<[_]>::to_vec).unwrap_or_default(),
-            shadow: self
-                .shadow
-                .iter()
-                .filter(|(index, _)| range.contains(index))
-                .map(|(index, event)| (index - range.start, event.clone()))
-                .collect(),
-        }
-    }
-
-    /// Every webhook event as an outbox row, in the events' order (a shadow event after its
-    /// submission's last event): a `telemetry` event's id is its event's id, its data the event
-    /// as the stream sends it, its time the event's `createdTime`.
-    pub fn rows(&self, events: &[DeviceEvent]) -> Result<Vec<WebhookEvent>> {
-        let mut rows = Vec::with_capacity(self.telemetry.len() + self.shadow.len());
-        let mut shadow = self.shadow.iter().peekable();
-        for (index, event) in events.iter().enumerate() {
-            let pending = self.telemetry_of(index);
-            if !pending.is_empty() {
-                rows.push(telemetry_row(event, pending)?);
-            }
-            while let Some((_, row)) = shadow.next_if(|(at, _)| *at == index) {
-                rows.push(row.clone());
-            }
-        }
-        Ok(rows)
-    }
-}
-
-/// `event` as the `telemetry` webhook event of `pending`.
-pub fn telemetry_row(event: &DeviceEvent, pending: Audience) -> Result<WebhookEvent> {
-    Ok(WebhookEvent {
-        id: event.id.as_str().to_owned(),
-        project_id: event.project_id.clone(),
-        pending,
-        device_id: event.device_id.clone(),
-        kind: StreamType::Telemetry,
-        time: event.created_time,
-        data: serde_json::to_string(event).map_err(Error::serialization)?,
-    })
-}
-
 /// One event waiting for webhooks (a row of the outbox), in the stream's shape: `data` is the
 /// JSON the stream would send. It is written once, whatever the number of webhooks that want
 /// it: `pending` are those that have not taken it into a delivery yet.
@@ -457,48 +374,6 @@ impl RetryPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn shadow_at(id: &str) -> WebhookEvent {
-        WebhookEvent {
-            id: id.to_owned(),
-            project_id: ProjectId::from_string("p".to_owned()),
-            pending: Audience::default().with(1),
-            device_id: DeviceId::from_string("d".to_owned()),
-            kind: StreamType::Shadow,
-            time: 1,
-            data: "{}".to_owned(),
-        }
-    }
-
-    /// Submissions gathered into a batch keep each event's bits and each shadow event after its
-    /// own submission's last event, and a submission cut back out of the batch gets them back.
-    #[test]
-    fn ingest_hooks_follow_their_events_through_a_batch() {
-        let one = Audience::default().with(0);
-        let mut batch = IngestHooks::default();
-        // Two events with no webhook, then two wanted by slot 0 with a shadow event, then one
-        // with no webhook again.
-        batch.append(IngestHooks::default(), 0, 2);
-        batch.append(
-            IngestHooks {
-                telemetry: vec![one; 2],
-                shadow: vec![(1, shadow_at("s"))],
-            },
-            2,
-            2,
-        );
-        batch.append(IngestHooks::default(), 4, 1);
-        assert_eq!(
-            batch.telemetry,
-            vec![Audience::default(), Audience::default(), one, one, Audience::default()]
-        );
-        assert_eq!(batch.shadow, vec![(3, shadow_at("s"))]);
-        let second = batch.slice(2..4);
-        assert_eq!(second.telemetry, vec![one; 2]);
-        assert_eq!(second.shadow, vec![(1, shadow_at("s"))]);
-        assert!(batch.slice(4..5).is_empty());
-        assert!(!batch.is_empty());
-    }
 
     fn refused(url: &str) -> bool {
         match WebhookUrl::parse(url, false) {

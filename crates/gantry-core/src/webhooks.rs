@@ -1,7 +1,7 @@
 //! Webhooks: their management (the project's administrators and its application token; device
 //! tokens never), and which webhook gets which event. Writes that cause events ask
-//! `subscribers` which webhooks want them and hand their store write those ids (ingest,
-//! `hooks_for`), so that the events enter the outbox with the cause's own transaction. The answer
+//! `subscribers` which webhooks want them and hand their store write those ids (or the events,
+//! `outbox_for`), so that the events enter the outbox in the cause's own transaction. The answer
 //! comes from a snapshot of the enabled webhooks, reloaded after a few seconds or at once after a
 //! webhook write here: a project without webhooks pays a map lookup per write. One caller at a
 //! time reloads it; the others go on with the expired one meanwhile, so that every message in
@@ -24,8 +24,8 @@ use crate::stream::StreamType;
 use crate::time::now_ms;
 use crate::token::generate_token;
 use crate::webhook::{
-    Audience, CreatedWebhook, Delivery, IngestHooks, MAX_DESCRIPTION, RetryPolicy, Webhook, WebhookEvent,
-    WebhookFields, WebhookUrl, parse_secret, parse_types,
+    Audience, CreatedWebhook, Delivery, MAX_DESCRIPTION, RetryPolicy, Webhook, WebhookEvent, WebhookFields, WebhookUrl,
+    parse_secret, parse_types,
 };
 use crate::{Error, Result};
 
@@ -207,25 +207,66 @@ impl WebhookService {
         self.written.notify_waiters();
     }
 
-    /// The webhook events a commit of `events` (one device's submission) causes: a `telemetry`
-    /// event for each, and one `shadow` event with the newest value (by device time) the commit
-    /// offers of each attribute. Unlike the stream's, a webhook's `shadow` event is decided with
-    /// the commit, before the shadow is read: an attribute whose stored value is newer by device
-    /// time is in it too (its `timestamp` tells).
-    pub async fn hooks_for(&self, events: &[DeviceEvent]) -> Result<IngestHooks> {
+    /// The webhook events a commit of `events` (one device's) causes: a `telemetry` event for
+    /// each, and one `shadow` event with the newest value (by device time) the commit offers of
+    /// each attribute. Unlike the stream's, a webhook's `shadow` event is decided with the commit,
+    /// before the shadow is read: an attribute whose stored value is newer by device time is in
+    /// it too (its `timestamp` tells).
+    pub async fn outbox_for(&self, events: &[DeviceEvent]) -> Result<Vec<WebhookEvent>> {
         let Some(first) = events.first() else {
-            return Ok(IngestHooks::default());
+            return Ok(Vec::new());
         };
         let telemetry = self.subscribers(&first.project_id, StreamType::Telemetry).await?;
         let shadow = self.subscribers(&first.project_id, StreamType::Shadow).await?;
-        let mut hooks = IngestHooks::default();
+        if telemetry.is_empty() && shadow.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = now_ms();
+        let mut outbox = Vec::with_capacity(events.len() + 1);
         if !telemetry.is_empty() {
-            hooks.telemetry = vec![telemetry; events.len()];
+            for event in events {
+                outbox.push(WebhookEvent {
+                    id: WebhookEvent::new_id(),
+                    project_id: first.project_id.clone(),
+                    pending: telemetry,
+                    device_id: event.device_id.clone(),
+                    kind: StreamType::Telemetry,
+                    time: now,
+                    data: serde_json::to_string(event).map_err(Error::serialization)?,
+                });
+            }
         }
         if !shadow.is_empty() {
-            hooks.shadow.push((events.len() - 1, shadow_event(events, shadow)?));
+            let mut newest: BTreeMap<&str, &DeviceEvent> = BTreeMap::new();
+            for event in events {
+                let entry = newest.entry(event.attribute_code.as_str()).or_insert(event);
+                if event.device_timestamp >= entry.device_timestamp {
+                    *entry = event;
+                }
+            }
+            let map: serde_json::Map<String, serde_json::Value> = newest
+                .into_iter()
+                .map(|(code, e)| {
+                    let attribute = ShadowAttribute {
+                        code: code.to_owned(),
+                        value: e.attribute_data.clone(),
+                        timestamp: e.device_timestamp,
+                    };
+                    (code.to_owned(), serde_json::to_value(attribute).unwrap_or_default())
+                })
+                .collect();
+            let data = serde_json::json!({"deviceId": first.device_id, "attributeMap": map}).to_string();
+            outbox.push(WebhookEvent {
+                id: WebhookEvent::new_id(),
+                project_id: first.project_id.clone(),
+                pending: shadow,
+                device_id: first.device_id.clone(),
+                kind: StreamType::Shadow,
+                time: now,
+                data,
+            });
         }
-        Ok(hooks)
+        Ok(outbox)
     }
 
     pub async fn create(&self, who: &Principal, project: &ProjectId, input: WebhookFields) -> Result<CreatedWebhook> {
@@ -354,38 +395,4 @@ fn description(text: Option<String>) -> Result<Option<String>> {
         ));
     }
     Ok(text)
-}
-
-/// The `shadow` webhook event of one device's `events` for `pending`: the newest value (by
-/// device time, the later on a tie) of each attribute they carry.
-fn shadow_event(events: &[DeviceEvent], pending: Audience) -> Result<WebhookEvent> {
-    let first = &events[0];
-    let mut newest: BTreeMap<&str, &DeviceEvent> = BTreeMap::new();
-    for event in events {
-        let entry = newest.entry(event.attribute_code.as_str()).or_insert(event);
-        if event.device_timestamp >= entry.device_timestamp {
-            *entry = event;
-        }
-    }
-    let map: serde_json::Map<String, serde_json::Value> = newest
-        .into_iter()
-        .map(|(code, e)| {
-            let attribute = ShadowAttribute {
-                code: code.to_owned(),
-                value: e.attribute_data.clone(),
-                timestamp: e.device_timestamp,
-            };
-            serde_json::to_value(attribute).map(|value| (code.to_owned(), value))
-        })
-        .collect::<std::result::Result<_, _>>()
-        .map_err(Error::serialization)?;
-    Ok(WebhookEvent {
-        id: WebhookEvent::new_id(),
-        project_id: first.project_id.clone(),
-        pending,
-        device_id: first.device_id.clone(),
-        kind: StreamType::Shadow,
-        time: now_ms(),
-        data: serde_json::json!({"deviceId": first.device_id, "attributeMap": map}).to_string(),
-    })
 }

@@ -14,7 +14,7 @@ use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
 use gantry_core::store::{Durable, EventStore};
 use gantry_core::time::now_ms;
-use gantry_core::webhook::IngestHooks;
+use gantry_core::webhook::WebhookEvent;
 use sqlx::AnyPool;
 
 use gantry_store::engine::{Connected, Dialect, EngineStats, EventEngine};
@@ -136,8 +136,8 @@ impl PostgresEvents {
     /// the rest are folded in later, `folds`; a batch with events in a running fold's range waits
     /// for it), each device's and attribute's newest into the shadows, the kept counts, each in
     /// statements of `ROWS_PER_STATEMENT` rows (each one a round trip), and the webhook events
-    /// they cause (`hooks`, as outbox rows).
-    async fn write(&self, events: &[DeviceEvent], hooks: &IngestHooks) -> Result<()> {
+    /// they cause (`outbox`).
+    async fn write(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }
@@ -172,8 +172,7 @@ impl PostgresEvents {
             );
         }
         changes.apply(&mut tx, ROWS_PER_STATEMENT).await?;
-        let outbox = hooks.rows(events)?;
-        gantry_store::outbox::write_outbox(&mut tx, "webhook_outbox", &outbox, false).await?;
+        gantry_store::outbox::write_outbox(&mut tx, "webhook_outbox", outbox, false).await?;
         tx.commit().await.map_err(gantry_store::error::db_error)
     }
 }
@@ -204,12 +203,12 @@ impl EventEngine for PostgresEvents {
 #[async_trait]
 impl EventStore for PostgresEvents {
     async fn append_events(&self, events: &[DeviceEvent]) -> Result<()> {
-        self.write(events, &IngestHooks::default()).await
+        self.write(events, &[]).await
     }
 
     /// Durable when it returns: the commit is the flush.
-    async fn commit_events(&self, events: &[DeviceEvent], hooks: &IngestHooks) -> Result<Durable> {
-        self.write(events, hooks).await?;
+    async fn commit_events(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<Durable> {
+        self.write(events, outbox).await?;
         Ok(Box::pin(std::future::ready(Ok(()))))
     }
 

@@ -106,8 +106,8 @@ pub trait EventEngine: EventStore + Debug {
     async fn close(&self);
 
     /// Up to `limit` of the webhook events the engine's commits wrote apart from the main
-    /// tables' outbox (SQLite's staging file, where earlier versions' ingest commits wrote theirs,
-    /// and its event-log file), oldest first, keyed with the engine's number of each outbox
+    /// tables' outbox (SQLite's staging file, where `commit_events` writes its outbox, and its
+    /// event-log file), oldest first, keyed with the engine's number of each outbox
     /// (`OutboxKey`). An engine that writes the main outbox alone has none.
     async fn engine_outbox_waiting(
         &self,

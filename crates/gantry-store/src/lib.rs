@@ -151,9 +151,9 @@ impl EventStore for SqlStore {
     async fn commit_events(
         &self,
         events: &[DeviceEvent],
-        hooks: &gantry_core::webhook::IngestHooks,
+        outbox: &[gantry_core::webhook::WebhookEvent],
     ) -> gantry_core::Result<Durable> {
-        self.events.commit_events(events, hooks).await
+        self.events.commit_events(events, outbox).await
     }
 
     fn ingest_writers(&self) -> usize {

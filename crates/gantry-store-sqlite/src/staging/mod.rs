@@ -13,7 +13,6 @@
 
 mod file;
 mod flush;
-mod hooks;
 mod mover;
 mod reads;
 mod staged;
@@ -33,7 +32,7 @@ use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
 use gantry_core::store::{Durable, EventStore};
-use gantry_core::webhook::{IngestHooks, OutboxKey, WebhookEvent};
+use gantry_core::webhook::{OutboxKey, WebhookEvent};
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 
@@ -45,12 +44,12 @@ use self::table::{OUTBOX, STAGING};
 use super::database::Database;
 use gantry_store::engine::{EngineStats, EventEngine};
 use gantry_store::events::rollups::SeriesParts;
-use gantry_store::events::{EventTableRules, EventTables, bind_event};
-use gantry_store::outbox::{merge_by_time, take_rows, waiting_rows};
+use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTableRules, EventTables, bind_event, values_clause};
+use gantry_store::outbox::{OUTBOX_ROWS, bind_row, insert_text, merge_by_time, take_rows, waiting_rows, write_outbox};
 use gantry_store::task::every;
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
-/// bind as fast as narrow ones, and fewer statements cost fewer steps; 128 × 19 values stays
+/// bind as fast as narrow ones, and fewer statements cost fewer steps; 128 × 15 values stays
 /// under SQLite's 32,766.
 const ROWS_PER_STATEMENT: usize = 128;
 
@@ -203,6 +202,33 @@ impl StagingEvents {
         }
     }
 
+    /// Stages `events` (one statement's worth) and writes the webhook events they cause (one
+    /// statement's worth) in one transaction and one round trip; returns each event's number,
+    /// device and id. A failure rolls the transaction back.
+    async fn stage_with_outbox(
+        &self,
+        events: &[DeviceEvent],
+        outbox: &[WebhookEvent],
+    ) -> Result<Vec<(i64, String, String)>> {
+        let text = format!(
+            "BEGIN; INSERT INTO {STAGING} ({COLUMNS}) VALUES {}; SELECT last_insert_rowid(); {}; COMMIT",
+            values_clause(events.len(), EVENT_FIELDS, true),
+            insert_text(OUTBOX, outbox.len(), true),
+        );
+        let query = events.iter().try_fold(sqlx::query(&text), bind_event)?;
+        let query = outbox.iter().fold(query, bind_row);
+        let mut conn = self.stager.acquire().await.map_err(gantry_store::error::db_error)?;
+        let rows = match query.fetch_all(&mut *conn).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                // The text's transaction may be open still (a statement after BEGIN failed).
+                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+                return Err(gantry_store::error::db_error(e));
+            }
+        };
+        numbered(events, &rows)
+    }
+
     /// Tells the flusher of a commit, in commit order (`committing` is held): it puts the commit
     /// on disk and then the events into the index, before the caller acknowledges them.
     fn committed(&self, began: Instant, numbered: Vec<(i64, String, String)>) -> Durable {
@@ -257,9 +283,8 @@ impl EventEngine for StagingEvents {
         self.database.close().await;
     }
 
-    /// Telemetry and shadow events that earlier versions' ingest commits wrote into the staging
-    /// file (`STAGED_OUTBOX`; now the mover writes them into the main outbox, hooks.rs), and
-    /// event-log events, which the event logs' writes wrote into the
+    /// Telemetry and shadow events, which the ingest commits wrote into the staging file
+    /// (`STAGED_OUTBOX`), and event-log events, which the event logs' writes wrote into the
     /// event-log file (`LOGS_OUTBOX`), merged by time.
     async fn engine_outbox_waiting(
         &self,
@@ -309,7 +334,7 @@ impl EventEngine for StagingEvents {
 #[async_trait]
 impl EventStore for StagingEvents {
     async fn append_events(&self, events: &[DeviceEvent]) -> Result<()> {
-        self.commit_events(events, &IngestHooks::default()).await?.await
+        self.commit_events(events, &[]).await?.await
     }
 
     /// One (one stager writes the staging file; its commits already overlap their flushes).
@@ -319,9 +344,8 @@ impl EventStore for StagingEvents {
 
     /// The commit to the staging file returns before its flush (flush.rs); the staged events
     /// enter the index when the flush is done, and the returned future resolves then. The
-    /// webhook events they cause are bits and a shadow event on the staged rows themselves
-    /// (`hooks::bind_hooks`): the mover writes them into the outbox as it moves the events.
-    async fn commit_events(&self, events: &[DeviceEvent], hooks: &IngestHooks) -> Result<Durable> {
+    /// outbox goes into the staging file's own (`OUTBOX`) in the same transaction.
+    async fn commit_events(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<Durable> {
         if events.is_empty() {
             return Ok(Box::pin(std::future::ready(Ok(()))));
         }
@@ -330,17 +354,20 @@ impl EventStore for StagingEvents {
         self.staged().wait_for_room(MAX_STAGED).await;
         let _committing = self.staged().committing.lock().await;
         let began = Instant::now();
-        let hooked = !hooks.is_empty();
-        let mut all = Vec::with_capacity(events.len());
         // Events that fit one statement commit with it, in one round trip to the stager's thread
-        // with the number query (four with a transaction around them).
-        let mut writing = if events.len() <= ROWS_PER_STATEMENT {
+        // with the number query (four with a transaction around them), and so do they with the
+        // webhook events they cause when those fit one statement too.
+        if events.len() <= ROWS_PER_STATEMENT && !outbox.is_empty() && outbox.len() <= OUTBOX_ROWS {
+            let numbered = self.stage_with_outbox(events, outbox).await?;
+            return Ok(self.committed(began, numbered));
+        }
+        let mut all = Vec::with_capacity(events.len());
+        let mut writing = if events.len() <= ROWS_PER_STATEMENT && outbox.is_empty() {
             Writing::Alone(self.stager.acquire().await.map_err(gantry_store::error::db_error)?)
         } else {
             Writing::Transaction(self.stager.begin().await.map_err(gantry_store::error::db_error)?)
         };
-        let mut shadows = hooks.shadow.iter().peekable();
-        for (n, chunk) in events.chunks(ROWS_PER_STATEMENT).enumerate() {
+        for chunk in events.chunks(ROWS_PER_STATEMENT) {
             let conn: &mut AnyConnection = match &mut writing {
                 Writing::Transaction(tx) => tx,
                 Writing::Alone(conn) => conn,
@@ -348,14 +375,11 @@ impl EventStore for StagingEvents {
             // The rows of one INSERT take consecutive numbers in VALUES order (AUTOINCREMENT,
             // one writer), ending at the last inserted: cheaper than RETURNING a row for each.
             // (sqlx's Any driver does not pass SQLite's last rowid on.)
-            let text = hooks::insert_text(chunk.len(), hooked);
-            let mut query = sqlx::query(&text);
-            for (i, event) in chunk.iter().enumerate() {
-                query = bind_event(query, event)?;
-                if hooked {
-                    query = hooks::bind_hooks(query, hooks, n * ROWS_PER_STATEMENT + i, &mut shadows);
-                }
-            }
+            let text = format!(
+                "INSERT INTO {STAGING} ({COLUMNS}) VALUES {}; SELECT last_insert_rowid()",
+                values_clause(chunk.len(), EVENT_FIELDS, true),
+            );
+            let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
             // The INSERT returns no row, the SELECT after it one (`fetch_one` ends with the
             // first statement on sqlx 0.8: RowNotFound).
             let rows = query
@@ -364,7 +388,8 @@ impl EventStore for StagingEvents {
                 .map_err(gantry_store::error::db_error)?;
             all.extend(numbered(chunk, &rows)?);
         }
-        if let Writing::Transaction(tx) = writing {
+        if let Writing::Transaction(mut tx) = writing {
+            write_outbox(&mut tx, OUTBOX, outbox, true).await?;
             tx.commit().await.map_err(gantry_store::error::db_error)?;
         }
         Ok(self.committed(began, all))

@@ -456,7 +456,6 @@ pub(super) async fn move_devices(writer: &AnyPool, seqs: &[i64], lo: &str, hi: &
     settle_shadows(&mut tx, &selected).await?;
     count_staged(&mut tx, &selected).await?;
     rollups::add(&mut tx, &selected.prefixed(&format!("{STAGING} WHERE "))).await?;
-    super::hooks::into_outbox(&mut tx, &selected).await?;
     sqlx::query("INSERT INTO main.device_events_recent_moved (device_lo, device_hi, through) VALUES ($1, $2, $3)")
         .bind(lo)
         .bind(hi)

@@ -6,9 +6,7 @@ use gantry_store::sql::Sql;
 /// The staging table, by its schema-qualified name (in the staging file, `file.rs`).
 pub(crate) const STAGING: &str = "staging.device_events_recent";
 
-/// The staging file's webhook outbox: telemetry and shadow events an earlier version staged
-/// there, read and taken until none is left (ingest commits now keep them on their staged rows,
-/// hooks.rs).
+/// The staging file's webhook outbox (telemetry and shadow events; the main file has its own).
 pub(crate) const OUTBOX: &str = "staging.webhook_outbox";
 
 /// Staged rows a round has moved already (in device_events, deleted from staging a round later):

@@ -70,7 +70,7 @@ pub(crate) async fn commits_in_flight_are_read_once_durable(store: SqlStore) {
         .collect();
     let mut durable = Vec::new();
     for batch in &batches {
-        durable.push(store.commit_events(batch, &Default::default()).await.unwrap());
+        durable.push(store.commit_events(batch, &[]).await.unwrap());
     }
     let query = every_event_of(&device);
     for (b, flushed) in durable.into_iter().enumerate() {

@@ -111,7 +111,6 @@ store_suite!(
     webhooks_are_managed_per_tenant,
     a_webhook_lease_has_one_holder,
     webhook_events_wait_in_order_until_a_delivery_holds_them,
-    ingest_webhook_events_go_to_the_webhooks_they_were_meant_for,
     deep_pages_list_in_order,
     series_match_the_raw_events,
     series_hold_while_rollups_fold,

@@ -108,7 +108,7 @@ pub(crate) async fn webhook_events_wait_in_order_until_a_delivery_holds_them(sto
     use gantry_core::enums::{Classification, DeliveryStatus, EventLogStatus};
     use gantry_core::ids::DeliveryId;
     use gantry_core::stream::StreamType;
-    use gantry_core::webhook::{Audience, Delivery, IngestHooks, WebhookEvent};
+    use gantry_core::webhook::{Audience, Delivery, WebhookEvent};
     let tenant = new_tenant(&store, "hooks").await;
     let project = new_project(&store, &tenant, "p").await;
     let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
@@ -125,15 +125,20 @@ pub(crate) async fn webhook_events_wait_in_order_until_a_delivery_holds_them(sto
     let events: Vec<DeviceEvent> = (0..3)
         .map(|i| event_at(&device, EventId::generate(), "temp", json!(i), i))
         .collect();
-    // One row for both webhooks that want telemetry.
-    let both = Audience::default().with(hook.slot).with(quiet.slot);
-    let hooks = IngestHooks {
-        telemetry: vec![both; events.len()],
-        shadow: Vec::new(),
-    };
-    store.commit_events(&events, &hooks).await.unwrap().await.unwrap();
-    // Where the engine keeps them with the events, they wait once the events are moved.
-    store.catch_up().await.unwrap();
+    let outbox: Vec<WebhookEvent> = events
+        .iter()
+        .map(|e| WebhookEvent {
+            id: WebhookEvent::new_id(),
+            project_id: project.id.clone(),
+            // One row for both webhooks that want telemetry.
+            pending: Audience::default().with(hook.slot).with(quiet.slot),
+            device_id: device.id.clone(),
+            kind: StreamType::Telemetry,
+            time: 10,
+            data: serde_json::to_string(e).unwrap(),
+        })
+        .collect();
+    store.commit_events(&events, &outbox).await.unwrap().await.unwrap();
     let log = gantry_core::event_log::EventLog {
         id: "log-1".to_owned(),
         tenant_id: tenant.clone(),
@@ -187,17 +192,7 @@ pub(crate) async fn webhook_events_wait_in_order_until_a_delivery_holds_them(sto
         .filter(|(_, e)| e.kind == StreamType::Telemetry)
         .map(|(_, e)| e.id.as_str())
         .collect();
-    assert_eq!(telemetry, events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>());
-    // A telemetry event's data is its event as the stream sends it.
-    for ((_, waiting), event) in waiting
-        .iter()
-        .filter(|(_, e)| e.kind == StreamType::Telemetry)
-        .zip(&events)
-    {
-        let data: serde_json::Value = serde_json::from_str(&waiting.data).unwrap();
-        assert_eq!(data, serde_json::to_value(event).unwrap());
-        assert_eq!(waiting.time, event.created_time);
-    }
+    assert_eq!(telemetry, outbox.iter().map(|e| e.id.as_str()).collect::<Vec<_>>());
     let kinds: BTreeSet<&str> = waiting.iter().map(|(_, e)| e.kind.as_str()).collect();
     assert_eq!(kinds, BTreeSet::from(["telemetry", "eventLog", "connection"]));
     assert_eq!(waiting.len(), 5);
@@ -295,12 +290,7 @@ pub(crate) async fn webhook_events_wait_in_order_until_a_delivery_holds_them(sto
 
     // Deleting the webhook drops its deliveries and whatever still waits for it.
     let late = [event_at(&device, EventId::generate(), "temp", json!(9), 9)];
-    let late_hooks = IngestHooks {
-        telemetry: vec![both],
-        shadow: Vec::new(),
-    };
-    store.commit_events(&late, &late_hooks).await.unwrap().await.unwrap();
-    store.catch_up().await.unwrap();
+    store.commit_events(&late, &outbox[..1]).await.unwrap().await.unwrap();
     assert_eq!(store.waiting_events(&hook, 100).await.unwrap().len(), 1);
     store.delete_webhook(&tenant, &hook.id).await.unwrap();
     assert!(store.waiting_events(&hook, 100).await.unwrap().is_empty());
@@ -311,77 +301,4 @@ pub(crate) async fn webhook_events_wait_in_order_until_a_delivery_holds_them(sto
     );
     assert_eq!(store.list_deliveries(&tenant, &hook.id, all()).await.unwrap().total, 0);
     assert_eq!(store.pending_delivery(&hook.id).await.unwrap(), None);
-}
-
-/// A commit's shadow event waits after its telemetry, with the id and data it was given; the
-/// webhook events of a commit go only to webhooks that were there when it was stored and still
-/// are: a webhook deleted before they reach the outbox takes none, and a new webhook given its
-/// slot is not handed what was meant for the one before.
-pub(crate) async fn ingest_webhook_events_go_to_the_webhooks_they_were_meant_for(store: SqlStore) {
-    use gantry_core::stream::StreamType;
-    use gantry_core::webhook::{Audience, IngestHooks, WebhookEvent};
-    let tenant = new_tenant(&store, "meant").await;
-    let project = new_project(&store, &tenant, "p").await;
-    let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
-    let device = new_device(&store, &tenant, "d", &project, &model).await;
-    let hook = webhook_record(&project, vec![StreamType::Telemetry, StreamType::Shadow]);
-    store.insert_webhook(&hook, 20).await.unwrap();
-    let hook = store.get_webhook(&tenant, &hook.id).await.unwrap().unwrap();
-    let audience = Audience::default().with(hook.slot);
-    let events: Vec<DeviceEvent> = (0..2)
-        .map(|i| event_at(&device, EventId::generate(), "temp", json!(i), i))
-        .collect();
-    let shadow = WebhookEvent {
-        id: WebhookEvent::new_id(),
-        project_id: project.id.clone(),
-        pending: audience,
-        device_id: device.id.clone(),
-        kind: StreamType::Shadow,
-        time: 5_000,
-        data: json!({"deviceId": device.id, "attributeMap": {"temp": {"code": "temp", "value": 1, "timestamp": 1}}})
-            .to_string(),
-    };
-    let hooks = IngestHooks {
-        telemetry: vec![audience; 2],
-        shadow: vec![(1, shadow.clone())],
-    };
-    store.commit_events(&events, &hooks).await.unwrap().await.unwrap();
-    store.catch_up().await.unwrap();
-    let waiting = store.waiting_events(&hook, 100).await.unwrap();
-    let kinds: Vec<(&str, &str)> = waiting.iter().map(|(_, e)| (e.kind.as_str(), e.id.as_str())).collect();
-    assert_eq!(
-        kinds,
-        vec![
-            ("telemetry", events[0].id.as_str()),
-            ("telemetry", events[1].id.as_str()),
-            ("shadow", shadow.id.as_str())
-        ]
-    );
-    let stored = &waiting[2].1;
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&stored.data).unwrap(),
-        serde_json::from_str::<serde_json::Value>(&shadow.data).unwrap()
-    );
-
-    // Committed for the webhook, then the webhook is deleted and another takes its slot.
-    let later = [event_at(&device, EventId::generate(), "temp", json!(7), 7)];
-    let hooks = IngestHooks {
-        telemetry: vec![audience],
-        shadow: vec![(
-            0,
-            WebhookEvent {
-                id: WebhookEvent::new_id(),
-                ..shadow.clone()
-            },
-        )],
-    };
-    store.commit_events(&later, &hooks).await.unwrap().await.unwrap();
-    store.delete_webhook(&tenant, &hook.id).await.unwrap();
-    let mut next = webhook_record(&project, vec![StreamType::Telemetry, StreamType::Shadow]);
-    next.created_time = 9_000;
-    store.insert_webhook(&next, 20).await.unwrap();
-    let next = store.get_webhook(&tenant, &next.id).await.unwrap().unwrap();
-    assert_eq!(next.slot, hook.slot, "the freed slot is taken again");
-    store.catch_up().await.unwrap();
-    assert!(store.waiting_events(&next, 100).await.unwrap().is_empty());
 }
