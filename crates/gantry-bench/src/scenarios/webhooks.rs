@@ -21,14 +21,14 @@ pub fn with_variant() -> String {
     format!("POST /deviceEvents, {WEBHOOKS} webhooks down")
 }
 
-/// How long each measurement waits first for the server to settle: longer than the embedded
-/// store's move round and its pace, so that the second measurement does not start while the
-/// first's events are still being moved into the database (both start from a settled store).
-const SETTLE: std::time::Duration = std::time::Duration::from_secs(7);
+/// The longest a measurement waits for the server to settle first (`server::wait_until_idle`):
+/// the second does not start while the first's events are still being moved into the database
+/// (the embedded store's mover), so both start from a settled store.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub async fn run(ctx: &Ctx<'_>, project_id: &str, devices: &[DeviceRef]) -> anyhow::Result<Vec<Measurement>> {
     anyhow::ensure!(!devices.is_empty(), "no devices to post events for");
-    tokio::time::sleep(SETTLE).await;
+    crate::server::wait_until_idle(ctx.pid, SETTLE).await;
     let (alone, _) = measure(
         ctx,
         SCENARIO,
@@ -51,7 +51,7 @@ pub async fn run(ctx: &Ctx<'_>, project_id: &str, devices: &[DeviceRef]) -> anyh
         created.push(hook["result"]["id"].as_str().unwrap_or_default().to_owned());
     }
     let variant = with_variant();
-    tokio::time::sleep(SETTLE).await;
+    crate::server::wait_until_idle(ctx.pid, SETTLE).await;
     let measured = measure(ctx, SCENARIO, &variant, ctx.connections, posts(ctx, devices)?).await;
     for id in &created {
         let _ = ctx
