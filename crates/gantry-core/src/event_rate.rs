@@ -78,9 +78,10 @@ pub struct EventRateService {
     store: Arc<dyn EventRateStore>,
     /// Touched once per committed batch and once per flush or read; no await while it is held.
     pending: Mutex<HashMap<ProjectId, Pending>>,
-    /// Held by a flush from taking the counts until they are stored (or put back), and by a
-    /// read: a read never sees counts that are neither pending nor stored.
-    flushing: tokio::sync::Mutex<()>,
+    /// Held by a flush (written) from taking the counts until they are stored (or put back),
+    /// and by reads (read): a read never sees counts that are neither pending nor stored, and
+    /// reads do not wait for each other.
+    flushing: tokio::sync::RwLock<()>,
 }
 
 impl EventRateService {
@@ -88,7 +89,7 @@ impl EventRateService {
         Self {
             store,
             pending: Mutex::new(HashMap::new()),
-            flushing: tokio::sync::Mutex::new(()),
+            flushing: tokio::sync::RwLock::new(()),
         }
     }
 
@@ -119,7 +120,7 @@ impl EventRateService {
     /// dropped before they are stored (a chore stopped at shutdown), they are kept for the next
     /// flush (those older than `KEPT_MS` by then are dropped).
     pub async fn flush(&self) -> Result<()> {
-        let _flushing = self.flushing.lock().await;
+        let _flushing = self.flushing.write().await;
         let mut taken = Taken {
             service: self,
             counts: std::mem::take(&mut *self.pending.lock().expect("event rate lock")),
@@ -156,7 +157,7 @@ impl EventRateService {
                 *slot += events;
             }
         };
-        let _flushing = self.flushing.lock().await;
+        let _flushing = self.flushing.read().await;
         let stored = self
             .store
             .event_minutes(&project.record.tenant_id, &project.id, start)
