@@ -277,6 +277,11 @@ pub struct ProcSample {
     pub written_bytes: Option<u64>,
 }
 
+/// The longest a measurement of a pair (without, then with a feature) waits for the server to
+/// settle first (`wait_until_idle`): the second does not start while the first's events are
+/// still being moved into the database, so both start from a settled store.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Waits until the server at `pid` has used under 5 % of a core for a second, at most `limit`;
 /// returns how long it waited (None: no process to watch). A scenario that measures an idle
 /// server runs after one that overloaded it on purpose (ingest-mqtt's overload leaves a backlog

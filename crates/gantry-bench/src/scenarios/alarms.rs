@@ -74,13 +74,12 @@ async fn delete_rules(ctx: &Ctx<'_>, created: &[String]) -> anyhow::Result<()> {
 
 pub async fn run(ctx: &Ctx<'_>, model_id: &str, devices: &[DeviceRef]) -> anyhow::Result<Vec<Measurement>> {
     anyhow::ensure!(!devices.is_empty(), "no devices to post events for");
-    // Each measurement starts from an idle server, as the MQTT runs do (`publish`): the second
-    // does not start while the first's events are still being moved into the database.
-    crate::server::wait_until_idle(ctx.pid, Duration::from_secs(30)).await;
+    // Each measurement starts from an idle server, as the MQTT runs do (`publish`).
+    crate::server::wait_until_idle(ctx.pid, crate::server::SETTLE).await;
     let (alone, _) = measure(ctx, SCENARIO, ALONE, ctx.connections, posts(ctx, devices)?).await?;
     let created = create_rules(ctx, model_id).await?;
     let variant = with_variant();
-    crate::server::wait_until_idle(ctx.pid, Duration::from_secs(30)).await;
+    crate::server::wait_until_idle(ctx.pid, crate::server::SETTLE).await;
     let measured = measure(ctx, SCENARIO, &variant, ctx.connections, posts(ctx, devices)?).await;
     delete_rules(ctx, &created).await?;
     let (mut with, _) = measured?;

@@ -21,14 +21,9 @@ pub fn with_variant() -> String {
     format!("POST /deviceEvents, {WEBHOOKS} webhooks down")
 }
 
-/// The longest a measurement waits for the server to settle first (`server::wait_until_idle`):
-/// the second does not start while the first's events are still being moved into the database
-/// (the embedded store's mover), so both start from a settled store.
-const SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
-
 pub async fn run(ctx: &Ctx<'_>, project_id: &str, devices: &[DeviceRef]) -> anyhow::Result<Vec<Measurement>> {
     anyhow::ensure!(!devices.is_empty(), "no devices to post events for");
-    crate::server::wait_until_idle(ctx.pid, SETTLE).await;
+    crate::server::wait_until_idle(ctx.pid, crate::server::SETTLE).await;
     let (alone, _) = measure(
         ctx,
         SCENARIO,
@@ -51,7 +46,7 @@ pub async fn run(ctx: &Ctx<'_>, project_id: &str, devices: &[DeviceRef]) -> anyh
         created.push(hook["result"]["id"].as_str().unwrap_or_default().to_owned());
     }
     let variant = with_variant();
-    crate::server::wait_until_idle(ctx.pid, SETTLE).await;
+    crate::server::wait_until_idle(ctx.pid, crate::server::SETTLE).await;
     let measured = measure(ctx, SCENARIO, &variant, ctx.connections, posts(ctx, devices)?).await;
     for id in &created {
         let _ = ctx
