@@ -77,6 +77,18 @@ mod tests {
     }
 
     #[test]
+    fn a_nul_in_a_repeated_key_is_refused_though_the_parse_drops_it() {
+        // The parse keeps the last value of a repeated key, but which one counts is the parser's
+        // choice: a NUL in any of them is bad input, named as the body since no kept field has it.
+        let text = br#"{"a": "\u0000", "a": "x"}"#;
+        assert!(json_has_nul(text));
+        assert_eq!(
+            nul_error(text).to_string(),
+            "body: holds a NUL character (\\u0000), which cannot be stored"
+        );
+    }
+
+    #[test]
     fn the_path_names_the_field() {
         let v: Value = serde_json::from_str(r#"{"meta": {"id": "a\u0000"}}"#).unwrap();
         assert_eq!(nul_path(&v).as_deref(), Some("meta.id"));
