@@ -19,7 +19,11 @@ fuzz_target!(|data: &[u8]| {
             assert!(scanned, "the scan missed a NUL the walk found at {walked:?}");
         } else if scanned {
             let repeats = serde_json::from_slice::<RepeatedKey>(data).map(|r| r.0);
-            assert_eq!(repeats.ok(), Some(true), "the scan found a NUL that no kept value holds");
+            assert_eq!(
+                repeats.ok(),
+                Some(true),
+                "the scan found a NUL that no kept value holds"
+            );
         }
     }
     if scanned {
@@ -82,4 +86,3 @@ impl<'de> Visitor<'de> for RepeatedKeyVisitor {
         Ok(false)
     }
 }
-
