@@ -26,14 +26,16 @@ use gantry_store::sql::Sql;
 impl StagingEvents {
     pub(super) async fn get(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {
         // device_events first, by its key; then the staging table by the event's number, when it
-        // is staged. One that a move took between the first two reads is in the third.
+        // is staged and not moved. One that a move took between the first two reads is in the
+        // third. A moved row stays staged for a round: deleted from device_events meanwhile, it
+        // must not be found again here.
         let kept = self.kept.get(tenant, id).await?;
         if kept.is_some() {
             return Ok(kept);
         }
         if let Some(seq) = self.staged().seq_of(id.as_str()) {
             let mut select = by_id(tenant, id).prefixed(&format!("SELECT {COLUMNS} FROM {STAGING} WHERE "));
-            select.push(" AND seq = ").bind(seq);
+            select.push(" AND seq = ").bind(seq).push(&format!(" AND {NOT_MOVED}"));
             if let Some(staged) = fetch_event(&self.kept.pool, &select).await? {
                 return Ok(Some(staged));
             }

@@ -187,6 +187,45 @@ async fn a_round_cut_short_is_finished_by_the_next() {
     assert_eq!(read(&store, "dev-b").await, expected_b);
 }
 
+/// An event deleted after a round moved it, while its staged row waits for the next round to be
+/// deleted, is gone for every read: found neither by id nor deleted twice.
+#[tokio::test]
+async fn a_moved_event_deleted_before_its_staged_row_goes_stays_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&sqlite_url(dir.path())).await.unwrap();
+    // The background round waits: this test makes the move itself.
+    let _held = store.mover.last_round.lock().await;
+    let gone = event("dev-a", 1);
+    let (tenant, id) = (gone.tenant_id.clone(), gone.id.clone());
+    store.append_events(&[gone, event("dev-a", 2)]).await.unwrap();
+    let staged: Vec<i64> = sqlx::query_scalar("SELECT seq FROM staging.device_events_recent")
+        .fetch_all(&store.database.pool)
+        .await
+        .unwrap();
+    let moved = move_devices(&store.database.writer, &staged, "dev-a", "dev-a", 2)
+        .await
+        .unwrap();
+    assert_eq!(moved, 2);
+    assert!(
+        store.get_event(&tenant, &id).await.unwrap().is_some(),
+        "moved, still found"
+    );
+    assert!(
+        store.delete_event(&tenant, &id).await.unwrap(),
+        "the first delete finds it"
+    );
+    assert_eq!(store.get_event(&tenant, &id).await.unwrap(), None, "deleted, not found");
+    assert!(
+        !store.delete_event(&tenant, &id).await.unwrap(),
+        "a second delete finds nothing"
+    );
+    assert_eq!(
+        read(&store, "dev-a").await.1,
+        vec![2],
+        "the listing has the other event alone"
+    );
+}
+
 /// While API writes come (a control's event log), a round moves in short transactions, each of
 /// which such a write may have to wait for; without them, in long ones. Counted by the round's
 /// records, one per move.
