@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::event::{DeviceEvent, ShadowAttribute};
-use gantry_core::ids::{DeviceId, EventId, TenantId};
+use gantry_core::ids::{DeviceId, EventId, TenantId, WebhookId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
@@ -22,6 +22,7 @@ use gantry_store::events::counts::CountChanges;
 use gantry_store::events::rollups::SeriesParts;
 use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTables, bind_event, by_id, update_shadows, values_clause};
 use gantry_store::events::{EventTableRules, rollups};
+use gantry_store::sql::Sql;
 pub use gantry_store::task::Chores;
 
 mod folds;
@@ -45,7 +46,6 @@ const DIALECT: Dialect = Dialect {
     collate: " COLLATE \"C\"",
     lock_in_use: " FOR KEY SHARE",
     lock_to_delete: " FOR UPDATE",
-    one_process: false,
     event_logs: "event_logs",
     log_outbox: "webhook_outbox",
 };
@@ -58,12 +58,19 @@ struct PostgresKept;
 
 #[async_trait]
 impl EventTableRules for PostgresKept {
-    fn counts_hours(&self) -> bool {
-        false
+    /// The all-time counts alone.
+    fn count<'a>(&self, changes: &mut CountChanges<'a>, device: &'a str, code: &'a str, _: i64, _: i64, n: i64) {
+        changes.add(device, code, n);
     }
 
-    async fn fold_mark_for_delete(&self, tx: &mut sqlx::Transaction<'static, sqlx::Any>) -> Result<Option<i64>> {
-        folds::mark_for_delete(tx).await.map(Some)
+    /// None: a date range is counted by the index.
+    fn range_total(&self, _query: &EventQuery) -> Option<Sql> {
+        None
+    }
+
+    /// The fold mark: later arrivals are folded in the background.
+    async fn rolled_up_before(&self, tx: &mut sqlx::Transaction<'static, sqlx::Any>) -> Result<i64> {
+        folds::mark_for_delete(tx).await
     }
 
     /// The events that arrived after the fold mark, in the whole units the rollups answer (the
@@ -161,15 +168,12 @@ impl PostgresEvents {
         }
         rollups::add_batch(&mut tx, events, folded, ROWS_PER_STATEMENT).await?;
         update_shadows(&mut tx, events, ROWS_PER_STATEMENT).await?;
-        let mut changes = CountChanges::new(self.kept.rules.counts_hours());
+        let mut changes = CountChanges::new();
         for e in events {
-            changes.add(
-                e.device_id.as_str(),
-                &e.attribute_code,
-                e.device_timestamp,
-                e.ingress_time_stamp,
-                1,
-            );
+            let (device, code) = (e.device_id.as_str(), e.attribute_code.as_str());
+            self.kept
+                .rules
+                .count(&mut changes, device, code, e.device_timestamp, e.ingress_time_stamp, 1);
         }
         changes.apply(&mut tx, ROWS_PER_STATEMENT).await?;
         gantry_store::outbox::write_outbox(&mut tx, "webhook_outbox", outbox, false).await?;
@@ -197,6 +201,11 @@ impl EventEngine for PostgresEvents {
             pools: vec![gantry_store::stats::pool("main", self.pool())],
             ..EngineStats::default()
         }
+    }
+
+    /// Taken through the webhook's row: nodes share this database.
+    async fn lease_webhook(&self, webhook: &WebhookId, owner: &str, now: i64, until: i64) -> Result<bool> {
+        gantry_store::engine::take_webhook_lease(self.pool(), webhook, owner, now, until).await
     }
 }
 

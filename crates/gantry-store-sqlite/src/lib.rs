@@ -35,7 +35,6 @@ const DIALECT: Dialect = Dialect {
     collate: "",
     lock_in_use: "",
     lock_to_delete: "",
-    one_process: true,
     event_logs: logs::EVENT_LOGS,
     log_outbox: logs::LOG_OUTBOX,
 };
@@ -187,7 +186,7 @@ mod tests {
         let store = SqlStore::from_engine(connected);
         let mut held = writer.begin().await.unwrap();
         sqlx::query(
-            "INSERT INTO main.walk_syncs (id, syncs) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1",
+            "INSERT INTO main.round_syncs (id, syncs) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1",
         )
         .execute(&mut *held)
         .await
@@ -253,7 +252,7 @@ mod tests {
         };
         let mut held = writer.begin().await.unwrap();
         sqlx::query(
-            "INSERT INTO main.walk_syncs (id, syncs) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1",
+            "INSERT INTO main.round_syncs (id, syncs) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1",
         )
         .execute(&mut *held)
         .await

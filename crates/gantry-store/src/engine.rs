@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use gantry_core::Result;
-use gantry_core::ids::ProjectId;
+use gantry_core::ids::{ProjectId, WebhookId};
 use gantry_core::store::EventStore;
 use gantry_core::webhook::{OutboxKey, WebhookEvent};
 use sqlx::AnyPool;
@@ -78,9 +78,6 @@ pub struct Dialect {
     /// device using it, and in one that deletes it (`shared::soft_delete`).
     pub lock_in_use: &'static str,
     pub lock_to_delete: &'static str,
-    /// One process at a time opens the database (SQLite's lock file): whatever works on it works
-    /// alone, so leases among nodes (`WebhookStore::lease_webhook`) always hold.
-    pub one_process: bool,
     /// The event logs' table, and the outbox their writes put webhook events into (in the same
     /// transaction, so on the same connection: `Connected::log_writer`). SQLite keeps both in a
     /// file of their own; its outbox is read through `EventEngine::engine_outbox_waiting`. The
@@ -127,6 +124,36 @@ pub trait EventEngine: EventStore + Debug {
     /// What an operator watches of the engine (`SqlStore::stats`): its pools, and what it
     /// holds apart and on disk where it keeps such things.
     fn stats(&self) -> EngineStats;
+
+    /// Whether the node `owner` holds the delivery lease of `webhook` until `until`, taken when
+    /// free or expired at `now` (`WebhookStore::lease_webhook`): nodes that share the database
+    /// take turns through the webhook's row (`take_webhook_lease`); an engine whose database one
+    /// process opens at a time (SQLite's lock file) holds every lease.
+    async fn lease_webhook(&self, webhook: &WebhookId, owner: &str, now: i64, until: i64) -> Result<bool>;
+}
+
+/// The lease of `webhook` for `owner` until `until`, taken when it is `owner`'s already or
+/// expired at `now`: one row update, so of two nodes asking at once one gets it.
+pub async fn take_webhook_lease(
+    pool: &AnyPool,
+    webhook: &WebhookId,
+    owner: &str,
+    now: i64,
+    until: i64,
+) -> Result<bool> {
+    let leased = sqlx::query(
+        "UPDATE webhooks SET lease_owner = $1, lease_until = $2 \
+         WHERE id = $3 AND (lease_owner = $1 OR lease_until <= $4)",
+    )
+    .bind(owner)
+    .bind(until)
+    .bind(webhook.as_str())
+    .bind(now)
+    .execute(pool)
+    .await
+    .map_err(crate::error::db_error)?
+    .rows_affected();
+    Ok(leased == 1)
 }
 
 /// An engine's part of `StoreStats`.

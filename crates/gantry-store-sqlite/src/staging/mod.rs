@@ -15,6 +15,7 @@ mod file;
 mod flush;
 mod mover;
 mod reads;
+mod rollups;
 mod staged;
 mod table;
 #[cfg(test)]
@@ -27,7 +28,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::event::{DeviceEvent, ShadowAttribute};
-use gantry_core::ids::{DeviceId, EventId, ProjectId, TenantId};
+use gantry_core::ids::{DeviceId, EventId, ProjectId, TenantId, WebhookId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
@@ -43,9 +44,11 @@ use self::staged::{MAX_STAGED, Staged};
 use self::table::{OUTBOX, STAGING};
 use super::database::Database;
 use gantry_store::engine::{EngineStats, EventEngine};
+use gantry_store::events::counts::{CountChanges, hours_total};
 use gantry_store::events::rollups::SeriesParts;
 use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTableRules, EventTables, bind_event, values_clause};
 use gantry_store::outbox::{OUTBOX_ROWS, bind_row, insert_text, merge_by_time, take_rows, waiting_rows, write_outbox};
+use gantry_store::sql::Sql;
 use gantry_store::task::every;
 
 /// Rows per multi-row statement: with anonymous placeholders (`values_clause`) wide statements
@@ -78,12 +81,28 @@ struct SqliteKept {
 
 #[async_trait]
 impl EventTableRules for SqliteKept {
-    fn counts_hours(&self) -> bool {
-        true
+    /// The all-time counts and the hours', which serve date-range totals.
+    fn count<'a>(
+        &self,
+        changes: &mut CountChanges<'a>,
+        device: &'a str,
+        code: &'a str,
+        device_ts: i64,
+        ingress_ts: i64,
+        n: i64,
+    ) {
+        changes.add(device, code, n);
+        changes.add_hours(device, code, device_ts, ingress_ts, n);
     }
 
-    async fn fold_mark_for_delete(&self, _tx: &mut sqlx::Transaction<'static, sqlx::Any>) -> Result<Option<i64>> {
-        Ok(None)
+    fn range_total(&self, query: &EventQuery) -> Option<Sql> {
+        hours_total(query)
+    }
+
+    /// The end of time: every event of device_events is in the rollups (the move that put it
+    /// there added it).
+    async fn rolled_up_before(&self, _tx: &mut sqlx::Transaction<'static, sqlx::Any>) -> Result<i64> {
+        Ok(i64::MAX)
     }
 
     /// The device's staged events, over the whole window (they are not in device_events either).
@@ -328,6 +347,11 @@ impl EventEngine for StagingEvents {
             staged_events: Some(self.staged().waiting()),
             wal_bytes: self.wal.iter().map(|(name, path)| (*name, file_size(path))).collect(),
         }
+    }
+
+    /// Held: one process at a time opens the database (its lock file), so no other node asks.
+    async fn lease_webhook(&self, _: &WebhookId, _: &str, _: i64, _: i64) -> Result<bool> {
+        Ok(true)
     }
 }
 

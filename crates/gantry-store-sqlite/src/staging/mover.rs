@@ -39,11 +39,11 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 
 use super::flush::Flusher;
+use super::rollups;
 use super::staged::Staged;
 use super::table::{LATEST_STAGED, STAGING, json_array};
 use gantry_store::engine::ApiWrites;
 use gantry_store::events::counts::{COUNT_UPSERT, hour_sql};
-use gantry_store::events::rollups;
 use gantry_store::events::{COLUMNS, SHADOW_UPSERT};
 use gantry_store::sql::Sql;
 
@@ -232,16 +232,16 @@ async fn delete_last_round(mover: &Mover, through: i64, ended: Instant, yielding
 }
 
 /// Puts every commit before it on the main file on disk: a synced commit (FULL, the writer's
-/// durability) that counts one more sync in walk_syncs (the schema's name for the rounds' syncs). Its flush takes the
-/// whole WAL file, and recovery replays the WAL in order up to its last whole commit (what left
-/// the WAL before had been checkpointed into the synced database file). The staging file's
-/// commits are put on disk by the flusher (flush.rs).
+/// durability) that counts one more sync in round_syncs. Its flush takes the whole WAL file, and
+/// recovery replays the WAL in order up to its last whole commit (what left the WAL before had
+/// been checkpointed into the synced database file). The staging file's commits are put on disk
+/// by the flusher (flush.rs).
 ///
 /// It must change bytes: SQLite writes no page for an UPDATE that leaves a row as it was, and a
 /// commit that wrote no page flushes nothing.
 pub(super) async fn sync_main(writer: &AnyPool) -> Result<()> {
     sqlx::query(
-        "INSERT INTO main.walk_syncs (id, syncs) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1",
+        "INSERT INTO main.round_syncs (id, syncs) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET syncs = syncs + 1",
     )
     .execute(writer)
     .await

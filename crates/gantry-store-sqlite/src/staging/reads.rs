@@ -15,7 +15,7 @@ use sqlx::{Any, Transaction};
 
 use super::StagingEvents;
 use super::table::{LATEST_STAGED, NOT_MOVED, STAGING, in_staged, json_array, over_both_tables};
-use gantry_store::events::counts::{add_range_count, hours_total, kept_total};
+use gantry_store::events::counts::{add_range_count, kept_total};
 use gantry_store::events::{
     COLUMNS, SHADOW_HEAD, by_id, clock_of, event_from_row, fetch_event, fetch_total, listing_filter, shadow_filter,
     shadow_from_rows, update_shadows,
@@ -165,7 +165,7 @@ impl StagingEvents {
     /// and the device's staged events in the range, which are not in the hours yet; counted by
     /// the indexes of both tables where the hours do not serve.
     async fn range_count(&self, query: &EventQuery, filter: &Sql, staged: &str) -> Result<u64> {
-        let Some(mut total) = hours_total(query, self.kept.rules.counts_hours()) else {
+        let Some(mut total) = self.kept.rules.range_total(query) else {
             // Counted in each table apart: a count over their union would read every matching
             // row whole instead of counting index entries.
             let count = over_both_tables(

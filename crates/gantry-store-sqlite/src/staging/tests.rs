@@ -177,7 +177,7 @@ async fn a_round_cut_short_is_finished_by_the_next() {
     tokio::time::sleep(DELETE_MOVED_AFTER).await;
     store.catch_up().await.unwrap();
     assert_eq!(counts().await, (3, 0, 0), "staging emptied, records cleared");
-    let syncs: i64 = sqlx::query_scalar("SELECT syncs FROM main.walk_syncs")
+    let syncs: i64 = sqlx::query_scalar("SELECT syncs FROM main.round_syncs")
         .fetch_one(&store.database.pool)
         .await
         .unwrap();
@@ -394,14 +394,14 @@ async fn a_sync_commits_a_change_to_the_main_file() {
     sync_main(&store.database.writer).await.unwrap();
     let synced = version(&mut reader).await;
     assert_ne!(synced, before, "the first sync");
-    sqlx::query("UPDATE main.walk_syncs SET syncs = syncs")
+    sqlx::query("UPDATE main.round_syncs SET syncs = syncs")
         .execute(&store.database.writer)
         .await
         .unwrap();
     assert_eq!(version(&mut reader).await, synced, "an unchanged row");
     sync_main(&store.database.writer).await.unwrap();
     assert_ne!(version(&mut reader).await, synced, "the second sync");
-    let syncs: i64 = sqlx::query_scalar("SELECT syncs FROM main.walk_syncs")
+    let syncs: i64 = sqlx::query_scalar("SELECT syncs FROM main.round_syncs")
         .fetch_one(&store.database.writer)
         .await
         .unwrap();

@@ -7,17 +7,15 @@ use std::collections::HashMap;
 
 use gantry_core::Result;
 use gantry_core::query::{EventQuery, TimeField};
-use sqlx::any::AnyRow;
 use sqlx::{Any, Transaction};
 
-use crate::row::get;
 use crate::sql::{Sql, values_clause};
 
 pub const COUNT_UPSERT: &str = "ON CONFLICT (device_id, attribute_code, clock, epoch_hour) \
                                        DO UPDATE SET events = device_event_counts.events + excluded.events";
 
 /// Keys per statement when a delete takes events off the counts (5 values each).
-const KEYS_PER_STATEMENT: usize = 100;
+pub const KEYS_PER_STATEMENT: usize = 100;
 
 /// The width of the kept counts' hours.
 const HOUR_MS: i64 = 3_600_000;
@@ -71,15 +69,16 @@ pub fn kept_total(query: &EventQuery) -> Sql {
     total
 }
 
-/// A listing's total with a date range, where the hours are kept (`hours`) for its key: the kept
-/// counts of the range's whole hours, and by the index the events of device_events in its first
-/// and last part hour (up to two hours' worth of the device's events, however long the range),
-/// as `SELECT <expression>` without its alias. None when the range holds no whole hour or the
-/// hours are not kept for the key: then the range is counted by the index.
-pub fn hours_total(query: &EventQuery, hours: bool) -> Option<Sql> {
+/// A listing's total with a date range, for an engine that keeps counts per hour
+/// (`CountChanges::add_hours`): the kept counts of the range's whole hours, and by the index the
+/// events of device_events in its first and last part hour (up to two hours' worth of the
+/// device's events, however long the range), as `SELECT <expression>` without its alias. None
+/// when the range holds no whole hour or the hours are not kept for its key: then the range is
+/// counted by the index.
+pub fn hours_total(query: &EventQuery) -> Option<Sql> {
     let start = query.start.unwrap_or(i64::MIN);
     let end = query.end.unwrap_or(i64::MAX);
-    let kept = hours && (query.attribute_code.is_none() || query.time_field == TimeField::Device);
+    let kept = query.attribute_code.is_none() || query.time_field == TimeField::Device;
     let ((first, last), (first_ms, after_ms)) = whole_hours(start, end).filter(|_| kept)?;
     let (clock, _) = clock_of(query.time_field);
     let mut total =
@@ -120,32 +119,34 @@ pub fn add_range_count(total: &mut Sql, query: &EventQuery, rows: &str, from: i6
 }
 
 /// Changes to the kept counts of one transaction, by key (device, attribute ('' = every one),
-/// clock ('' = all time), hour): see the table in the schema. Per hour only with `hours`.
+/// clock ('' = all time), hour): see the table in the schema. Which keys an event is counted in
+/// is its engine's choice (`EventTableRules::count`).
+#[derive(Default)]
 pub struct CountChanges<'a> {
     counts: HashMap<(&'a str, &'a str, &'static str, i64), i64>,
-    hours: bool,
 }
 
 impl<'a> CountChanges<'a> {
-    pub fn new(hours: bool) -> Self {
-        CountChanges {
-            counts: HashMap::new(),
-            hours,
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `n` events (-1: one deleted) of `device` and `code` to their all-time counts.
+    pub fn add(&mut self, device: &'a str, code: &'a str, n: i64) {
+        for key in [(device, "", "", 0), (device, code, "", 0)] {
+            *self.counts.entry(key).or_default() += n;
         }
     }
 
-    /// Adds `n` events (-1: one deleted) of `device` and `code` at these times.
-    pub fn add(&mut self, device: &'a str, code: &'a str, device_ts: i64, ingress_ts: i64, n: i64) {
-        let all_time = [(device, "", "", 0), (device, code, "", 0)];
-        let hours = self.hours.then(|| {
-            let device_hour = hour_of(device_ts);
-            [
-                (device, "", "device", device_hour),
-                (device, "", "ingress", hour_of(ingress_ts)),
-                (device, code, "device", device_hour),
-            ]
-        });
-        for key in all_time.into_iter().chain(hours.into_iter().flatten()) {
+    /// Adds `n` events of `device` and `code` at these times to their hours' counts: the device's
+    /// by both clocks, the attribute's by device time.
+    pub fn add_hours(&mut self, device: &'a str, code: &'a str, device_ts: i64, ingress_ts: i64, n: i64) {
+        let device_hour = hour_of(device_ts);
+        for key in [
+            (device, "", "device", device_hour),
+            (device, "", "ingress", hour_of(ingress_ts)),
+            (device, code, "device", device_hour),
+        ] {
             *self.counts.entry(key).or_default() += n;
         }
     }
@@ -190,27 +191,6 @@ impl<'a> CountChanges<'a> {
         }
         Ok(())
     }
-}
-
-/// Takes deleted events (rows of device_id, attribute_code, device_ts, ingress_ts) off the kept
-/// counts.
-pub async fn uncount(tx: &mut Transaction<'static, Any>, deleted: &[AnyRow], hours: bool) -> Result<()> {
-    let deleted = deleted
-        .iter()
-        .map(|row| {
-            Ok((
-                get::<String>(row, "device_id")?,
-                get::<String>(row, "attribute_code")?,
-                get::<i64>(row, "device_ts")?,
-                get::<i64>(row, "ingress_ts")?,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut changes = CountChanges::new(hours);
-    for (device, code, device_ts, ingress_ts) in &deleted {
-        changes.add(device, code, *device_ts, *ingress_ts, -1);
-    }
-    changes.apply(tx, KEYS_PER_STATEMENT).await
 }
 
 #[cfg(test)]

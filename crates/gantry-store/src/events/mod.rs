@@ -26,7 +26,7 @@ use crate::row::{get, json, json_opt, spelled, to_json};
 use crate::sql::Sql;
 pub use crate::sql::values_clause;
 pub use counts::clock_of;
-use counts::{hours_total, kept_total, uncount};
+use counts::{CountChanges, kept_total};
 
 pub const COLUMNS: &str = "id, tenant_id, project_id, model_id, device_id, attribute_code, attribute_type, attribute_data, \
                        channel, ingress_ts, device_ts, correlation_id, context, created_by, created_time";
@@ -219,13 +219,29 @@ pub async fn fetch_event(pool: &AnyPool, select: &Sql) -> Result<Option<DeviceEv
 /// statements over them (`EventTables`).
 #[async_trait::async_trait]
 pub trait EventTableRules: std::fmt::Debug + Send + Sync {
-    /// Whether the kept counts hold counts per hour, for date-range totals.
-    fn counts_hours(&self) -> bool;
+    /// Adds `n` events (-1: one deleted) of `device` and `code` at these times to the kept counts
+    /// the engine keeps: every engine the all-time ones (`CountChanges::add`), one that serves
+    /// date-range totals from them its hours too (`CountChanges::add_hours`).
+    fn count<'a>(
+        &self,
+        changes: &mut CountChanges<'a>,
+        device: &'a str,
+        code: &'a str,
+        device_ts: i64,
+        ingress_ts: i64,
+        n: i64,
+    );
 
-    /// Where the engine folds rollups in the background, the fold mark deleted events' rollups
-    /// are recomputed against, taken in `tx` so that no fold crosses the delete; None where every
-    /// write keeps the rollups whole.
-    async fn fold_mark_for_delete(&self, tx: &mut Transaction<'static, Any>) -> Result<Option<i64>>;
+    /// A listing's total with a date range from the kept counts, as `SELECT <expression>`
+    /// without its alias (`counts::hours_total`); None where they do not serve it: the range is
+    /// then counted by the index.
+    fn range_total(&self, query: &EventQuery) -> Option<Sql>;
+
+    /// The arrival time before which every event of device_events is in the rollups, which a
+    /// delete recomputes its events' rollups from, taken in `tx` so that no fold crosses the
+    /// delete: the fold mark where the engine folds in the background, the end of time where
+    /// every write keeps the rollups whole.
+    async fn rolled_up_before(&self, tx: &mut Transaction<'static, Any>) -> Result<i64>;
 
     /// Adds to `series` the events its rollups do not hold yet, where the engine keeps such
     /// (SQLite's staged events, PostgreSQL's events not folded yet), read from `pool` in the
@@ -251,7 +267,7 @@ impl EventTables {
     /// Deletes the events of device_events that `selected` picks, in `tx`, takes them off the
     /// kept counts and recomputes their rollups; returns how many.
     pub async fn delete(&self, tx: &mut Transaction<'static, Any>, selected: &Sql) -> Result<u64> {
-        let folded = self.rules.fold_mark_for_delete(tx).await?;
+        let rolled_up_before = self.rules.rolled_up_before(tx).await?;
         let rows = selected
             .prefixed("DELETE FROM device_events WHERE ")
             .push(" RETURNING device_id, attribute_code, device_ts, ingress_ts")
@@ -259,18 +275,29 @@ impl EventTables {
             .fetch_all(&mut **tx)
             .await
             .map_err(crate::error::db_error)?;
-        uncount(tx, &rows, self.rules.counts_hours()).await?;
         let deleted = rows
             .iter()
             .map(|row| {
                 Ok((
-                    get(row, "device_id")?,
-                    get(row, "attribute_code")?,
-                    get(row, "device_ts")?,
+                    get::<String>(row, "device_id")?,
+                    get::<String>(row, "attribute_code")?,
+                    get::<i64>(row, "device_ts")?,
+                    get::<i64>(row, "ingress_ts")?,
                 ))
             })
             .collect::<Result<Vec<_>>>()?;
-        rollups::recompute(tx, &deleted, folded).await?;
+        // Off the kept counts the engine keeps.
+        let mut changes = CountChanges::new();
+        for (device, code, device_ts, ingress_ts) in &deleted {
+            self.rules
+                .count(&mut changes, device, code, *device_ts, *ingress_ts, -1);
+        }
+        changes.apply(tx, counts::KEYS_PER_STATEMENT).await?;
+        let deleted: Vec<_> = deleted
+            .into_iter()
+            .map(|(device, code, ts, _)| (device, code, ts))
+            .collect();
+        rollups::recompute(tx, &deleted, rolled_up_before).await?;
         Ok(rows.len() as u64)
     }
 
@@ -293,7 +320,7 @@ impl EventTables {
         let total = if query.start.is_none() && query.end.is_none() {
             fetch_total(&self.pool, kept_total(query).push(" AS total")).await?
         } else {
-            match hours_total(query, self.rules.counts_hours()) {
+            match self.rules.range_total(query) {
                 Some(mut total) => fetch_total(&self.pool, total.push(" AS total")).await?,
                 None => {
                     let count = filter.prefixed("SELECT COUNT(*) AS total FROM device_events WHERE ");

@@ -6,9 +6,9 @@
 //! Invariant: a rollup sums up exactly the rows of device_events in its minute or hour (where the
 //! engine folds them, `folds`, those that arrived before the fold mark). Whatever transaction
 //! adds events to the rollups merges them into the rows there (late events land in old
-//! minutes): from the rows in SQL (`upsert`, `upsert_sqlite`) or from a batch in memory
-//! (`add_batch`). One that deletes events recomputes their minutes and hours from the rows left
-//! (`recompute`: least, greatest, first and last cannot be subtracted).
+//! minutes): from the rows in SQL (`upsert`, or an engine's own way over `upsert_from`) or from a
+//! batch in memory (`add_batch`). One that deletes events recomputes their minutes and hours from
+//! the rows left (`recompute`: least, greatest, first and last cannot be subtracted).
 //!
 //! The same SQL sums up rollup rows and raw events: each is a partial row (`PARTIAL`), a raw
 //! event one of a single event (`raw_partial`), and `combine` merges partial rows per group. Sums
@@ -38,16 +38,16 @@ const KEYS_PER_STATEMENT: usize = 50;
 
 /// The start of the bucket of `width` (ms) that holds `column`, in a zone `offset` ms from UTC.
 /// Both engines divide integers rounding toward zero; this rounds down, before 1970 too.
-fn bucket_sql(column: &str, width: i64, offset: i64) -> String {
+pub fn bucket_sql(column: &str, width: i64, offset: i64) -> String {
     let shifted = format!("({column} + ({offset}))");
     format!("(({shifted} / {width} - CASE WHEN {shifted} % {width} < 0 THEN 1 ELSE 0 END) * {width} - ({offset}))")
 }
 
 /// 1 for an event of an Integer or Float attribute, else 0: what it adds to `numbers`.
-const COUNTS_AS_NUMBER: &str = "CASE WHEN attribute_type IN ('Integer', 'Float') THEN 1 ELSE 0 END";
+pub const COUNTS_AS_NUMBER: &str = "CASE WHEN attribute_type IN ('Integer', 'Float') THEN 1 ELSE 0 END";
 
 /// An event's number: its value, for an Integer or Float attribute; NULL otherwise.
-const NUMBER: &str =
+pub const NUMBER: &str =
     "CASE WHEN attribute_type IN ('Integer', 'Float') THEN CAST(attribute_data AS DOUBLE PRECISION) END";
 
 /// An event of device_events or the staging table as a partial row, first and last by `ts`.
@@ -122,7 +122,7 @@ fn merge() -> String {
 /// summed up once, into partial rows of the narrowest width (`narrowest`, given the source and
 /// the width), and the wider widths from those. Its rows go in key order, the one lock order of
 /// every writer.
-fn upsert_from(source: &str, widths: &[i64], narrowest: fn(&str, i64) -> String) -> String {
+pub fn upsert_from(source: &str, widths: &[i64], narrowest: fn(&str, i64) -> String) -> String {
     let (first, wider) = widths.split_first().expect("at least one width");
     let keys = "device_id, attribute_code, width, ";
     let mut parts = vec![format!("SELECT {keys}grp, {PARTIAL} FROM narrowest")];
@@ -155,54 +155,6 @@ pub fn upsert(source: &str, widths: &[i64]) -> String {
         );
         combine("device_id, attribute_code, width, ", &raw, true)
     })
-}
-
-/// An event's place in the order of first and last, as SQLite text that sorts like (device
-/// time, id), followed by its value: its device time as a sign and 19 digits (offset by 2^63 when
-/// negative), the id, `char(1)` (below every character of an id), the value. `MIN` and `MAX` of it
-/// over a group are its first and last event with their values, in one pass and no ranking.
-const ORDER_TEXT: &str = "(CASE WHEN device_ts >= 0 THEN '1' || printf('%019d', device_ts) \
-    ELSE '0' || printf('%019d', device_ts + 9223372036854775807 + 1) END || id || char(1) || attribute_data)";
-
-/// The device time, id and value of an `ORDER_TEXT` in `column`, as `ts, id, value` columns.
-fn order_text_parts(column: &str, prefix: &str) -> String {
-    let rest = format!("substr({column}, 21)");
-    format!(
-        "CASE WHEN substr({column}, 1, 1) = '1' THEN CAST(substr({column}, 2, 19) AS INTEGER) \
-         ELSE CAST(substr({column}, 2, 19) AS INTEGER) - 9223372036854775807 - 1 END AS {prefix}_ts, \
-         substr({rest}, 1, instr({rest}, char(1)) - 1) AS {prefix}_id, \
-         substr({rest}, instr({rest}, char(1)) + 1) AS {prefix}_value"
-    )
-}
-
-/// `upsert_from` for SQLite's moves: the narrowest rows by plain aggregates over `ORDER_TEXT`
-/// instead of two rankings of every event, the larger part of what the rollups cost ingest.
-fn upsert_sqlite(source: &str, widths: &[i64]) -> String {
-    upsert_from(source, widths, |source, width| {
-        format!(
-            "SELECT device_id, attribute_code, width, grp, events, numbers, total, low, high, {}, {} FROM (\
-             SELECT device_id, attribute_code, {width} AS width, {} AS grp, COUNT(*) AS events, \
-             SUM({COUNTS_AS_NUMBER}) AS numbers, \
-             CAST(SUM({NUMBER}) AS DOUBLE PRECISION) AS total, CAST(MIN({NUMBER}) AS DOUBLE PRECISION) AS low, \
-             CAST(MAX({NUMBER}) AS DOUBLE PRECISION) AS high, MIN({ORDER_TEXT}) AS first_text, \
-             MAX({ORDER_TEXT}) AS last_text FROM {source} GROUP BY device_id, attribute_code, grp) AS summed",
-            order_text_parts("first_text", "first"),
-            order_text_parts("last_text", "last"),
-            bucket_sql("device_ts", width, 0),
-        )
-    })
-}
-
-/// Adds the events `source` selects (`table WHERE condition`) to the minute and hour rollups, in
-/// the SQLite move that puts them into device_events.
-pub async fn add(conn: &mut AnyConnection, source: &Sql) -> Result<()> {
-    source
-        .rewritten(|source| upsert_sqlite(source, &[MINUTE_MS, HOUR_MS]))
-        .query()
-        .execute(conn)
-        .await
-        .map_err(crate::error::db_error)?;
-    Ok(())
 }
 
 /// A partial row of a batch's events in one rollup key, summed up in memory (`add_batch`).
@@ -335,8 +287,12 @@ fn partial_values(rows: usize) -> String {
 
 /// Recomputes from device_events the minute and hour rollups that held the deleted events
 /// (device, attribute, device time), in the transaction that deleted them: from the events that
-/// arrived before the fold mark `folded` where there is one (`folds`).
-pub async fn recompute(conn: &mut AnyConnection, deleted: &[(String, String, i64)], folded: Option<i64>) -> Result<()> {
+/// arrived before `rolled_up_before` (`EventTableRules::rolled_up_before`).
+pub async fn recompute(
+    conn: &mut AnyConnection,
+    deleted: &[(String, String, i64)],
+    rolled_up_before: i64,
+) -> Result<()> {
     for width in [MINUTE_MS, HOUR_MS] {
         let keys: BTreeSet<(&str, &str, i64)> = deleted
             .iter()
@@ -357,10 +313,7 @@ pub async fn recompute(conn: &mut AnyConnection, deleted: &[(String, String, i64
                 rows.push(" AND attribute_code = ").bind(*code);
                 rows.push(" AND device_ts >= ").bind(*bucket);
                 rows.push(" AND device_ts < ").bind(*bucket + width);
-                if let Some(mark) = folded {
-                    rows.push(" AND ingress_ts < ").bind(mark);
-                }
-                rows.push(")");
+                rows.push(" AND ingress_ts < ").bind(rolled_up_before).push(")");
             }
             gone.query().execute(&mut *conn).await.map_err(crate::error::db_error)?;
             rows.rewritten(|source| upsert(source, &[width]))

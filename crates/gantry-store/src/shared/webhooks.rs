@@ -293,22 +293,7 @@ impl WebhookStore for SqlStore {
     }
 
     async fn lease_webhook(&self, webhook: &WebhookId, owner: &str, now: i64, until: i64) -> Result<bool> {
-        if self.dialect.one_process {
-            return Ok(true);
-        }
-        let leased = sqlx::query(
-            "UPDATE webhooks SET lease_owner = $1, lease_until = $2 \
-             WHERE id = $3 AND (lease_owner = $1 OR lease_until <= $4)",
-        )
-        .bind(owner)
-        .bind(until)
-        .bind(webhook.as_str())
-        .bind(now)
-        .execute(&self.pool)
-        .await
-        .map_err(db_error)?
-        .rows_affected();
-        Ok(leased == 1)
+        self.events.lease_webhook(webhook, owner, now, until).await
     }
 
     async fn pending_delivery(&self, webhook: &WebhookId) -> Result<Option<Delivery>> {
