@@ -106,6 +106,7 @@ store_suite!(
     ingest_keeps_each_devices_order,
     moved_events_read_as_before,
     shadows_and_totals_hold_across_moves_and_deletes,
+    positions_are_the_newest_of_each_devices_position_attributes,
     deletes_and_listings_during_moves,
     range_totals_match_the_events_in_range,
     webhooks_are_managed_per_tenant,
