@@ -351,6 +351,14 @@ pub trait ConnectionStore: Send + Sync {
     /// The device's record; None for a device never connected. The device id selects: the
     /// caller has checked its tenant.
     async fn connection(&self, device: &DeviceId) -> Result<Option<Connection>>;
+    /// The records of those of `devices` that belong to `project` (of `tenant`) and ever
+    /// connected, in one read for a page of a device listing; in no particular order.
+    async fn project_connections(
+        &self,
+        tenant: &TenantId,
+        project: &ProjectId,
+        devices: &[DeviceId],
+    ) -> Result<Vec<Connection>>;
     /// Ends every session recorded as on, at its last-seen time: for a broker that has just
     /// started and holds none. Returns how many.
     async fn end_all_sessions(&self) -> Result<u64>;

@@ -116,6 +116,7 @@ store_suite!(
     series_match_the_raw_events,
     series_hold_while_rollups_fold,
     device_sessions_start_end_and_survive_a_restart,
+    a_projects_connections_are_read_at_once,
     desired_states_are_written_by_one_writer_per_revision,
     waiting_controls_are_claimed_once_in_send_order,
     alarm_rules_are_kept_per_tenant,
