@@ -65,6 +65,16 @@ pub struct ShadowAttribute {
     pub timestamp: i64,
 }
 
+/// A device's newest position text as its shadow holds it (`EventStore::project_positions`):
+/// the newest by device time of its model's position attributes (`DeviceModel::position_codes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportedPosition {
+    pub device: DeviceId,
+    pub device_name: String,
+    /// The attribute's value, unparsed (`"lat,lng"` when the device follows the contract).
+    pub value: String,
+}
+
 /// A device shadow: the latest value of each attribute, by device time.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -271,17 +271,42 @@ impl PresenceService {
         self.current(id).await
     }
 
+    /// The connection record of each of the project's `devices`, in their order, in one read: for
+    /// a page of a device listing. A device not of the project reads as never connected.
+    pub async fn project_connections(
+        &self,
+        who: &Principal,
+        project: &ProjectId,
+        devices: &[DeviceId],
+    ) -> Result<Vec<Connection>> {
+        who.require_project(project)?;
+        let mut stored: HashMap<DeviceId, Connection> = self
+            .store
+            .project_connections(who.tenant(), project, devices)
+            .await?
+            .into_iter()
+            .map(|c| (c.device_id.clone(), c))
+            .collect();
+        let live = self.live.lock().expect("presence lock");
+        Ok(devices
+            .iter()
+            .map(|id| with_pending(stored.remove(id), id, &live))
+            .collect())
+    }
+
     /// The stored record with the last-seen time not yet written.
     async fn current(&self, id: &DeviceId) -> Result<Connection> {
-        let mut connection = self
-            .store
-            .connection(id)
-            .await?
-            .unwrap_or_else(|| Connection::never(id.clone()));
-        let pending = self.live.lock().expect("presence lock").get(id).map(|s| s.last_seen);
-        if connection.connected {
-            connection.last_seen_time = connection.last_seen_time.max(pending);
-        }
-        Ok(connection)
+        let stored = self.store.connection(id).await?;
+        Ok(with_pending(stored, id, &self.live.lock().expect("presence lock")))
     }
+}
+
+/// The device's stored record (never connected when none), with the last-seen time `live` holds
+/// and has not written yet while it is connected.
+fn with_pending(stored: Option<Connection>, id: &DeviceId, live: &HashMap<DeviceId, Live>) -> Connection {
+    let mut connection = stored.unwrap_or_else(|| Connection::never(id.clone()));
+    if connection.connected {
+        connection.last_seen_time = connection.last_seen_time.max(live.get(id).map(|s| s.last_seen));
+    }
+    connection
 }

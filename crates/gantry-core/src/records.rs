@@ -126,6 +126,18 @@ pub struct DeviceModel {
     pub record: RecordMeta,
 }
 
+impl DeviceModel {
+    /// The codes of the attributes that report the device's position: Strings on channel `g`
+    /// (`"lat,lng"`), in code order.
+    pub fn position_codes(&self) -> Vec<String> {
+        self.attributes_map
+            .values()
+            .filter(|a| a.channel == Channel::G && a.data_type == DataType::String)
+            .map(|a| a.code.clone())
+            .collect()
+    }
+}
+
 /// A project (`Project`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -14,7 +14,7 @@ use crate::connection::{Connection, SessionEnd, SessionStart};
 use crate::desired::DesiredState;
 use crate::enums::EventLogStatus;
 use crate::enums::Severity;
-use crate::event::{DeviceEvent, EventMinute, ShadowAttribute};
+use crate::event::{DeviceEvent, EventMinute, ReportedPosition, ShadowAttribute};
 use crate::event_log::EventLog;
 use crate::ids::{AlarmId, AlarmRuleId, DeviceId, EventId, ModelId, ProjectId, TenantId, WebhookId};
 use crate::paging::{Page, PageRequest};
@@ -143,6 +143,15 @@ pub trait EventStore: Send + Sync {
     async fn delete_events_before(&self, cutoff: i64, limit: i64) -> Result<u64>;
     /// The shadow attributes of a device with the arrival time of each value.
     async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>>;
+    /// Per live device of `project` whose model `codes` lists, the newest by device time of its
+    /// shadow's attributes that `codes` names for its model, as `shadow` reads them, with the
+    /// device's name; devices with none of them are left out. One read for the whole project.
+    async fn project_positions(
+        &self,
+        tenant: &TenantId,
+        project: &ProjectId,
+        codes: &[(ModelId, Vec<String>)],
+    ) -> Result<Vec<ReportedPosition>>;
     /// The non-empty buckets of the query's window, oldest first, summed up exactly as over the
     /// events stored now. The device id selects: the caller has checked its tenant.
     async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>>;
@@ -342,6 +351,14 @@ pub trait ConnectionStore: Send + Sync {
     /// The device's record; None for a device never connected. The device id selects: the
     /// caller has checked its tenant.
     async fn connection(&self, device: &DeviceId) -> Result<Option<Connection>>;
+    /// The records of those of `devices` that belong to `project` (of `tenant`) and ever
+    /// connected, in one read for a page of a device listing; in no particular order.
+    async fn project_connections(
+        &self,
+        tenant: &TenantId,
+        project: &ProjectId,
+        devices: &[DeviceId],
+    ) -> Result<Vec<Connection>>;
     /// Ends every session recorded as on, at its last-seen time: for a broker that has just
     /// started and holds none. Returns how many.
     async fn end_all_sessions(&self) -> Result<u64>;

@@ -12,9 +12,9 @@ use crate::catalog::CatalogService;
 use crate::control::ControlService;
 use crate::desired_state::DesiredStateService;
 use crate::enums::{DeviceStatus, EventSource, MessageType};
-use crate::event::{DeviceEvent, Shadow, ShadowAttribute};
+use crate::event::{DeviceEvent, ReportedPosition, Shadow, ShadowAttribute};
 use crate::fields::EventFields;
-use crate::ids::{DeviceId, EventId, TenantId};
+use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use crate::ingest::Ingest;
 use crate::message::{MESSAGE_VERSION, Message, MessageMeta, Payload, Refusal};
 use crate::names::Code;
@@ -486,6 +486,22 @@ impl TelemetryService {
             updated_time,
             deleted: false,
         })
+    }
+
+    /// The newest position text of each device of the project that reports one
+    /// (`DeviceModel::position_codes`), in one read; a project the principal may not read is
+    /// `NotFound`.
+    pub async fn positions(&self, who: &Principal, project: &ProjectId) -> Result<Vec<ReportedPosition>> {
+        let models = self.catalog.project_models(who, project).await?;
+        let codes: Vec<(ModelId, Vec<String>)> = models
+            .into_iter()
+            .map(|model| (model.id.clone(), model.position_codes()))
+            .filter(|(_, codes)| !codes.is_empty())
+            .collect();
+        if codes.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.store.project_positions(who.tenant(), project, &codes).await
     }
 
     async fn readable_device(&self, who: &Principal, id: &DeviceId) -> Result<Arc<Device>> {

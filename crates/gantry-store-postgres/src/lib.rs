@@ -7,8 +7,8 @@
 
 use async_trait::async_trait;
 use gantry_core::Result;
-use gantry_core::event::{DeviceEvent, ShadowAttribute};
-use gantry_core::ids::{DeviceId, EventId, TenantId, WebhookId};
+use gantry_core::event::{DeviceEvent, ReportedPosition, ShadowAttribute};
+use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId, WebhookId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
@@ -249,6 +249,15 @@ impl EventStore for PostgresEvents {
 
     async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
         self.kept.shadow(tenant, device).await
+    }
+
+    async fn project_positions(
+        &self,
+        tenant: &TenantId,
+        project: &ProjectId,
+        codes: &[(ModelId, Vec<String>)],
+    ) -> Result<Vec<ReportedPosition>> {
+        self.kept.positions(tenant, project, codes).await
     }
 
     async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {

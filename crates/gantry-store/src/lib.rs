@@ -19,8 +19,8 @@ pub mod task;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use gantry_core::event::{DeviceEvent, ShadowAttribute};
-use gantry_core::ids::{DeviceId, EventId, TenantId};
+use gantry_core::event::{DeviceEvent, ReportedPosition, ShadowAttribute};
+use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
@@ -178,6 +178,15 @@ impl EventStore for SqlStore {
 
     async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> gantry_core::Result<Vec<(ShadowAttribute, i64)>> {
         self.events.shadow(tenant, device).await
+    }
+
+    async fn project_positions(
+        &self,
+        tenant: &TenantId,
+        project: &ProjectId,
+        codes: &[(ModelId, Vec<String>)],
+    ) -> gantry_core::Result<Vec<ReportedPosition>> {
+        self.events.project_positions(tenant, project, codes).await
     }
 
     async fn series(&self, query: &SeriesQuery) -> gantry_core::Result<Vec<Bucket>> {

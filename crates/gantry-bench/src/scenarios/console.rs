@@ -1,6 +1,6 @@
 //! The operator console: each page's latency at one connection (on loopback, the server's time
-//! plus a round trip) with the project holding many devices, and the bytes of a first load (the
-//! sign-in page and the assets it pulls in).
+//! plus a round trip) with the project holding many devices, each with a position for the
+//! overview's map, and the bytes of a first load (the sign-in page and the assets it pulls in).
 
 use std::sync::Arc;
 
@@ -27,6 +27,7 @@ pub async fn run(
     tag: &str,
 ) -> anyhow::Result<Vec<Measurement>> {
     let sample = top_up(ctx, project, model, devices, tag).await?;
+    let placed = place(ctx, project, model).await?;
     let (cookie, first_load) = sign_in(ctx).await?;
     eprintln!("[console] a first load is {first_load} bytes");
     let pages = [
@@ -52,6 +53,7 @@ pub async fn run(
         let mut m = page(ctx, &cookie, variant, path).await?;
         m.note = Some(match i {
             0 => format!("{devices} devices in the project; a first load is {first_load} bytes"),
+            1 => format!("{devices} devices in the project, {placed} with a position ({SITES})"),
             _ => format!("{devices} devices in the project"),
         });
         out.push(m);
@@ -140,6 +142,53 @@ async fn top_up(ctx: &Ctx<'_>, project: &str, model: &str, devices: usize, tag: 
             .context("the project has no device")?
             .to_owned()),
     }
+}
+
+/// How the positions of `place` lie, for the overview's note.
+const SITES: &str = "in sites of 50 devices within about 50 m, the sites about 1 km apart";
+
+/// Gives the model a position attribute (a String on channel `g`) and each device of the
+/// project a position (`SITES`), 16 requests at a time; returns how many devices it placed.
+async fn place(ctx: &Ctx<'_>, project: &str, model: &str) -> anyhow::Result<usize> {
+    let path = format!("/api/v1/deviceModels/{model}");
+    let mut attributes = ctx.api.get(&path).await?["attributesMap"].clone();
+    if attributes.get("pos").is_none() {
+        attributes["pos"] = json!({"name": "Position", "dataType": "String", "readable": "R", "channel": "g"});
+        ctx.api
+            .call(Method::PUT, &path, Some(&json!({"attributesMap": attributes})))
+            .await
+            .context("adding the position attribute")?;
+    }
+    let mut ids = Vec::new();
+    for page in 1.. {
+        let listed = ctx
+            .api
+            .get(&format!(
+                "/api/v1/projects/{project}/devices?pageSize=1000&pageNo={page}"
+            ))
+            .await?;
+        let results = listed["results"].as_array().cloned().unwrap_or_default();
+        ids.extend(results.iter().filter_map(|d| d["id"].as_str().map(str::to_owned)));
+        if results.len() < 1000 {
+            break;
+        }
+    }
+    eprintln!("[console] placing {} devices", ids.len());
+    let now = gantry_core::time::format_timestamp(gantry_core::time::now_ms());
+    futures::stream::iter(ids.iter().enumerate())
+        .map(|(i, id)| {
+            let (site, within) = (i / 50, i % 50);
+            let lat = 31.15 + (site / 20) as f64 * 0.01 + (within / 7) as f64 * 0.00006;
+            let lng = 121.40 + (site % 20) as f64 * 0.01 + (within % 7) as f64 * 0.00007;
+            let body = json!({"deviceId": id, "attributeCode": "pos", "attributeData": format!("{lat:.5},{lng:.5}"),
+                              "attributeDataType": "String", "deviceTime": now});
+            async move { ctx.api.post("/api/v1/deviceEvents", &body).await }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await
+        .context("placing the console's devices")?;
+    Ok(ids.len())
 }
 
 /// Signs in as a browser would; returns the session cookie and the bytes of a first load.

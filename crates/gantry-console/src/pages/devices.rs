@@ -121,10 +121,11 @@ async fn render(
         .await?;
     let listed: Vec<DeviceId> = devices.items.iter().map(|d| d.id.clone()).collect();
     let open = c.services.alarms.open_by_device(&signed.who, id, &listed).await?;
-    let mut presence = Vec::with_capacity(devices.items.len());
-    for d in &devices.items {
-        presence.push(c.services.presence.connection(&signed.who, &d.id).await?);
-    }
+    let presence = c
+        .services
+        .presence
+        .project_connections(&signed.who, id, &listed)
+        .await?;
     let models = c
         .services
         .catalog

@@ -5,7 +5,7 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use gantry_core::enums::{Channel, DataType, DeviceStatus};
+use gantry_core::enums::DeviceStatus;
 use gantry_core::event_rate::EventRate;
 use gantry_core::ids::ProjectId;
 use gantry_core::paging::PageRequest;
@@ -22,9 +22,6 @@ use crate::map::{self, Pin};
 use crate::pages::alarms::severity_badge;
 use crate::pages::{badge, query};
 use crate::session::Signed;
-
-/// Devices whose positions the map reads at most (one shadow read each).
-const MAP_DEVICES: u32 = 100;
 
 pub fn routes() -> Router<Console> {
     Router::new().route("/projects/{id}", get(show))
@@ -84,8 +81,7 @@ async fn show(State(c): State<Console>, signed: Signed, Path(id): Path<String>) 
         (events_per_minute(&rate))
         section {
             h2 { "Map" }
-            (map::svg(&pins, centre, c.config.map_tiles.as_deref()))
-            p.hint { (pins.len()) " devices report a position." }
+            (map::section(&pins, centre, c.config.map_tiles.as_deref()))
         }
         @if let Principal::Application { .. } = who {} @else {
             (app_token(&project))
@@ -134,47 +130,19 @@ fn centre(project: &Project) -> Option<(f64, f64, f64)> {
     Some((num("lat")?, num("lng")?, num("zoom").unwrap_or(12.0).clamp(0.0, 19.0)))
 }
 
-/// The positions of the project's devices whose model has a String attribute on channel `g`.
+/// The positions of the project's devices that report one (`TelemetryService::positions`).
 async fn positions(c: &Console, who: &Principal, project: &Project) -> gantry_core::Result<Vec<Pin>> {
-    let models = c.services.catalog.project_models(who, &project.id).await?;
-    let mut pins = Vec::new();
-    for model in models {
-        let codes: Vec<&str> = model
-            .attributes_map
-            .values()
-            .filter(|a| a.channel == Channel::G && a.data_type == DataType::String)
-            .map(|a| a.code.as_str())
-            .collect();
-        if codes.is_empty() {
-            continue;
-        }
-        let query = DeviceQuery {
-            model: Some(model.id.clone()),
-            ..Default::default()
-        };
-        let page = PageRequest::parse(None, Some(i64::from(MAP_DEVICES)), MAP_DEVICES)?;
-        for device in c
-            .services
-            .catalog
-            .project_devices(who, &project.id, query, page)
-            .await?
-            .items
-        {
-            let shadow = c.services.telemetry.shadow(who, &device.id).await?;
-            let position = codes
-                .iter()
-                .filter_map(|code| shadow.attribute_map.get(*code))
-                .max_by_key(|a| a.timestamp)
-                .and_then(|a| map::parse_position(a.value.as_str()?));
-            if let Some((lat, lng)) = position {
-                pins.push(Pin {
-                    device: device.id.to_string(),
-                    name: device.device_name.clone(),
-                    lat,
-                    lng,
-                });
-            }
-        }
-    }
-    Ok(pins)
+    let reported = c.services.telemetry.positions(who, &project.id).await?;
+    Ok(reported
+        .into_iter()
+        .filter_map(|p| {
+            let (lat, lng) = map::parse_position(&p.value)?;
+            Some(Pin {
+                device: p.device.to_string(),
+                name: p.device_name,
+                lat,
+                lng,
+            })
+        })
+        .collect())
 }

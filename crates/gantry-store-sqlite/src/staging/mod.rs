@@ -27,8 +27,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use gantry_core::Result;
-use gantry_core::event::{DeviceEvent, ShadowAttribute};
-use gantry_core::ids::{DeviceId, EventId, ProjectId, TenantId, WebhookId};
+use gantry_core::event::{DeviceEvent, ReportedPosition, ShadowAttribute};
+use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId, WebhookId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
@@ -437,6 +437,15 @@ impl EventStore for StagingEvents {
 
     async fn shadow(&self, tenant: &TenantId, device: &DeviceId) -> Result<Vec<(ShadowAttribute, i64)>> {
         self.shadow_of(tenant, device).await
+    }
+
+    async fn project_positions(
+        &self,
+        tenant: &TenantId,
+        project: &ProjectId,
+        codes: &[(ModelId, Vec<String>)],
+    ) -> Result<Vec<ReportedPosition>> {
+        self.positions_of(tenant, project, codes).await
     }
 
     async fn series(&self, query: &SeriesQuery) -> Result<Vec<Bucket>> {

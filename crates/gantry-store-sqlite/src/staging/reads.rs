@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 
 use gantry_core::Result;
-use gantry_core::event::{DeviceEvent, ShadowAttribute};
-use gantry_core::ids::{DeviceId, EventId, TenantId};
+use gantry_core::event::{DeviceEvent, ReportedPosition, ShadowAttribute};
+use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use sqlx::{Any, Transaction};
@@ -17,8 +17,8 @@ use super::StagingEvents;
 use super::table::{LATEST_STAGED, NOT_MOVED, STAGING, in_staged, json_array, over_both_tables};
 use gantry_store::events::counts::{add_range_count, kept_total};
 use gantry_store::events::{
-    COLUMNS, SHADOW_HEAD, by_id, clock_of, event_from_row, fetch_event, fetch_total, listing_filter, shadow_filter,
-    shadow_from_rows, update_shadows,
+    COLUMNS, POSITIONS_HEAD, SHADOW_HEAD, by_id, clock_of, event_from_row, fetch_event, fetch_total, listing_filter,
+    positions_filter, positions_from_rows, shadow_filter, shadow_from_rows, update_shadows,
 };
 use gantry_store::row::get;
 use gantry_store::sql::Sql;
@@ -143,6 +143,39 @@ impl StagingEvents {
             .await
             .map_err(gantry_store::error::db_error)?;
         shadow_from_rows(&rows)
+    }
+
+    /// The project's positions: device_shadows and, when events are staged, the staged events
+    /// numbered from the lowest to the highest number held, in one statement (one snapshot, as
+    /// `shadow_of`), so that a device's position is what its shadow reads.
+    pub(super) async fn positions_of(
+        &self,
+        tenant: &TenantId,
+        project: &ProjectId,
+        codes: &[(ModelId, Vec<String>)],
+    ) -> Result<Vec<ReportedPosition>> {
+        let Some((lowest, highest)) = self.staged().held() else {
+            return self.kept.positions(tenant, project, codes).await;
+        };
+        let mut filter = positions_filter(tenant, project, codes);
+        let (from, through) = (filter.placeholder(lowest), filter.placeholder(highest));
+        // The staging table has no index but its number: its held stretch is read once, each row
+        // finding its device by the devices' key (CROSS JOIN keeps that order).
+        let statement = filter.wrapped(
+            POSITIONS_HEAD,
+            &format!(
+                " UNION ALL SELECT d.id, d.device_name, x.attribute_code, x.attribute_data, x.device_ts, x.seq \
+                 FROM (SELECT seq, device_id, tenant_id, attribute_code, attribute_data, device_ts FROM {STAGING} \
+                 WHERE seq BETWEEN {from} AND {through} AND {NOT_MOVED}) AS x CROSS JOIN devices AS d WHERE x.device_id = d.id AND "
+            ),
+            "",
+        );
+        let rows = statement
+            .query()
+            .fetch_all(&self.kept.pool)
+            .await
+            .map_err(gantry_store::error::db_error)?;
+        positions_from_rows(&rows)
     }
 
     /// A listing's total without a time range: the kept count and the device's staged events

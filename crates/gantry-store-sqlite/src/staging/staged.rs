@@ -176,6 +176,17 @@ impl Staged {
         inner.by_device.get(device).map(|seqs| json_array(seqs))
     }
 
+    /// The lowest and the highest number held, or None when none is: every staged event whose
+    /// commit has been acknowledged and that has not left the staging table is numbered in
+    /// between, and no event whose commit is not yet on disk (it is told later) is numbered lower
+    /// than the highest.
+    pub(crate) fn held(&self) -> Option<(i64, i64)> {
+        let inner = self.inner.lock().expect("the staged index is never poisoned");
+        let (&lowest, _) = inner.by_seq.first_key_value()?;
+        let (&highest, _) = inner.by_seq.last_key_value()?;
+        Some((lowest, highest))
+    }
+
     /// The number of the staged event `id`.
     pub(crate) fn seq_of(&self, id: &str) -> Option<i64> {
         let inner = self.inner.lock().expect("the staged index is never poisoned");

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use gantry_core::Result;
 use gantry_core::enums::{Channel, DataType};
-use gantry_core::event::{DeviceEvent, ShadowAttribute};
+use gantry_core::event::{DeviceEvent, ReportedPosition, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
@@ -194,6 +194,71 @@ pub fn shadow_from_rows(rows: &[AnyRow]) -> Result<Vec<(ShadowAttribute, i64)>> 
     Ok(shadow.into_values().collect())
 }
 
+/// A positions read's head, to which `WHERE`'s condition (`positions_filter`) is appended: the
+/// project's devices (`d`) with their shadow rows (`x`); `staged` as in `SHADOW_HEAD`, and for
+/// an engine's not yet settled rows their order of arrival (above 0).
+pub const POSITIONS_HEAD: &str = "SELECT d.id AS device_id, d.device_name, x.attribute_code, x.value, x.device_ts, \
+     0 AS staged FROM devices AS d JOIN device_shadows AS x ON x.device_id = d.id WHERE ";
+
+/// The live devices of `project` (`d`) and, of their rows in `x`, those of the codes `codes`
+/// names for their model.
+pub fn positions_filter(tenant: &TenantId, project: &ProjectId, codes: &[(ModelId, Vec<String>)]) -> Sql {
+    let mut filter = Sql::new("d.tenant_id = ");
+    filter
+        .bind(tenant.as_str())
+        .push(" AND d.project_id = ")
+        .bind(project.as_str())
+        .push(" AND d.deleted = 0 AND x.tenant_id = d.tenant_id AND (");
+    for (i, (model, codes)) in codes.iter().enumerate() {
+        filter
+            .push(if i == 0 { "(d.model_id = " } else { " OR (d.model_id = " })
+            .bind(model.as_str());
+        crate::sql::push_in(
+            &mut filter,
+            " AND x.attribute_code IN (",
+            codes.iter().map(String::as_str),
+        );
+        filter.push(")");
+    }
+    if codes.is_empty() {
+        filter.push("1 = 0");
+    }
+    filter.push(")");
+    filter
+}
+
+/// The positions from the rows of a positions read: per device and attribute the newest as in
+/// `shadow_from_rows` (of two staged rows the later arrival), then per device the newest of its
+/// attributes, on a tie the last by code; devices in id order. A value that is not text is none.
+pub fn positions_from_rows(rows: &[AnyRow]) -> Result<Vec<ReportedPosition>> {
+    type Key = (i64, i64);
+    let mut newest: BTreeMap<(String, String), (Key, String, serde_json::Value)> = BTreeMap::new();
+    for row in rows {
+        let key: Key = (get(row, "device_ts")?, get(row, "staged")?);
+        let slot = (get::<String>(row, "device_id")?, get::<String>(row, "attribute_code")?);
+        if newest.get(&slot).is_none_or(|(held, _, _)| key > *held) {
+            newest.insert(slot, (key, get(row, "device_name")?, json(row, "value")?));
+        }
+    }
+    let mut positions: BTreeMap<String, (i64, String, serde_json::Value)> = BTreeMap::new();
+    // Codes ascend within a device: a later one wins a tie in device time.
+    for ((device, _), ((device_ts, _), name, value)) in newest {
+        if positions.get(&device).is_none_or(|(held, _, _)| device_ts >= *held) {
+            positions.insert(device, (device_ts, name, value));
+        }
+    }
+    Ok(positions
+        .into_iter()
+        .filter_map(|(device, (_, device_name, value))| {
+            Some(ReportedPosition {
+                device: DeviceId::from_string(device),
+                device_name,
+                value: value.as_str()?.to_owned(),
+            })
+        })
+        .collect())
+}
+
 /// The `total` column of the one row `count` returns (a count: never below 0).
 pub async fn fetch_total(pool: &AnyPool, count: &Sql) -> Result<u64> {
     let total: i64 = count
@@ -366,6 +431,22 @@ impl EventTables {
         let mut series = rollups::SeriesParts::new(query);
         self.rules.add_unrolled(&self.pool, &mut series).await?;
         rollups::fetch_series(&self.pool, &series.statement(), query.first_last).await
+    }
+
+    /// The project's positions from device_shadows alone.
+    pub async fn positions(
+        &self,
+        tenant: &TenantId,
+        project: &ProjectId,
+        codes: &[(ModelId, Vec<String>)],
+    ) -> Result<Vec<ReportedPosition>> {
+        let rows = positions_filter(tenant, project, codes)
+            .prefixed(POSITIONS_HEAD)
+            .query()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(crate::error::db_error)?;
+        positions_from_rows(&rows)
     }
 
     /// The device's shadow from device_shadows alone.

@@ -17,7 +17,7 @@ use crate::SqlStore;
 use crate::error::db_error;
 use crate::outbox::{outbox_events, write_outbox};
 use crate::row::{flag, get};
-use crate::sql::values_clause;
+use crate::sql::{Sql, push_in, values_clause};
 
 /// Devices per statement of a last-seen flush: a statement per device made each flush of a large
 /// fleet as many round trips on a writer connection.
@@ -95,6 +95,26 @@ impl ConnectionStore for SqlStore {
         .await
         .map_err(db_error)?;
         row.as_ref().map(connection_from_row).transpose()
+    }
+
+    async fn project_connections(
+        &self,
+        tenant: &TenantId,
+        project: &ProjectId,
+        devices: &[DeviceId],
+    ) -> Result<Vec<Connection>> {
+        if devices.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut select = Sql::new(&format!("SELECT {COLUMNS} FROM device_connections WHERE tenant_id = "));
+        select.bind(tenant.as_str());
+        push_in(&mut select, " AND device_id IN (", devices.iter().map(DeviceId::as_str));
+        select
+            .push(" AND device_id IN (SELECT id FROM devices WHERE tenant_id = $1 AND project_id = ")
+            .bind(project.as_str())
+            .push(")");
+        let rows = select.query().fetch_all(&self.pool).await.map_err(db_error)?;
+        rows.iter().map(connection_from_row).collect()
     }
 
     async fn end_all_sessions(&self) -> Result<u64> {

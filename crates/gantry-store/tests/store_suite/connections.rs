@@ -136,3 +136,54 @@ pub(crate) async fn device_sessions_start_end_and_survive_a_restart(store: SqlSt
     let back = store.connection(&b.id).await.unwrap().unwrap();
     assert_eq!((back.connected, back.disconnected_time), (true, Some(4_700)));
 }
+
+/// A page of a project's devices reads their records at once: only those of the project, of the
+/// tenant, that ever connected.
+pub(crate) async fn a_projects_connections_are_read_at_once(store: SqlStore) {
+    let tenant = new_tenant(&store, "presence at once").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Light, false).await;
+    let project = new_project(&store, &tenant, "p").await;
+    let elsewhere = new_project(&store, &tenant, "q").await;
+    let on = new_device(&store, &tenant, "on", &project, &model).await;
+    let off = new_device(&store, &tenant, "off", &project, &model).await;
+    let never = new_device(&store, &tenant, "never", &project, &model).await;
+    let away = new_device(&store, &tenant, "away", &elsewhere, &model).await;
+    let stranger = new_tenant(&store, "presence stranger").await;
+    let their_project = new_project(&store, &stranger, "p").await;
+    let their_model = new_model(&store, &stranger, "m", DeviceType::Light, false).await;
+    let theirs = new_device(&store, &stranger, "theirs", &their_project, &their_model).await;
+    for (owner, device) in [(&tenant, &on), (&tenant, &off), (&tenant, &away), (&stranger, &theirs)] {
+        store
+            .session_started(owner, &session(device, 1_000, "tcp"), Default::default())
+            .await
+            .unwrap();
+    }
+    assert!(
+        store
+            .session_ended(&end(&off, 1_000, 2_000, Some(1_500)), Default::default())
+            .await
+            .unwrap()
+    );
+
+    let ids = [&on, &off, &never, &away, &theirs].map(|d| d.id.clone());
+    let mut read = store.project_connections(&tenant, &project.id, &ids).await.unwrap();
+    read.sort_by(|a, b| a.device_id.cmp(&b.device_id));
+    let mut expected = vec![
+        store.connection(&on.id).await.unwrap().unwrap(),
+        store.connection(&off.id).await.unwrap().unwrap(),
+    ];
+    expected.sort_by(|a, b| a.device_id.cmp(&b.device_id));
+    assert_eq!(read, expected);
+    let states: BTreeMap<DeviceId, bool> = read.iter().map(|c| (c.device_id.clone(), c.connected)).collect();
+    assert_eq!(states, BTreeMap::from([(on.id.clone(), true), (off.id.clone(), false)]));
+    let theirs_read = store
+        .project_connections(&stranger, &their_project.id, &ids)
+        .await
+        .unwrap();
+    assert_eq!(theirs_read.len(), 1, "the other tenant's own device alone");
+    assert_eq!(theirs_read[0].device_id, theirs.id);
+    assert_eq!(
+        store.project_connections(&tenant, &project.id, &[]).await.unwrap(),
+        vec![]
+    );
+}

@@ -886,3 +886,139 @@ pub(crate) async fn deep_pages_list_in_order(store: SqlStore) {
     store.catch_up().await.unwrap();
     check("moved and deleted from staging").await;
 }
+
+/// The project's positions in one read: per device the newest of its model's position
+/// attributes by device time, as its shadow reads it, staged (SQLite) or moved; devices without
+/// one, deleted ones, and other projects' and tenants' devices left out.
+pub(crate) async fn positions_are_the_newest_of_each_devices_position_attributes(store: SqlStore) {
+    let tenant = new_tenant(&store, "positions").await;
+    let project = new_project(&store, &tenant, "p").await;
+    let elsewhere = new_project(&store, &tenant, "q").await;
+    let tracked_model = |tenant: &TenantId| {
+        let mut tracked = model_record(tenant, "tracked", DeviceType::Crane, false, 1_000);
+        for code in ["gps", "pos"] {
+            let mut attribute = tracked.attributes_map["temp"].clone();
+            (attribute.code, attribute.data_type, attribute.channel) = (code.to_owned(), DataType::String, Channel::G);
+            tracked.attributes_map.insert(code.to_owned(), attribute);
+        }
+        tracked
+    };
+    let tracked = tracked_model(&tenant);
+    store.insert_model(&tracked).await.unwrap();
+    let plain = new_model(&store, &tenant, "plain", DeviceType::Crane, false).await;
+    let two = new_device(&store, &tenant, "two", &project, &tracked).await;
+    let late = new_device(&store, &tenant, "late", &project, &tracked).await;
+    let silent = new_device(&store, &tenant, "silent", &project, &tracked).await;
+    let untracked = new_device(&store, &tenant, "untracked", &project, &plain).await;
+    let moved_away = new_device(&store, &tenant, "away", &elsewhere, &tracked).await;
+    let gone = new_device(&store, &tenant, "gone", &project, &tracked).await;
+    let other_tenant = new_tenant(&store, "positions elsewhere").await;
+    let their_project = new_project(&store, &other_tenant, "p").await;
+    let their_model = tracked_model(&other_tenant);
+    store.insert_model(&their_model).await.unwrap();
+    let theirs = new_device(&store, &other_tenant, "theirs", &their_project, &their_model).await;
+    let position = |device: &Device, code: &str, text: &str, ts: i64| DeviceEvent {
+        attribute_type: DataType::String,
+        channel: Channel::G,
+        ..event_at(device, EventId::generate(), code, json!(text), ts)
+    };
+    store
+        .append_events(&[
+            position(&two, "pos", "1,1", 100),
+            position(&two, "gps", "2,2", 200),
+            position(&late, "pos", "3,3", 300),
+            position(&late, "pos", "4,4", 50),
+            event_at(&silent, EventId::generate(), "temp", json!(20.5), 400),
+            // `pos` is no position attribute of the plain model
+            event_at(&untracked, EventId::generate(), "pos", json!("5,5"), 400),
+            position(&moved_away, "pos", "6,6", 400),
+            position(&gone, "pos", "7,7", 400),
+            position(&theirs, "pos", "8,8", 400),
+        ])
+        .await
+        .unwrap();
+    store.delete_device(&tenant, &gone.id, "admin", 2_000).await.unwrap();
+    let codes = vec![(tracked.id.clone(), vec!["gps".to_owned(), "pos".to_owned()])];
+    let positions = |tenant: TenantId, project: ProjectId| {
+        let (store, codes) = (store.clone(), codes.clone());
+        async move {
+            let mut read = store.project_positions(&tenant, &project, &codes).await.unwrap();
+            read.sort_by(|a, b| a.device_name.cmp(&b.device_name));
+            read.into_iter()
+                .map(|p| (p.device, p.device_name, p.value))
+                .collect::<Vec<_>>()
+        }
+    };
+    let expected = |pairs: &[(&Device, &str)]| {
+        pairs
+            .iter()
+            .map(|(d, v)| (d.id.clone(), d.device_name.clone(), (*v).to_owned()))
+            .collect::<Vec<_>>()
+    };
+    // On SQLite every event is still staged after the read, so it was during the read.
+    let staging = store.backend() == "sqlite";
+    let first = expected(&[(&late, "3,3"), (&two, "2,2")]);
+    assert_eq!(positions(tenant.clone(), project.id.clone()).await, first);
+    assert_eq!(staged_events(&store).await.0, if staging { 9 } else { 0 });
+    store.catch_up().await.unwrap();
+    assert_eq!(
+        positions(tenant.clone(), project.id.clone()).await,
+        first,
+        "the same once moved"
+    );
+
+    // a newly staged value, a tie that arrived last, and a late one
+    store
+        .append_events(&[
+            position(&two, "pos", "9,9", 250),
+            position(&late, "pos", "10,10", 300),
+            position(&silent, "gps", "11,11", 10),
+        ])
+        .await
+        .unwrap();
+    let second = expected(&[(&late, "10,10"), (&silent, "11,11"), (&two, "9,9")]);
+    assert_eq!(positions(tenant.clone(), project.id.clone()).await, second);
+    assert_eq!(staged_events(&store).await.0, if staging { 3 } else { 0 });
+    for device in [&two, &late, &silent] {
+        let shadow = store.shadow(&tenant, &device.id).await.unwrap();
+        let newest = shadow
+            .iter()
+            .filter(|(a, _)| a.code == "gps" || a.code == "pos")
+            .max_by_key(|(a, _)| a.timestamp)
+            .map(|(a, _)| a.value.clone());
+        let listed = second
+            .iter()
+            .find(|(id, _, _)| id == &device.id)
+            .map(|(_, _, v)| json!(v));
+        assert_eq!(newest, listed, "as the shadow of {} reads", device.device_name);
+    }
+    store.catch_up().await.unwrap();
+    assert_eq!(
+        positions(tenant.clone(), project.id.clone()).await,
+        second,
+        "the same once moved"
+    );
+
+    assert_eq!(
+        positions(tenant.clone(), elsewhere.id.clone()).await,
+        expected(&[(&moved_away, "6,6")])
+    );
+    assert_eq!(positions(other_tenant.clone(), project.id.clone()).await, vec![]);
+    assert_eq!(positions(tenant.clone(), their_project.id.clone()).await, vec![]);
+    let their_codes = [(their_model.id.clone(), vec!["pos".to_owned()])];
+    let read = store
+        .project_positions(&other_tenant, &their_project.id, &their_codes)
+        .await
+        .unwrap();
+    assert_eq!(
+        read.iter().map(|p| (&p.device, p.value.as_str())).collect::<Vec<_>>(),
+        [(&theirs.id, "8,8")]
+    );
+    let read = store
+        .project_positions(&tenant, &their_project.id, &their_codes)
+        .await
+        .unwrap();
+    assert_eq!(read, vec![], "not to another tenant, with the right codes either");
+    let none = store.project_positions(&tenant, &project.id, &[]).await.unwrap();
+    assert_eq!(none, vec![], "no position attributes, no positions");
+}

@@ -1,6 +1,7 @@
 //! The project overview's events per minute: events posted over REST and MQTT show as the
 //! hour's count on the project's overview, not on another tenant's, and survive a restart
-//! (the counts are flushed at shutdown).
+//! (the counts are flushed at shutdown). Its map: every device that reports a position is
+//! counted, one pin drawn per pixel.
 
 use std::time::Duration;
 
@@ -10,7 +11,8 @@ use serde_json::json;
 
 use crate::console::Console;
 use crate::events::event;
-use crate::helpers::{TestApp, spawn_app, spawn_with, unique, wait_for};
+use crate::helpers::{TestApp, model_body, spawn_app, spawn_with, unique, wait_for};
+use crate::users::{PASSWORD, create_user};
 
 /// The number in the element with `id` on `page`, if it is there.
 fn count_in(page: &str, id: &str) -> Option<u64> {
@@ -96,6 +98,101 @@ async fn the_overview_counts_a_projects_events_and_no_other_tenants() {
     let (_, page) = console.get(&path).await;
     assert_eq!(count_in(&page, "events-hour"), Some(5), "{page}");
     again.stop().await;
+}
+
+/// Creates a device of `model` in `project` for each of `names`, 16 at a time, in their order.
+async fn devices(
+    app: &TestApp,
+    project: &serde_json::Value,
+    model: &serde_json::Value,
+    names: Vec<String>,
+) -> Vec<serde_json::Value> {
+    use futures::StreamExt;
+    futures::stream::iter(names)
+        .map(|name| async move {
+            let body = json!({"deviceName": name, "projectId": project["id"], "modelId": model["id"]});
+            app.post("/api/v1/devices", &app.admin, body).await.result()
+        })
+        .buffered(16)
+        .collect()
+        .await
+}
+
+/// Posts each (device, attribute, text, device time) as a String event, 16 at a time.
+async fn report(app: &TestApp, positions: Vec<(&serde_json::Value, &str, String, i64)>) {
+    use futures::StreamExt;
+    futures::stream::iter(positions)
+        .for_each_concurrent(16, |(device, code, text, at)| async move {
+            let body = event(device, code, json!(text), "String", at);
+            app.post("/api/v1/deviceEvents", &app.admin, body).await.result();
+        })
+        .await;
+}
+
+#[tokio::test]
+async fn the_map_counts_every_device_that_reports_a_position() {
+    let app = spawn_app().await;
+    let project = app.create_project(&app.admin).await;
+    let mut body = model_body(&unique("tracked"));
+    for code in ["gps", "pos"] {
+        body["attributesMap"][code] =
+            json!({"name": code, "code": code, "dataType": "String", "readable": "R", "channel": "g"});
+    }
+    let model = app.post("/api/v1/deviceModels", &app.admin, body).await.result();
+    // A grid of 12 by 10 devices about a kilometre apart, one device twice (two position
+    // attributes), one on a pixel already taken, one silent and one whose text is no position.
+    let names: Vec<String> = (0..124).map(|i| format!("{}-{i:03}", unique("pin"))).collect();
+    let fleet = devices(&app, &project, &model, names).await;
+    let mut positions: Vec<(&serde_json::Value, &str, String, i64)> = (0..120)
+        .map(|i| {
+            let (lat, lng) = (31.0 + f64::from(i / 10) * 0.01, 121.0 + f64::from(i % 10) * 0.01);
+            (
+                &fleet[i as usize],
+                "pos",
+                format!("{lat:.2},{lng:.2}"),
+                1_714_492_800_000,
+            )
+        })
+        .collect();
+    positions.extend([
+        (&fleet[120], "pos", "31.005,121.005".to_owned(), 1_714_492_800_000),
+        (&fleet[120], "gps", "31.055,121.055".to_owned(), 1_714_492_801_000),
+        (&fleet[121], "pos", "31.00,121.00".to_owned(), 1_714_492_800_000),
+        (&fleet[123], "pos", "nowhere".to_owned(), 1_714_492_800_000),
+    ]);
+    report(&app, positions).await;
+
+    let path = format!("/console/projects/{}", project["id"].as_str().unwrap());
+    let console = Console::sign_in(&app, &app.admin).await.expect("signed in");
+    let (status, page) = console.get(&path).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(
+        page.contains("122 devices report a position. 121 pins are drawn"),
+        "every device with a position is counted, the one on a taken pixel not drawn: {page}"
+    );
+    assert_eq!(page.matches("<circle").count(), 121, "{page}");
+    let twice = fleet[120]["deviceName"].as_str().unwrap();
+    assert!(
+        page.contains(&format!("{twice} 31.055,121.055")),
+        "the newer of its two: {page}"
+    );
+    for quiet in [&fleet[122], &fleet[123]] {
+        let id = quiet["id"].as_str().unwrap();
+        assert!(!page.contains(&format!("/console/devices/{id}")), "{page}");
+    }
+
+    // A viewer of the project sees the same map; one of another project, none.
+    let other = app.create_project(&app.admin).await;
+    for (projects, expected) in [(&project, StatusCode::OK), (&other, StatusCode::NOT_FOUND)] {
+        let user = create_user(&app, &app.admin, "VIEWER", &[projects]).await;
+        let viewer = Console::sign_in_user(&app, user["username"].as_str().unwrap(), PASSWORD).await;
+        let (status, page) = viewer.get(&path).await;
+        assert_eq!(status, expected, "{page}");
+        if status == StatusCode::OK {
+            assert!(page.contains("122 devices report a position."), "{page}");
+        }
+    }
+    app.stop().await;
 }
 
 async fn restart(app: TestApp, admin: String, database_url: String) -> TestApp {
