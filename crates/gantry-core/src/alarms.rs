@@ -1,4 +1,4 @@
-//! Alarms as a service: rules on a model's attributes, their evaluation after each ingest
+//! Alarms as a service: rules on a model's attributes, their evaluation around each ingest
 //! commit (MQTT and REST alike) and by the no-data sweep, and what operators do with alarms.
 //! Every transition goes through `AlarmStore` (one transaction with its webhook events), then
 //! onto the project's push stream and into the metrics.
@@ -76,6 +76,8 @@ pub struct AlarmService {
     stats: AlarmStats,
     /// Writes evaluations' plans in batches.
     writer: writer::PlanWriter,
+    /// One device's alarm writes on this node, one after the other (`keeping.rs`).
+    locks: keeping::DeviceLocks,
     /// Rules one model may hold (`--alarm-rules-per-model`), checked before each create.
     max_rules_per_model: std::sync::atomic::AtomicU64,
 }
@@ -102,6 +104,7 @@ impl AlarmService {
             rules: TtlCache::new(RULE_CACHE_TTL),
             rules_generation: std::sync::Mutex::new(0),
             states: states::StateCache::default(),
+            locks: keeping::DeviceLocks::default(),
             stats: AlarmStats::default(),
             max_rules_per_model: std::sync::atomic::AtomicU64::new(DEFAULT_ALARM_RULES_PER_MODEL),
         }
@@ -314,8 +317,10 @@ impl AlarmRule {
 }
 
 mod evaluation;
+mod keeping;
 mod operations;
 mod states;
 mod writer;
 
 pub use evaluation::NO_DATA_SWEEP;
+pub use keeping::Evaluation;

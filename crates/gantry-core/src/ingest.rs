@@ -24,7 +24,7 @@ use tracing::Instrument;
 
 use crate::event::DeviceEvent;
 use crate::ids::DeviceId;
-use crate::store::Store;
+use crate::store::{AlarmKeep, Store};
 use crate::webhook::WebhookEvent;
 use crate::{Error, Result};
 
@@ -70,6 +70,8 @@ struct Job {
     events: Vec<DeviceEvent>,
     /// The webhook events they cause, committed with them.
     outbox: Vec<WebhookEvent>,
+    /// The alarm keeps they cause (`EventStore::commit_events_keeping`), committed with them.
+    keeps: Vec<AlarmKeep>,
     done: oneshot::Sender<Result<()>>,
 }
 
@@ -191,13 +193,33 @@ impl Ingest {
 
     /// `submit`, with the webhook events the events cause, committed in the same transaction.
     pub async fn submit_with(&self, events: Vec<DeviceEvent>, outbox: Vec<WebhookEvent>) -> Result<()> {
+        self.submit_keeping(events, outbox, Vec::new()).await
+    }
+
+    /// `submit_with`, with the alarm keeps the events cause, committed in the same transaction.
+    pub async fn submit_keeping(
+        &self,
+        events: Vec<DeviceEvent>,
+        outbox: Vec<WebhookEvent>,
+        keeps: Vec<AlarmKeep>,
+    ) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }
         let count = events.len() as u64;
         let (done, committed) = oneshot::channel();
         let lane = self.lane_of(&events[0].device_id);
-        match tokio::time::timeout(self.full_wait, lane.send(Job { events, outbox, done })).await {
+        match tokio::time::timeout(
+            self.full_wait,
+            lane.send(Job {
+                events,
+                outbox,
+                keeps,
+                done,
+            }),
+        )
+        .await
+        {
             Err(_) => {
                 self.stats.rejected_busy.fetch_add(count, Ordering::Relaxed);
                 return Err(Error::Busy("the ingest queue is full; retry later".to_owned()));
@@ -295,8 +317,8 @@ impl Order {
     }
 }
 
-/// A submission's events and webhook events in a batch, and its answer.
-type Waiter = (Range<usize>, Range<usize>, oneshot::Sender<Result<()>>);
+/// A submission's events, webhook events and alarm keeps in a batch, and its answer.
+type Waiter = (Range<usize>, Range<usize>, Range<usize>, oneshot::Sender<Result<()>>);
 
 /// Commits a batch in one transaction; its submissions are answered once it is durable, by a
 /// task in `flushing` that holds `permit` until then. If the commit fails, each submission is
@@ -311,17 +333,25 @@ async fn commit(
 ) {
     let mut events = Vec::new();
     let mut outbox = Vec::new();
+    let mut keeps = Vec::new();
     let mut spans: Vec<Waiter> = Vec::with_capacity(jobs.len());
     for job in jobs {
-        let (start, outbox_start) = (events.len(), outbox.len());
+        let (start, outbox_start, keeps_start) = (events.len(), outbox.len(), keeps.len());
         events.extend(job.events);
         outbox.extend(job.outbox);
-        spans.push((start..events.len(), outbox_start..outbox.len(), job.done));
+        keeps.extend(job.keeps);
+        spans.push((
+            start..events.len(),
+            outbox_start..outbox.len(),
+            keeps_start..keeps.len(),
+            job.done,
+        ));
     }
     // Per batch, at debug: the span costs nothing when the level is off.
     let span = tracing::debug_span!("ingest_commit", events = events.len(), submissions = spans.len());
     let started = Instant::now();
-    match store.commit_events(&events, &outbox).instrument(span.clone()).await {
+    let committing = store.commit_events_keeping(&events, &outbox, &keeps);
+    match committing.instrument(span.clone()).await {
         Ok(durable) => {
             let stats = stats.clone();
             let flushed = async move {
@@ -338,7 +368,7 @@ async fn commit(
                         stats.failed.fetch_add(events.len() as u64, Ordering::Relaxed);
                     }
                 }
-                for (_, _, done) in spans {
+                for (_, _, _, done) in spans {
                     let _ = done.send(match &result {
                         Ok(()) => Ok(()),
                         Err(e) => Err(e.duplicate_for_waiter()),
@@ -356,27 +386,40 @@ async fn commit(
         }
         Err(batch_error) => {
             tracing::warn!(error = %batch_error, events = events.len(), "batch commit failed; committing submissions one by one");
-            let mut stored = Vec::new();
-            for (range, outbox_range, done) in spans {
-                let result = match store.commit_events(&events[range.clone()], &outbox[outbox_range]).await {
-                    Ok(durable) => durable.await,
-                    Err(e) => Err(e),
-                };
-                match &result {
-                    Ok(()) => {
-                        stored.extend_from_slice(&events[range.clone()]);
-                        stats.commit_seconds.observe(started.elapsed());
-                        stats.batches.fetch_add(1, Ordering::Relaxed);
-                        stats.committed.fetch_add(range.len() as u64, Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, cause = ?e, "event commit failed");
-                        stats.failed.fetch_add(range.len() as u64, Ordering::Relaxed);
-                    }
-                }
-                let _ = done.send(result);
-            }
+            let stored = commit_one_by_one(store, (&events, &outbox, &keeps), spans, (stats, started)).await;
             order.observe(&stored).await;
         }
     }
+}
+
+/// Each submission of a batch whose commit failed, alone, answered once durable; the events
+/// stored.
+async fn commit_one_by_one(
+    store: &Arc<dyn Store>,
+    (events, outbox, keeps): (&[DeviceEvent], &[WebhookEvent], &[AlarmKeep]),
+    spans: Vec<Waiter>,
+    (stats, started): (&Arc<IngestStats>, Instant),
+) -> Vec<DeviceEvent> {
+    let mut stored = Vec::new();
+    for (range, outbox_range, keeps_range, done) in spans {
+        let one = (&events[range.clone()], &outbox[outbox_range], &keeps[keeps_range]);
+        let result = match store.commit_events_keeping(one.0, one.1, one.2).await {
+            Ok(durable) => durable.await,
+            Err(e) => Err(e),
+        };
+        match &result {
+            Ok(()) => {
+                stored.extend_from_slice(&events[range.clone()]);
+                stats.commit_seconds.observe(started.elapsed());
+                stats.batches.fetch_add(1, Ordering::Relaxed);
+                stats.committed.fetch_add(range.len() as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, cause = ?e, "event commit failed");
+                stats.failed.fetch_add(range.len() as u64, Ordering::Relaxed);
+            }
+        }
+        let _ = done.send(result);
+    }
+    stored
 }

@@ -128,6 +128,24 @@ pub trait EventStore: Send + Sync {
     /// durable (or the flush failed), and only then do reads find them. Ingest commits its next
     /// batch meanwhile (ingest.rs).
     async fn commit_events(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<Durable>;
+    /// Whether the store counts events into open alarms in the events' own commit
+    /// (`commit_events_keeping`), so that evaluation computes those keeps before the commit. A
+    /// store that answers false writes every alarm step after the events, in a commit of its own.
+    fn keeps_alarms_with_events(&self) -> bool {
+        false
+    }
+    /// `commit_events`, with `keeps` (steps of these events' devices that only count events into
+    /// open alarms or move a rule's timers) in the same commit, so that they are durable exactly
+    /// when the events are. Only called with keeps where `keeps_alarms_with_events` says so.
+    async fn commit_events_keeping(
+        &self,
+        events: &[DeviceEvent],
+        outbox: &[WebhookEvent],
+        keeps: &[AlarmKeep],
+    ) -> Result<Durable> {
+        debug_assert!(keeps.is_empty(), "this store writes no alarm keeps with events");
+        self.commit_events(events, outbox).await
+    }
     /// How many ingest writers commit at once (ingest.rs), each for its own share of the
     /// devices. The default is one: a store with a single writer (SQLite) gains nothing from more.
     fn ingest_writers(&self) -> usize {
@@ -422,6 +440,21 @@ pub struct AlarmPlan {
     /// Per key (`Raiser::key`), its transition.
     pub steps: Vec<(String, Transition)>,
     pub webhooks: Audience,
+}
+
+/// A step of one device's rule (or device alarm) that raises, escalates, de-escalates and clears
+/// nothing: it counts events into the open alarm (its count, value and times) or moves the
+/// state's timers and remembered message ids. Computed like a plan's step, over the state version
+/// it read (`state.version`), while the device's alarm writes wait (`AlarmService`); written with
+/// the events it counts (`EventStore::commit_events_keeping`).
+#[derive(Debug, Clone)]
+pub struct AlarmKeep {
+    pub device: DeviceId,
+    pub key: String,
+    /// The state after the step; its `version` is the one it was computed over.
+    pub state: AlarmState,
+    /// The open alarm after the step, when the step changed it.
+    pub alarm: Option<Alarm>,
 }
 
 /// An operator's change of an alarm, computed from the alarm as the store holds it: the alarm

@@ -218,19 +218,24 @@ impl TelemetryService {
         let woken = !outbox.is_empty();
         // A rule lookup that fails must not refuse the events: they are evaluated anyway, and
         // a failed evaluation is logged and counted.
-        let alarming = self
-            .alarms
-            .concerns(&events)
-            .await
-            .unwrap_or(true)
-            .then(|| events.clone());
-        self.ingest.submit_with(events, outbox).await?;
+        let alarming = self.alarms.concerns(&events).await.unwrap_or(true);
+        if !alarming {
+            self.ingest.submit_with(events, outbox).await?;
+            if woken {
+                self.webhooks.wake();
+            }
+            return Ok(());
+        }
+        // The device's alarm writes wait from the evaluation's snapshot until what it computed
+        // is durable; the steps that only count into open alarms go with the events.
+        let mut evaluation = self.alarms.begin(&events, self.store.keeps_alarms_with_events()).await;
+        let keeps = evaluation.take_keeps();
+        let evaluated = events.clone();
+        self.ingest.submit_keeping(events, outbox, keeps).await?;
         if woken {
             self.webhooks.wake();
         }
-        if let Some(events) = alarming {
-            self.alarms.evaluate(&events).await;
-        }
+        self.alarms.finish(evaluation, &evaluated).await;
         Ok(())
     }
 

@@ -82,13 +82,19 @@ pub(crate) async fn open(url: &str, chores: Chores) -> Result<StagingEvents, sql
     let attach = staging.attach.to_string();
     // The readers see every file; the main file's writer and the stager leave the event-log file
     // alone.
-    let pool = pool_options(
-        gantry_store::engine::POOL_SIZE,
-        vec![attach.clone(), event_logs.attach.to_string()],
-    )
-    .connect(url)
-    .await?;
-    MIGRATOR.run(&pool).await?;
+    // The main file's migrations run on a connection of their own: a reader's views
+    // (`staging::reader_views`) would stand for the tables of those names that an old schema
+    // still has in the main file.
+    let migrating = pool_options(1, vec![attach.clone(), event_logs.attach.to_string()])
+        .connect(url)
+        .await?;
+    MIGRATOR.run(&migrating).await?;
+    migrating.close().await;
+    let mut reading = vec![attach.clone(), event_logs.attach.to_string()];
+    reading.extend(staging::reader_views());
+    let pool = pool_options(gantry_store::engine::POOL_SIZE, reading)
+        .connect(url)
+        .await?;
     let writers = |extra: &[&str]| {
         let mut statements = vec![attach.clone(), WRITER_PRAGMAS.to_owned()];
         statements.extend(extra.iter().map(|s| s.to_string()));
@@ -98,9 +104,18 @@ pub(crate) async fn open(url: &str, chores: Chores) -> Result<StagingEvents, sql
     let stager = writers(&[staging::WRITER_PRAGMAS, staging::STAGER_PRAGMAS])
         .connect(url)
         .await?;
-    let log_writer = pool_options(1, vec![event_logs.attach.to_string(), logs::WRITER_PRAGMAS.to_owned()])
-        .connect(url)
-        .await?;
+    // The event-log writer reads the staging file's alarm keeps to fold them (staging/keeps.rs);
+    // it writes nothing there.
+    let log_writer = pool_options(
+        1,
+        vec![
+            attach.clone(),
+            event_logs.attach.to_string(),
+            logs::WRITER_PRAGMAS.to_owned(),
+        ],
+    )
+    .connect(url)
+    .await?;
     let database = Database {
         pool: pool.clone(),
         writer: writer.clone(),
@@ -263,6 +278,125 @@ mod tests {
             .unwrap();
         assert!(written[0].as_ref().is_some_and(|w| w[0].new));
         held.commit().await.unwrap();
+        store.close().await;
+    }
+
+    /// An alarm keep committed with its events is what every read shows at once and after a
+    /// restart, before any fold; a transition written later starts from it (the keep folded in
+    /// first), and folding it again changes nothing.
+    #[tokio::test]
+    async fn a_keep_is_read_before_its_fold_and_folded_once() {
+        use gantry_core::alarm::{AlarmState, Raiser, Subject, Trigger, fold};
+        use gantry_core::enums::{AlarmStatus, Channel, DataType};
+        use gantry_core::event::DeviceEvent;
+        use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
+        use gantry_core::store::{AlarmKeep, AlarmStore, EventStore};
+        let dir = tempfile::tempdir().unwrap();
+        let url = sqlite_url(dir.path());
+        let subject = Subject {
+            tenant: TenantId::from_string("t"),
+            project: ProjectId::from_string("p"),
+            device: DeviceId::from_string("d"),
+            device_name: "crane".to_owned(),
+            metadata: Default::default(),
+        };
+        let jam = |value: bool, time: i64| Trigger::Reading {
+            value: serde_json::json!(value),
+            device_time: time,
+            arrival: time,
+            message: Some(format!("m{time}")),
+        };
+        let raiser = Raiser::Device("jam");
+        let key = raiser.key();
+        let store = connect(&url).await.unwrap();
+        let raise = |state: &AlarmState, open: Option<&gantry_core::alarm::Alarm>| {
+            fold(raiser, &subject, state, open, &[jam(true, 1)])
+        };
+        let raised = store
+            .apply_alarm_step(&subject.tenant, &subject.device, &key, &raise, Default::default())
+            .await
+            .unwrap();
+        let alarm_id = raised[0].alarm.id.clone();
+        let [(state, open)]: [_; 1] = store
+            .alarm_snapshot(&subject.device, std::slice::from_ref(&key))
+            .await
+            .unwrap()
+            .try_into()
+            .unwrap();
+        let kept = fold(raiser, &subject, &state, open.as_ref(), &[jam(true, 2), jam(true, 3)]).expect("a keep");
+        assert!(kept.writes.iter().all(|w| !w.new && w.history.is_empty()), "{kept:?}");
+        let keep = AlarmKeep {
+            device: subject.device.clone(),
+            key: key.clone(),
+            alarm: kept.writes.last().map(|w| w.alarm.clone()),
+            state: kept.state.clone(),
+        };
+        let event = DeviceEvent {
+            id: EventId::generate(),
+            tenant_id: subject.tenant.clone(),
+            project_id: subject.project.clone(),
+            model_id: ModelId::from_string("m"),
+            device_id: subject.device.clone(),
+            attribute_code: "jam".to_owned(),
+            attribute_type: DataType::Boolean,
+            attribute_data: serde_json::json!(true),
+            channel: Channel::W,
+            ingress_time_stamp: 3,
+            device_timestamp: 3,
+            correlation_id: None,
+            context: None,
+            created_by: "DEVICE".to_owned(),
+            created_time: 3,
+            deleted: false,
+        };
+        assert!(store.keeps_alarms_with_events());
+        store
+            .commit_events_keeping(std::slice::from_ref(&event), &[], &[keep])
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        let count = |alarm: Option<gantry_core::alarm::Alarm>| alarm.map(|a| (a.count, a.last_event_time, a.status));
+        let read = store.get_alarm(&subject.tenant, &alarm_id).await.unwrap();
+        assert_eq!(
+            count(read),
+            Some((3, 3, AlarmStatus::Active)),
+            "the keep is read before its fold"
+        );
+        store.close().await;
+        let store = connect(&url).await.unwrap();
+        let read = store.get_alarm(&subject.tenant, &alarm_id).await.unwrap();
+        assert_eq!(count(read), Some((3, 3, AlarmStatus::Active)), "and after a restart");
+        let [(state, open)]: [_; 1] = store
+            .alarm_snapshot(&subject.device, std::slice::from_ref(&key))
+            .await
+            .unwrap()
+            .try_into()
+            .unwrap();
+        assert_eq!(
+            (state.version, open.map(|a| a.count)),
+            (kept.state.version + 1, Some(3))
+        );
+        // A clear written over the stored state: the keep is folded in first, so the state it is
+        // written over is the keep's, and the cleared alarm keeps the keep's count.
+        let clear = |state: &AlarmState, open: Option<&gantry_core::alarm::Alarm>| {
+            fold(raiser, &subject, state, open, &[jam(false, 4)])
+        };
+        let cleared = store
+            .apply_alarm_step(&subject.tenant, &subject.device, &key, &clear, Default::default())
+            .await
+            .unwrap();
+        assert_eq!(cleared[0].alarm.status, AlarmStatus::Cleared);
+        let read = store.get_alarm(&subject.tenant, &alarm_id).await.unwrap();
+        assert_eq!(count(read), Some((3, 3, AlarmStatus::Cleared)));
+        store.close().await;
+        let store = connect(&url).await.unwrap();
+        let read = store.get_alarm(&subject.tenant, &alarm_id).await.unwrap();
+        assert_eq!(
+            count(read),
+            Some((3, 3, AlarmStatus::Cleared)),
+            "the keep is not laid over the clear"
+        );
         store.close().await;
     }
 

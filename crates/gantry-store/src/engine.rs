@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use gantry_core::Result;
-use gantry_core::ids::{ProjectId, WebhookId};
+use gantry_core::ids::{DeviceId, ProjectId, WebhookId};
 use gantry_core::store::EventStore;
 use gantry_core::webhook::{OutboxKey, WebhookEvent};
-use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
+use sqlx::{AnyConnection, AnyPool};
 
 /// An engine, connected, its schema up to date and its background tasks started.
 pub struct Connected {
@@ -118,6 +118,16 @@ pub trait EventEngine: EventStore + Debug {
     /// Takes the events `keys` (from `engine_outbox_waiting`) out of the outboxes kept apart for the
     /// webhook in `slot`; all of them when `keys` is None (the webhook is deleted).
     async fn engine_outbox_drop(&self, _slot: u8, _keys: Option<&[OutboxKey]>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Puts the alarm keeps the engine holds apart from the alarms (SQLite stages them with their
+    /// events: `EventStore::commit_events_keeping`) into the alarms and their states, for
+    /// `devices` (all when None), in `tx`: a transaction of the event-log writer that writes
+    /// alarms calls this first, so that it starts from the alarms as reads see them. Putting a
+    /// keep in twice changes nothing (it is written only over an older state version). An
+    /// engine that keeps none has nothing to do.
+    async fn fold_alarm_keeps(&self, _tx: &mut AnyConnection, _devices: Option<&[&DeviceId]>) -> Result<()> {
         Ok(())
     }
 

@@ -31,6 +31,9 @@ use sqlx::{Any, AnyPool, Transaction};
 use crate::engine::{ApiWrites, Connected, Dialect, EventEngine};
 pub use crate::stats::{PoolStats, StoreStats};
 
+/// The alarms' columns as the shared SQL reads them (an engine's view of the alarms lists them).
+pub use crate::shared::ALARM_COLUMNS;
+
 /// The store: every trait of `gantry_core::store`, the catalog's over `pool` and `writer`, the
 /// events' through the engine.
 #[derive(Debug, Clone)]
@@ -114,6 +117,18 @@ impl SqlStore {
         self.log_writer.begin().await.map_err(error::db_error)
     }
 
+    /// A transaction of the event-log writer that writes the alarms of `devices` (any when
+    /// None), with the keeps the engine holds apart for them folded in first
+    /// (`EventEngine::fold_alarm_keeps`).
+    async fn begin_alarm_write(
+        &self,
+        devices: Option<&[&gantry_core::ids::DeviceId]>,
+    ) -> gantry_core::Result<Transaction<'static, Any>> {
+        let mut tx = self.begin_log_write().await?;
+        self.events.fold_alarm_keeps(&mut tx, devices).await?;
+        Ok(tx)
+    }
+
     /// Text comparison by code point on both engines (`Dialect::collate`).
     fn collate(&self) -> &'static str {
         self.dialect.collate
@@ -158,6 +173,19 @@ impl EventStore for SqlStore {
 
     fn ingest_writers(&self) -> usize {
         self.events.ingest_writers()
+    }
+
+    fn keeps_alarms_with_events(&self) -> bool {
+        self.events.keeps_alarms_with_events()
+    }
+
+    async fn commit_events_keeping(
+        &self,
+        events: &[DeviceEvent],
+        outbox: &[gantry_core::webhook::WebhookEvent],
+        keeps: &[gantry_core::store::AlarmKeep],
+    ) -> gantry_core::Result<Durable> {
+        self.events.commit_events_keeping(events, outbox, keeps).await
     }
 
     async fn get_event(&self, tenant: &TenantId, id: &EventId) -> gantry_core::Result<Option<DeviceEvent>> {

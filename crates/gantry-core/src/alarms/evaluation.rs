@@ -4,6 +4,7 @@
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
+use super::keeping::Planned;
 use super::states::Held;
 use super::*;
 use crate::alarm::{AlarmState, Transition, fold};
@@ -14,15 +15,6 @@ use crate::webhook::Audience;
 pub const NO_DATA_SWEEP: Duration = Duration::from_secs(1);
 
 impl AlarmService {
-    /// Evaluates one device's committed events (ingest calls it after the commit, on MQTT and
-    /// REST alike). A failure is logged and counted: the events stay committed.
-    pub async fn evaluate(&self, events: &[DeviceEvent]) {
-        if let Err(e) = self.try_evaluate(events).await {
-            self.stats.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(error = %e, cause = ?e, "alarm evaluation failed");
-        }
-    }
-
     /// Whether any of `events` (one device's) may change an alarm: a cache lookup, so that
     /// ingest pays nothing more for models without rules.
     pub async fn concerns(&self, events: &[DeviceEvent]) -> Result<bool> {
@@ -35,14 +27,25 @@ impl AlarmService {
         }))
     }
 
-    async fn try_evaluate(&self, events: &[DeviceEvent]) -> Result<()> {
+    /// Evaluates one device's committed events and writes what they change (the device's alarm
+    /// writes held by the caller: `keeping.rs`).
+    pub(super) async fn try_evaluate(&self, events: &[DeviceEvent]) -> Result<()> {
+        match self.plan(events).await? {
+            Some(planned) => self.write_planned(planned, events).await,
+            None => Ok(()),
+        }
+    }
+
+    /// What `events` (one device's) change, computed from the snapshot of their keys, unwritten;
+    /// None when they change nothing.
+    pub(super) async fn plan(&self, events: &[DeviceEvent]) -> Result<Option<Planned>> {
         let Some(first) = events.first() else {
-            return Ok(());
+            return Ok(None);
         };
         let rules = self.model_rules(&first.tenant_id, &first.model_id).await?;
         let raisers = raisers_of(&rules, events);
         if raisers.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let device = self.catalog.load_device(&first.tenant_id, &first.device_id).await?;
         let subject = subject_of(&device);
@@ -50,19 +53,47 @@ impl AlarmService {
         let keys: Vec<String> = raisers.iter().map(|(raiser, _)| raiser.key()).collect();
         let generation = self.states.generation();
         let snapshot = self.snapshot(&subject.device, &keys, generation).await?;
-        let mut planned = Vec::new();
         let mut steps = Vec::new();
         let mut after = Vec::new();
         for (((raiser, triggers), key), (state, open)) in raisers.iter().zip(keys).zip(snapshot) {
             if let Some(transition) = fold(*raiser, &subject, &state, open.as_ref(), triggers) {
-                planned.push((*raiser, triggers.as_slice()));
                 after.push((key.clone(), held_after(&transition, open)));
                 steps.push((key, transition));
             }
         }
         if steps.is_empty() {
+            return Ok(None);
+        }
+        drop(raisers);
+        Ok(Some(Planned {
+            rules,
+            subject,
+            webhooks,
+            generation,
+            steps,
+            after,
+            kept: Vec::new(),
+        }))
+    }
+
+    /// Writes what `plan` computed for `events` but its keeps (committed with the events
+    /// already), and holds the states it leaves.
+    pub(super) async fn write_planned(&self, planned: Planned, events: &[DeviceEvent]) -> Result<()> {
+        let Planned {
+            rules,
+            subject,
+            webhooks,
+            generation,
+            steps,
+            after,
+            kept,
+        } = planned;
+        let kept_after: Vec<(String, Held)> = after.iter().filter(|(k, _)| kept.contains(k)).cloned().collect();
+        if steps.is_empty() {
+            self.states.put(generation, &subject.device, kept_after);
             return Ok(());
         }
+        let planned_keys: Vec<String> = steps.iter().map(|(key, _)| key.clone()).collect();
         let plan = AlarmPlan {
             tenant: subject.tenant.clone(),
             device: subject.device.clone(),
@@ -70,14 +101,19 @@ impl AlarmService {
             webhooks,
         };
         if let Some(written) = self.writer.commit(plan).await {
-            self.states
-                .put(generation, &subject.device, with_stored(after, &written));
+            let after: Vec<(String, Held)> = after.into_iter().filter(|(k, _)| !kept.contains(k)).collect();
+            let held = with_stored(after, &written).into_iter().chain(kept_after);
+            self.states.put(generation, &subject.device, held);
             self.announce_writes(&written, webhooks);
             return Ok(());
         }
-        // The snapshot was out of date: each key again, over the state the store holds.
-        for (raiser, triggers) in planned {
-            self.apply(raiser, &subject, triggers, webhooks).await?;
+        // The snapshot was out of date: each key again, over the state the store holds (the
+        // keeps written with the events are part of it).
+        self.states.put(generation, &subject.device, kept_after);
+        for (raiser, triggers) in raisers_of(&rules, events) {
+            if planned_keys.contains(&raiser.key()) {
+                self.apply(raiser, &subject, &triggers, webhooks).await?;
+            }
         }
         Ok(())
     }
@@ -119,6 +155,7 @@ impl AlarmService {
                 let webhooks = self.webhooks.subscribers(&device.project_id, StreamType::Alarm).await?;
                 let subject = subject_of(&device);
                 let silence = [Trigger::Silence { now }];
+                let _held = self.locks.hold(&device.id).await;
                 raised += self.apply(Raiser::Rule(&rule), &subject, &silence, webhooks).await?;
             }
         }

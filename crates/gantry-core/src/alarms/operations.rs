@@ -163,6 +163,7 @@ impl AlarmService {
         who.require_alarm_act(&alarm.project_id)?;
         let audience = self.webhooks.subscribers(&alarm.project_id, StreamType::Alarm).await?;
         let webhooks = HashMap::from([(alarm.project_id.clone(), audience)]);
+        let _held = self.locks.hold(&alarm.device_id).await;
         let (changed, entry) = self.store.change_alarm(who.tenant(), id, change, &webhooks).await?;
         self.states.forget(Some(&changed.device_id), &changed.alarm_key);
         self.announce(&changed, entry.kind);

@@ -13,6 +13,7 @@
 
 mod file;
 mod flush;
+mod keeps;
 mod mover;
 mod reads;
 mod rollups;
@@ -32,13 +33,14 @@ use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId, WebhookI
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
-use gantry_core::store::{Durable, EventStore};
+use gantry_core::store::{AlarmKeep, Durable, EventStore};
 use gantry_core::webhook::{OutboxKey, WebhookEvent};
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 
 pub(crate) use self::file::{STAGER_PRAGMAS, StagingFile, WRITER_PRAGMAS, migrate, staging_file};
 use self::flush::Flusher;
+pub(crate) use self::keeps::reader_views;
 use self::mover::{MOVE_EVERY, Mover, PACE};
 use self::staged::{MAX_STAGED, Staged};
 use self::table::{OUTBOX, STAGING};
@@ -152,6 +154,7 @@ impl StagingEvents {
         let flusher = Arc::new(flusher);
         let (reader, writer) = (database.pool.clone(), database.writer.clone());
         staged.add(load_staged(&reader).await?);
+        staged.flushed(keeps::through_at_open(&reader).await?);
         let stopping = database.chores.stop_signal();
         let mover = Arc::new(Mover {
             reader: reader.clone(),
@@ -189,6 +192,15 @@ impl StagingEvents {
             rounds.await;
             flusher_stop.cancel();
         });
+        database.chores.every(
+            keeps::FOLD_EVERY,
+            database.log_writer.clone(),
+            "folding alarm keeps failed; retrying at the next round",
+            {
+                let (staged, files) = (mover.staged.clone(), (reader.clone(), stager.clone()));
+                move |log_writer| keeps::fold_all(log_writer, files.clone(), staged.clone())
+            },
+        );
         Ok(StagingEvents {
             kept: EventTables {
                 pool: reader,
@@ -221,21 +233,31 @@ impl StagingEvents {
         }
     }
 
-    /// Stages `events` (one statement's worth) and writes the webhook events they cause (one
-    /// statement's worth) in one transaction and one round trip; returns each event's number,
+    /// Stages `events` (one statement's worth) and writes the webhook events and alarm keeps they
+    /// cause (one statement's worth each) in one transaction and one round trip; returns each event's number,
     /// device and id. A failure rolls the transaction back.
     async fn stage_with_outbox(
         &self,
         events: &[DeviceEvent],
         outbox: &[WebhookEvent],
+        keeps: &[AlarmKeep],
     ) -> Result<Vec<(i64, String, String)>> {
-        let text = format!(
-            "BEGIN; INSERT INTO {STAGING} ({COLUMNS}) VALUES {}; SELECT last_insert_rowid(); {}; COMMIT",
+        let mut text = format!(
+            "BEGIN; INSERT INTO {STAGING} ({COLUMNS}) VALUES {}; SELECT last_insert_rowid(); ",
             values_clause(events.len(), EVENT_FIELDS, true),
-            insert_text(OUTBOX, outbox.len(), true),
         );
+        if !outbox.is_empty() {
+            text.push_str(&insert_text(OUTBOX, outbox.len(), true));
+            text.push_str("; ");
+        }
+        if !keeps.is_empty() {
+            text.push_str(&keeps::stage_text(keeps.len()));
+            text.push_str("; ");
+        }
+        text.push_str("COMMIT");
         let query = events.iter().try_fold(sqlx::query(&text), bind_event)?;
         let query = outbox.iter().fold(query, bind_row);
+        let query = keeps.iter().try_fold(query, keeps::bind_keep)?;
         let mut conn = self.stager.acquire().await.map_err(gantry_store::error::db_error)?;
         let rows = match query.fetch_all(&mut *conn).await {
             Ok(rows) => rows,
@@ -317,6 +339,12 @@ impl EventEngine for StagingEvents {
         Ok(merge_by_time(staged, logs, limit))
     }
 
+    /// The keeps on disk (numbered no higher than the last flush), folded by the event-log writer
+    /// (keeps.rs).
+    async fn fold_alarm_keeps(&self, tx: &mut AnyConnection, devices: Option<&[&DeviceId]>) -> Result<()> {
+        keeps::fold(tx, self.staged().flushed_through(), devices).await
+    }
+
     /// Each outbox's on its file's one writer: the stager, the event logs' writer.
     async fn engine_outbox_drop(&self, slot: u8, keys: Option<&[OutboxKey]>) -> Result<()> {
         for outbox in [STAGED_OUTBOX, LOGS_OUTBOX] {
@@ -370,6 +398,21 @@ impl EventStore for StagingEvents {
     /// enter the index when the flush is done, and the returned future resolves then. The
     /// outbox goes into the staging file's own (`OUTBOX`) in the same transaction.
     async fn commit_events(&self, events: &[DeviceEvent], outbox: &[WebhookEvent]) -> Result<Durable> {
+        self.commit_events_keeping(events, outbox, &[]).await
+    }
+
+    /// Alarm keeps are staged with the events (keeps.rs).
+    fn keeps_alarms_with_events(&self) -> bool {
+        true
+    }
+
+    /// `commit_events`, with `keeps` in the same transaction of the staging file.
+    async fn commit_events_keeping(
+        &self,
+        events: &[DeviceEvent],
+        outbox: &[WebhookEvent],
+        keeps: &[AlarmKeep],
+    ) -> Result<Durable> {
         if events.is_empty() {
             return Ok(Box::pin(std::future::ready(Ok(()))));
         }
@@ -381,12 +424,16 @@ impl EventStore for StagingEvents {
         // Events that fit one statement commit with it, in one round trip to the stager's thread
         // with the number query (four with a transaction around them), and so do they with the
         // webhook events they cause when those fit one statement too.
-        if events.len() <= ROWS_PER_STATEMENT && !outbox.is_empty() && outbox.len() <= OUTBOX_ROWS {
-            let numbered = self.stage_with_outbox(events, outbox).await?;
+        if events.len() <= ROWS_PER_STATEMENT
+            && (!outbox.is_empty() || !keeps.is_empty())
+            && outbox.len() <= OUTBOX_ROWS
+            && keeps.len() <= keeps::KEEPS_PER_STATEMENT
+        {
+            let numbered = self.stage_with_outbox(events, outbox, keeps).await?;
             return Ok(self.committed(began, numbered));
         }
         let mut all = Vec::with_capacity(events.len());
-        let mut writing = if events.len() <= ROWS_PER_STATEMENT && outbox.is_empty() {
+        let mut writing = if events.len() <= ROWS_PER_STATEMENT && outbox.is_empty() && keeps.is_empty() {
             Writing::Alone(self.stager.acquire().await.map_err(gantry_store::error::db_error)?)
         } else {
             Writing::Transaction(self.stager.begin().await.map_err(gantry_store::error::db_error)?)
@@ -414,6 +461,12 @@ impl EventStore for StagingEvents {
         }
         if let Writing::Transaction(mut tx) = writing {
             write_outbox(&mut tx, OUTBOX, outbox, true).await?;
+            // After the events: each keep's number is the last event's.
+            for chunk in keeps.chunks(keeps::KEEPS_PER_STATEMENT) {
+                let text = keeps::stage_text(chunk.len());
+                let query = chunk.iter().try_fold(sqlx::query(&text), keeps::bind_keep)?;
+                query.execute(&mut *tx).await.map_err(gantry_store::error::db_error)?;
+            }
             tx.commit().await.map_err(gantry_store::error::db_error)?;
         }
         Ok(self.committed(began, all))

@@ -29,6 +29,9 @@ pub(crate) struct Staged {
     /// commit order, so a round that takes every held number up to the highest leaves none
     /// committed before it behind (`by_device`). One connection commits ingest anyway.
     pub(crate) committing: tokio::sync::Mutex<()>,
+    /// The highest number whose commit is on disk (`add`, and the store's opening): alarm keeps
+    /// numbered no higher may be folded (keeps.rs).
+    flushed_through: std::sync::atomic::AtomicI64,
 }
 
 /// The most events waiting for a move before ingest waits for the rounds (back-pressure): a bound
@@ -59,6 +62,7 @@ impl Staged {
     pub(crate) fn add(&self, events: impl IntoIterator<Item = (i64, String, String)>) {
         let mut inner = self.inner.lock().expect("the staged index is never poisoned");
         for (seq, device, id) in events {
+            self.flushed(seq);
             if seq <= inner.moved_through {
                 continue;
             }
@@ -75,6 +79,17 @@ impl Staged {
             inner.by_id.insert(id.clone(), seq);
             inner.by_seq.insert(seq, (device, id));
         }
+    }
+
+    /// Every commit numbered `seq` or lower is on disk.
+    pub(crate) fn flushed(&self, seq: i64) {
+        self.flushed_through
+            .fetch_max(seq, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The highest number whose commit is known to be on disk.
+    pub(crate) fn flushed_through(&self) -> i64 {
+        self.flushed_through.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Returns once fewer than `max` held events wait for a move: ingest's back-pressure.

@@ -59,7 +59,9 @@ impl SqlStore {
     }
 
     pub(super) async fn commit_plans(&self, plans: Vec<AlarmPlan>) -> Result<Vec<Option<Vec<AlarmWrite>>>> {
-        let mut tx = self.begin_log_write().await?;
+        let devices: Vec<&DeviceId> = plans.iter().map(|p| &p.device).collect();
+        let mut tx = self.begin_alarm_write(Some(&devices)).await?;
+        drop(devices);
         let mut answers: Vec<Option<Vec<AlarmWrite>>> = vec![None; plans.len()];
         let (counts, others) = counting_apart(plans);
         let others = match write_counts(&mut tx, &counts).await? {

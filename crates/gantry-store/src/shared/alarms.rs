@@ -37,7 +37,7 @@ use super::alarm_states::{RESET, hold_state, move_version, put_state, read_state
 /// How often a step runs again over a state another writer changed before it gives up.
 const STEP_ATTEMPTS: usize = 16;
 
-pub(super) const COLUMNS: &str = "id, tenant_id, project_id, device_id, device_name, rule_id, alarm_key, attribute_code, name, \
+pub const COLUMNS: &str = "id, tenant_id, project_id, device_id, device_name, rule_id, alarm_key, attribute_code, name, \
                        severity, status, source, first_event_time, last_event_time, value, count, acknowledged_by, \
                        acknowledged_time, cleared_by, cleared_time, created_time, updated_time";
 
@@ -266,7 +266,7 @@ impl SqlStore {
         step: &AlarmStep<'_>,
         webhooks: Audience,
     ) -> Result<Option<Vec<AlarmWrite>>> {
-        let mut tx = self.begin_log_write().await?;
+        let mut tx = self.begin_alarm_write(Some(&[device])).await?;
         hold_state(&mut tx, tenant, key, device).await?;
         let state = read_state(&mut tx, key, device).await?;
         let open = open_alarm(&mut tx, key, device).await?;
@@ -356,6 +356,7 @@ impl AlarmStore for SqlStore {
         let (key, device) = key.ok_or_else(|| Error::not_found("alarm", id))?;
         // The state row first, as a step takes it, then the alarm's: changes and steps queue.
         let device = DeviceId::from_string(device);
+        self.events.fold_alarm_keeps(&mut tx, Some(&[&device])).await?;
         hold_state(&mut tx, tenant, &key, &device).await?;
         move_version(&mut tx, &key, &device).await?;
         let row = sqlx::query(&format!(
@@ -391,7 +392,7 @@ impl AlarmStore for SqlStore {
         at: i64,
         webhooks: &HashMap<ProjectId, Audience>,
     ) -> Result<Vec<Alarm>> {
-        let mut tx = self.begin_log_write().await?;
+        let mut tx = self.begin_alarm_write(None).await?;
         // The rule's state rows first, as a step takes them, then its alarms; the states start
         // over, their versions moved.
         sqlx::query(&format!("UPDATE alarm_states SET {RESET} WHERE alarm_key = $1"))

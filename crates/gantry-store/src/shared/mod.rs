@@ -22,6 +22,8 @@ mod tenants;
 mod users;
 mod webhooks;
 
+pub use alarms::COLUMNS as ALARM_COLUMNS;
+
 /// "1 device", "3 devices".
 pub(crate) fn device_count(count: i64) -> String {
     if count == 1 {

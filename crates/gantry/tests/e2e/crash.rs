@@ -206,6 +206,63 @@ async fn sigterm_drains_and_exits_cleanly() {
     with_process("TERM").await;
 }
 
+/// kill -9 while events that keep an alarm open are posted: after the restart the alarm's
+/// count is the number of events stored, every acknowledged one among them (a count is
+/// committed with the events it counts, so neither outlives the other).
+#[tokio::test]
+async fn an_alarms_count_survives_sigkill() {
+    let seed = spawn_app().await;
+    let world = seed.world().await;
+    let admin = seed.admin.clone();
+    seed.post(
+        format!(
+            "/api/v1/deviceModels/{}/alarmRules",
+            world.model["id"].as_str().unwrap()
+        ),
+        &admin,
+        json!({"name": "counting", "attributeCode": "count", "severity": "MAJOR",
+               "condition": {"op": ">=", "value": 0}}),
+    )
+    .await
+    .result();
+    let data_dir = tempfile::tempdir().unwrap();
+    let db = seed.database_url();
+    let _seed_dir = seed.stop_keep_data().await;
+
+    let server = start(data_dir.path(), Some(&db), &admin).await;
+    let client_app = TestApp::remote(&server.base, &admin);
+    let pid = server.child.id().unwrap();
+    let mut child = server.child;
+    let acked = post_while(&client_app, &world.device, 200, move || {
+        let _ = std::process::Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.to_string())
+            .status();
+    })
+    .await;
+    child.wait().await.unwrap();
+
+    let again = start(data_dir.path(), Some(&db), &admin).await;
+    let reader = TestApp::remote(&again.base, &admin);
+    assert_all_present(&reader, &world.device, &acked).await;
+    let (device, project) = (
+        world.device["id"].as_str().unwrap(),
+        world.project["id"].as_str().unwrap(),
+    );
+    let stored = reader
+        .get(format!("/api/v1/devices/{device}/events?pageSize=1"), &admin)
+        .await
+        .result();
+    let alarms = reader
+        .get(format!("/api/v1/projects/{project}/alarms?deviceId={device}"), &admin)
+        .await
+        .result();
+    let alarms = alarms["results"].as_array().unwrap();
+    assert_eq!(alarms.len(), 1, "{alarms:?}");
+    assert_eq!(alarms[0]["count"], stored["totalResults"], "{:?}", alarms[0]);
+    assert!(alarms[0]["count"].as_u64().unwrap() >= acked.len() as u64);
+}
+
 /// A service manager restarts a crashed Gantry at once on the same ports: the connections the
 /// killed process held (now in TIME_WAIT on its listeners' ports) must not stop the bind.
 #[tokio::test]
