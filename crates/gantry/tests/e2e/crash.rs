@@ -206,9 +206,10 @@ async fn sigterm_drains_and_exits_cleanly() {
     with_process("TERM").await;
 }
 
-/// kill -9 while events that keep an alarm open are posted: after the restart the alarm's
-/// count is the number of events stored, every acknowledged one among them (a count is
-/// committed with the events it counts, so neither outlives the other).
+/// kill -9 while events that keep an alarm open are posted: after the restart the alarm counts
+/// every acknowledged event. On SQLite a count is committed with the events it counts, so the
+/// count is exactly the events stored; on PostgreSQL the alarm's write follows its events'
+/// commit, so an event stored just before the kill, never acknowledged, may be left uncounted.
 #[tokio::test]
 async fn an_alarms_count_survives_sigkill() {
     let seed = spawn_app().await;
@@ -259,8 +260,20 @@ async fn an_alarms_count_survives_sigkill() {
         .result();
     let alarms = alarms["results"].as_array().unwrap();
     assert_eq!(alarms.len(), 1, "{alarms:?}");
-    assert_eq!(alarms[0]["count"], stored["totalResults"], "{:?}", alarms[0]);
-    assert!(alarms[0]["count"].as_u64().unwrap() >= acked.len() as u64);
+    let (count, stored) = (
+        alarms[0]["count"].as_u64().unwrap(),
+        stored["totalResults"].as_u64().unwrap(),
+    );
+    assert!(
+        count >= acked.len() as u64,
+        "{count} counted, {} acknowledged",
+        acked.len()
+    );
+    if db.starts_with("postgres") {
+        assert!(count <= stored, "{count} counted, {stored} stored");
+    } else {
+        assert_eq!(count, stored, "the count is committed with its events");
+    }
 }
 
 /// A service manager restarts a crashed Gantry at once on the same ports: the connections the
