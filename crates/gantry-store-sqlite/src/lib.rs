@@ -90,7 +90,11 @@ pub(crate) async fn open(url: &str, chores: Chores) -> Result<StagingEvents, sql
         .await?;
     MIGRATOR.run(&migrating).await?;
     migrating.close().await;
-    let mut reading = vec![attach.clone(), event_logs.attach.to_string()];
+    let mut reading = vec![
+        attach.clone(),
+        event_logs.attach.to_string(),
+        database::READER_PRAGMAS.to_owned(),
+    ];
     reading.extend(staging::reader_views());
     let pool = pool_options(gantry_store::engine::POOL_SIZE, reading)
         .connect(url)
