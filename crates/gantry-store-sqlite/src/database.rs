@@ -21,7 +21,8 @@ pub(crate) const WRITER_PRAGMAS: &str = "PRAGMA cache_size=-65536; PRAGMA wal_au
 
 /// The readers' own: the three files read through a memory map, so that every reader shares the
 /// operating system's cached pages instead of copying each page it misses into a page cache of
-/// its own (SQLite's default is 2 MiB per connection, less than a fleet's devices and shadows).
+/// its own (SQLite's default page cache per connection holds less than a fleet's devices and
+/// shadows).
 /// The maps only address the files: memory is what the kernel caches anyway.
 pub(crate) const READER_PRAGMAS: &str =
     "PRAGMA mmap_size=1073741824; PRAGMA staging.mmap_size=1073741824; PRAGMA logs.mmap_size=1073741824;";

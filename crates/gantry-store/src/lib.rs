@@ -34,6 +34,13 @@ pub use crate::stats::{PoolStats, StoreStats};
 /// The alarms' columns as the shared SQL reads them (an engine's view of the alarms lists them).
 pub use crate::shared::ALARM_COLUMNS;
 
+/// Binds an alarm state's columns from `raise_since` to `no_data`, in that order (an engine that
+/// stages states writes them as the shared SQL does).
+pub use crate::shared::bind_alarm_state;
+
+/// A query of the Any driver, its parameters partly bound.
+pub use crate::shared::AnyQuery;
+
 /// The store: every trait of `gantry_core::store`, the catalog's over `pool` and `writer`, the
 /// events' through the engine.
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::states::Held;
 use super::*;
-use crate::alarm::{AlarmState, Transition};
+use crate::alarm::Transition;
 use crate::store::AlarmKeep;
 use crate::webhook::Audience;
 
@@ -148,7 +148,7 @@ fn keeps_apart(mut planned: Planned) -> (Planned, Vec<AlarmKeep>) {
     let mut keeps = Vec::new();
     let mut steps = Vec::new();
     for (key, transition) in std::mem::take(&mut planned.steps) {
-        if is_keep(&transition.state, &transition) {
+        if is_keep(&transition) {
             keeps.push(AlarmKeep {
                 device: planned.subject.device.clone(),
                 key: key.clone(),
@@ -164,8 +164,8 @@ fn keeps_apart(mut planned: Planned) -> (Planned, Vec<AlarmKeep>) {
     (planned, keeps)
 }
 
-fn is_keep(state: &AlarmState, transition: &Transition) -> bool {
-    state.version > 0
+fn is_keep(transition: &Transition) -> bool {
+    transition.state.version > 0
         && transition
             .writes
             .iter()

@@ -20,6 +20,7 @@ use gantry_core::store::AlarmKeep;
 use gantry_store::error::db_error;
 use gantry_store::row::to_json;
 use gantry_store::sql::values_clause;
+use gantry_store::{AnyQuery, bind_alarm_state};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,23 +56,14 @@ pub(super) fn stage_text(rows: usize) -> String {
     )
 }
 
-type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
-
 /// `query` with the values of `keep`'s row, in `stage_text`'s order.
 pub(super) fn bind_keep<'q>(query: AnyQuery<'q>, keep: &'q AlarmKeep) -> Result<AnyQuery<'q>> {
-    let state = &keep.state;
     let alarm = keep.alarm.as_ref();
-    Ok(query
+    let query = query
         .bind(keep.device.as_str())
         .bind(keep.key.as_str())
-        .bind(state.version + 1)
-        .bind(state.raise_since)
-        .bind(state.clear_since)
-        .bind(to_json(&state.levels)?)
-        .bind(state.last_time)
-        .bind(state.last_arrival)
-        .bind(to_json(&state.recent)?)
-        .bind(i64::from(state.no_data))
+        .bind(keep.state.version + 1);
+    Ok(bind_alarm_state(query, &keep.state)?
         .bind(alarm.map(|a| a.id.as_str()))
         .bind(alarm.map(|a| a.count))
         .bind(alarm.map(|a| to_json(&a.value)).transpose()?)

@@ -93,7 +93,7 @@ pub(super) async fn put_state(
 }
 
 /// Binds what a state holds, in the order of the columns from `raise_since` to `no_data`.
-pub(super) fn bind_state<'q>(query: AnyQuery<'q>, state: &AlarmState) -> Result<AnyQuery<'q>> {
+pub fn bind_state<'q>(query: AnyQuery<'q>, state: &AlarmState) -> Result<AnyQuery<'q>> {
     Ok(query
         .bind(state.raise_since)
         .bind(state.clear_since)
@@ -105,7 +105,7 @@ pub(super) fn bind_state<'q>(query: AnyQuery<'q>, state: &AlarmState) -> Result<
 }
 
 /// A query of the Any driver, its parameters partly bound.
-pub(super) type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+pub type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 
 /// A state as if new, its version moved.
 pub(super) const RESET: &str = "raise_since = NULL, clear_since = NULL, levels = '[]', last_time = NULL, last_arrival = NULL, \

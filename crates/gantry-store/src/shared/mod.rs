@@ -22,6 +22,7 @@ mod tenants;
 mod users;
 mod webhooks;
 
+pub use alarm_states::{AnyQuery, bind_state as bind_alarm_state};
 pub use alarms::COLUMNS as ALARM_COLUMNS;
 
 /// "1 device", "3 devices".
