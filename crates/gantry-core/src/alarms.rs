@@ -116,7 +116,22 @@ impl AlarmService {
 
     /// Alarms not cleared, by severity (of every tenant).
     pub async fn open_by_severity(&self) -> Result<Vec<(crate::enums::Severity, u64)>> {
-        self.store.count_open_alarms().await
+        self.store.count_open_alarms(None).await
+    }
+
+    /// The project's alarms not cleared (ACTIVE or ACKNOWLEDGED) by severity, every severity
+    /// listed (0 when none), gravest first.
+    pub async fn project_open_by_severity(
+        &self,
+        who: &Principal,
+        project: &ProjectId,
+    ) -> Result<Vec<(crate::enums::Severity, u64)>> {
+        self.catalog.get_project(who, project).await?;
+        let open = self.store.count_open_alarms(Some((who.tenant(), project))).await?;
+        Ok(crate::enums::Severity::ALL
+            .iter()
+            .map(|s| (*s, open.iter().find(|(o, _)| o == s).map_or(0, |(_, n)| *n)))
+            .collect())
     }
 
     // ---- rules -------------------------------------------------------------------------------

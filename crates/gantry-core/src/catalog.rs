@@ -14,7 +14,7 @@ use crate::names::Name;
 use crate::paging::{Page, PageRequest};
 use crate::principal::{Principal, ProjectScope, TokenSubject};
 use crate::query::{DeviceQuery, ProjectQuery};
-use crate::records::{Device, DeviceModel, Project, RecordMeta, Tenant};
+use crate::records::{Device, DeviceCounts, DeviceModel, Project, RecordMeta, Tenant};
 use crate::store::Store;
 use crate::time::now_ms;
 use crate::token::{generate_token, grace_ms, hash_token};
@@ -351,6 +351,12 @@ impl CatalogService {
         query.project = Some(id.clone());
         let page = self.store.list_devices(who.tenant(), &query, page).await?;
         Ok(page.map(|d| redact_device(who, d)))
+    }
+
+    /// The project's live devices, connected and locked (`DeviceStore::count_project_devices`).
+    pub async fn project_device_counts(&self, who: &Principal, id: &ProjectId) -> Result<DeviceCounts> {
+        self.get_project(who, id).await?;
+        self.store.count_project_devices(who.tenant(), id).await
     }
 
     pub async fn delete_project(&self, who: &Principal, id: &ProjectId) -> Result<()> {

@@ -204,3 +204,11 @@ pub struct Device {
     #[serde(flatten)]
     pub record: RecordMeta,
 }
+
+/// A project's live devices, those of them connected now and those locked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceCounts {
+    pub total: u64,
+    pub connected: u64,
+    pub locked: u64,
+}

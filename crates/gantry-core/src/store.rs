@@ -17,7 +17,7 @@ use crate::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId, WebhookId};
 use crate::paging::{Page, PageRequest};
 use crate::principal::{Principal, TokenOwner};
 use crate::query::{DeviceQuery, EventLogQuery, EventQuery, ProjectQuery};
-use crate::records::{Device, DeviceModel, JsonMap, Project, Tenant};
+use crate::records::{Device, DeviceCounts, DeviceModel, JsonMap, Project, Tenant};
 use crate::route::StoredRoute;
 use crate::series::{Bucket, SeriesQuery};
 use crate::user::{User, UserId, UserQuery, UserSession};
@@ -106,6 +106,9 @@ pub trait DeviceStore: Send + Sync {
     /// external broker, which names only the device.
     async fn device_tenant(&self, id: &DeviceId) -> Result<Option<TenantId>>;
     async fn list_devices(&self, tenant: &TenantId, query: &DeviceQuery, page: PageRequest) -> Result<Page<Device>>;
+    /// The project's live devices, those connected now and those locked, in one read: the
+    /// figures of a project's overview, without a listing's order and page.
+    async fn count_project_devices(&self, tenant: &TenantId, project: &ProjectId) -> Result<DeviceCounts>;
     /// How many live devices the model has, and the `metadata` of those whose metadata is not
     /// empty: what an alarm rule's status reads, without the rest of each device.
     async fn model_device_metadata(&self, tenant: &TenantId, model: &ModelId) -> Result<(u64, Vec<JsonMap>)>;

@@ -232,7 +232,7 @@ async fn render_store(store: &SqlStore) -> String {
 
 /// The counts the store keeps across nodes: open alarms by severity, pending deliveries.
 async fn render_store_counts(out: &mut String, store: &SqlStore) {
-    match store.count_open_alarms().await {
+    match store.count_open_alarms(None).await {
         Ok(open) => {
             let name = "gantry_alarms_open";
             header(

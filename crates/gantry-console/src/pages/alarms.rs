@@ -10,7 +10,6 @@ use gantry_core::alarm::{Alarm, AlarmFilter};
 use gantry_core::enums::{AlarmStatus, Severity};
 use gantry_core::ids::ProjectId;
 use gantry_core::paging::{Page, PageRequest};
-use gantry_core::principal::Principal;
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -194,22 +193,6 @@ pub fn severity_badge(severity: Severity) -> Markup {
 /// An alarm's status; its own classes, since a device's `Active` is good news and an alarm's is not.
 pub fn status_badge(status: AlarmStatus) -> Markup {
     html! { span class={ "badge alarm-" (status.as_str().to_lowercase()) } { (status.as_str()) } }
-}
-
-/// Open alarms (ACTIVE or ACKNOWLEDGED) of the project by severity, gravest first.
-pub async fn open_counts(c: &Console, who: &Principal, project: &ProjectId) -> PageResult<Vec<(Severity, u64)>> {
-    let mut counts = Vec::with_capacity(Severity::ALL.len());
-    for severity in Severity::ALL {
-        let filter = AlarmFilter {
-            status: Some("ACTIVE,ACKNOWLEDGED".to_owned()),
-            severity: Some(severity.as_str().to_owned()),
-            ..Default::default()
-        };
-        let one = PageRequest::parse(None, Some(1), 1)?;
-        let page = c.services.alarms.list_alarms(who, project, filter, one).await?;
-        counts.push((*severity, page.total));
-    }
-    Ok(counts)
 }
 
 #[cfg(test)]

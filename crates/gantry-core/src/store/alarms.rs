@@ -107,8 +107,8 @@ pub trait AlarmStore: Send + Sync {
     async fn list_alarms(&self, tenant: &TenantId, query: &AlarmQuery, page: PageRequest) -> Result<Page<Alarm>>;
     /// Every transition of the alarm, oldest first.
     async fn alarm_history(&self, tenant: &TenantId, id: &AlarmId) -> Result<Vec<AlarmHistoryEntry>>;
-    /// Alarms not cleared, by severity, of every tenant.
-    async fn count_open_alarms(&self) -> Result<Vec<(Severity, u64)>>;
+    /// Alarms not cleared, by severity: of `project` (of its tenant) when given, else of every tenant.
+    async fn count_open_alarms(&self, project: Option<(&TenantId, &ProjectId)>) -> Result<Vec<(Severity, u64)>>;
     /// Alarms not cleared of each of `devices` (of `project`) that has any, in one read.
     async fn count_open_device_alarms(
         &self,

@@ -503,12 +503,18 @@ impl AlarmStore for SqlStore {
         device_alarm_periods(self, tenant, device, attribute, window, limit).await
     }
 
-    async fn count_open_alarms(&self) -> Result<Vec<(Severity, u64)>> {
-        let rows =
-            sqlx::query("SELECT severity, COUNT(*) AS open FROM alarms WHERE status <> 'CLEARED' GROUP BY severity")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_error)?;
+    async fn count_open_alarms(&self, project: Option<(&TenantId, &ProjectId)>) -> Result<Vec<(Severity, u64)>> {
+        let mut sql = Sql::new("SELECT severity, COUNT(*) AS open FROM alarms WHERE status <> 'CLEARED'");
+        if let Some((tenant, project)) = project {
+            sql.push(" AND tenant_id = ").bind(tenant.as_str());
+            sql.push(" AND project_id = ").bind(project.as_str());
+        }
+        let rows = sql
+            .push(" GROUP BY severity")
+            .query()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
         rows.iter()
             .map(|row| {
                 let open: i64 = get(row, "open")?;

@@ -6,7 +6,7 @@ use gantry_core::enums::{DeviceStatus, DeviceType, SortOrder};
 use gantry_core::ids::{DeviceId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::{DeviceQuery, DeviceSort};
-use gantry_core::records::{Device, JsonMap};
+use gantry_core::records::{Device, DeviceCounts, JsonMap};
 use gantry_core::store::DeviceStore;
 use gantry_core::{Error, Result};
 use sqlx::any::AnyRow;
@@ -153,6 +153,30 @@ impl DeviceStore for SqlStore {
             .await
             .map_err(crate::error::db_error)?;
         Ok(tenant.map(TenantId::from_string))
+    }
+
+    async fn count_project_devices(&self, tenant: &TenantId, project: &ProjectId) -> Result<DeviceCounts> {
+        // One pass over the project's devices (index `devices_project`), without the model and
+        // project joins and the order a listing needs; a device never connected has no row.
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS total, \
+             COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM device_connections c \
+                 WHERE c.device_id = d.id AND c.connected = 1) THEN 1 ELSE 0 END), 0) AS connected, \
+             COALESCE(SUM(CASE WHEN d.status = $3 THEN 1 ELSE 0 END), 0) AS locked \
+             FROM devices d WHERE d.tenant_id = $1 AND d.project_id = $2 AND d.deleted = 0",
+        )
+        .bind(tenant.as_str())
+        .bind(project.as_str())
+        .bind(DeviceStatus::Locked.as_str())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(crate::error::db_error)?;
+        let count = |column: &str| get::<i64>(&row, column).map(|n| n.max(0) as u64);
+        Ok(DeviceCounts {
+            total: count("total")?,
+            connected: count("connected")?,
+            locked: count("locked")?,
+        })
     }
 
     async fn model_device_metadata(&self, tenant: &TenantId, model: &ModelId) -> Result<(u64, Vec<JsonMap>)> {

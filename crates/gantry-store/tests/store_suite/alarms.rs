@@ -244,8 +244,27 @@ pub(crate) async fn alarms_are_listed_changed_and_isolated(store: SqlStore) {
         store.change_alarm(&other, &alarm.id, &noop, &Default::default()).await,
         Err(Error::NotFound { .. })
     ));
-    let open: u64 = store.count_open_alarms().await.unwrap().iter().map(|(_, n)| n).sum();
+    let open: u64 = store
+        .count_open_alarms(None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
     assert!(open >= 2);
+    let project_open = |tenant: TenantId| {
+        let (store, project) = (store.clone(), project.id.clone());
+        async move {
+            let counts = store.count_open_alarms(Some((&tenant, &project))).await.unwrap();
+            counts.iter().map(|(_, n)| n).sum::<u64>()
+        }
+    };
+    assert_eq!(project_open(tenant.clone()).await, 2);
+    assert_eq!(
+        project_open(other.clone()).await,
+        0,
+        "another tenant's count of the project"
+    );
     // Deleting the rule clears its alarm and forgets its state.
     let cleared = store
         .clear_rule_alarms(&tenant, &rule.id, "rule deleted", 5_000, &Default::default())
@@ -256,6 +275,7 @@ pub(crate) async fn alarms_are_listed_changed_and_isolated(store: SqlStore) {
     let history = store.alarm_history(&tenant, &alarm.id).await.unwrap();
     let kinds: Vec<_> = history.iter().map(|h| h.kind).collect();
     assert_eq!(kinds, [AlarmTransition::Raised, AlarmTransition::Cleared]);
+    assert_eq!(project_open(tenant.clone()).await, 1, "a cleared alarm is not open");
 }
 
 /// Open alarms are counted per listed device in one read, of the tenant and project alone; a

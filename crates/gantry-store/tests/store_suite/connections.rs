@@ -186,4 +186,33 @@ pub(crate) async fn a_projects_connections_are_read_at_once(store: SqlStore) {
         store.project_connections(&tenant, &project.id, &[]).await.unwrap(),
         vec![]
     );
+
+    // The overview's figures: the project's live devices, those connected now, those locked.
+    let mut locked = never.clone();
+    locked.status = DeviceStatus::Locked;
+    store.update_device(&locked).await.unwrap();
+    let gone = new_device(&store, &tenant, "gone", &project, &model).await;
+    store
+        .session_started(&tenant, &session(&gone, 1_000, "tcp"), Default::default())
+        .await
+        .unwrap();
+    store.delete_device(&tenant, &gone.id, "admin", 3_000).await.unwrap();
+    let counts = |total, connected, locked| DeviceCounts {
+        total,
+        connected,
+        locked,
+    };
+    assert_eq!(
+        store.count_project_devices(&tenant, &project.id).await.unwrap(),
+        counts(3, 1, 1)
+    );
+    assert_eq!(
+        store.count_project_devices(&tenant, &elsewhere.id).await.unwrap(),
+        counts(1, 1, 0)
+    );
+    assert_eq!(
+        store.count_project_devices(&stranger, &project.id).await.unwrap(),
+        counts(0, 0, 0),
+        "another tenant counts none of the project's devices"
+    );
 }

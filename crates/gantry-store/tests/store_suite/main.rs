@@ -15,7 +15,9 @@ use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::PageRequest;
 use gantry_core::principal::{Principal, TokenOwner};
 use gantry_core::query::{DeviceQuery, DeviceSort, EventQuery, ProjectQuery, TimeField};
-use gantry_core::records::{Device, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant};
+use gantry_core::records::{
+    Device, DeviceCounts, DeviceModel, JsonMap, ModelAction, ModelAttribute, Project, RecordMeta, Tenant,
+};
 use gantry_core::series::{Aggregates, Bucket, Interval, SeriesQuery};
 use gantry_core::store::{
     ConnectionStore, DeviceStore, EventLogStore, EventStore, ModelStore, ProjectStore, RouteStore, Store, TenantStore,

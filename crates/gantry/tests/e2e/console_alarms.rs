@@ -128,6 +128,11 @@ async fn alarms_are_listed_filtered_and_acted_on_from_the_console() {
         .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     assert_eq!(alarm_status(&app, &alarm).await, "CLEARED");
+    let (_, page) = console.get(&format!("/console/projects/{project}")).await;
+    assert!(
+        page.contains(r#"id="alarms-major">0<"#) && page.contains(r#"id="alarms-critical">0<"#),
+        "a cleared alarm is not counted: {page}"
+    );
     let (_, page) = console.get(&alarm_page).await;
     for shown in ["RAISED", "ACKNOWLEDGED", "COMMENTED", "crew on the way", "CLEARED"] {
         assert!(page.contains(shown), "the history shows {shown}: {page}");

@@ -1,6 +1,6 @@
 //! The project overview's events per minute: events posted over REST and MQTT show as the
 //! hour's count on the project's overview, not on another tenant's, and survive a restart
-//! (the counts are flushed at shutdown). Its map: every device that reports a position is
+//! (the counts are flushed at shutdown); the device online is counted there. Its map: every device that reports a position is
 //! counted, one pin drawn per pixel.
 
 use std::time::Duration;
@@ -74,6 +74,9 @@ async fn the_overview_counts_a_projects_events_and_no_other_tenants() {
     assert_eq!(now_and_before, 5, "all in this minute or the one before");
     assert!(page.contains(r#"class="chart rate""#), "{page}");
     assert!(!page.contains(r#"id="events-empty""#));
+    // The device logged in over MQTT is the project's one device online; none is locked.
+    assert_eq!(count_in(&page, "count-online"), Some(1), "{page}");
+    assert_eq!(count_in(&page, "count-locked"), Some(0), "{page}");
 
     // Another tenant: the project is not found, and its own project's overview counts nothing.
     let tenant = app
@@ -90,6 +93,7 @@ async fn the_overview_counts_a_projects_events_and_no_other_tenants() {
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains(r#"id="events-empty""#), "{page}");
     assert_eq!(count_in(&page, "events-hour"), None);
+    assert_eq!(count_in(&page, "count-online"), Some(0), "{page}");
 
     // The counts are written at shutdown at the latest: a restarted server shows them.
     let (admin, database_url) = (app.admin.clone(), app.database_url());
