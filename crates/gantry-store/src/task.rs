@@ -56,7 +56,7 @@ impl Chores {
     where
         F: Fn(AnyPool) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
-        E: std::fmt::Display + Send + 'static,
+        E: std::fmt::Display + std::fmt::Debug + Send + 'static,
         T: Send + 'static,
     {
         self.spawn(every(period, pool, self.stop_signal(), failed, step));
@@ -82,7 +82,7 @@ pub async fn every<F, Fut, T, E>(
 ) where
     F: Fn(AnyPool) -> Fut,
     Fut: Future<Output = Result<T, E>>,
-    E: std::fmt::Display,
+    E: std::fmt::Display + std::fmt::Debug,
 {
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -98,7 +98,7 @@ pub async fn every<F, Fut, T, E>(
             if pool.is_closed() {
                 return;
             }
-            tracing::warn!(error = %e, "{failed}");
+            tracing::warn!(error = %e, cause = ?e, "{failed}");
         }
     }
 }
