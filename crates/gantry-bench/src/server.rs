@@ -110,6 +110,10 @@ impl Server {
             // another, and the burst's devices publish faster than a device's default allowance.
             .env("GANTRY_RATE_LIMIT", "0")
             .env("GANTRY_MQTT_PUBLISH_RATE", "0")
+            // The stream scenario opens up to 1,000 streams on one project, all with the
+            // administrators' token: past the per-token default the server answers 429.
+            .env("GANTRY_STREAM_SUBSCRIBERS_PER_TOKEN", "1000")
+            .env("GANTRY_STREAM_SUBSCRIBERS_PER_PROJECT", "1000")
             // The webhooks scenario's receivers are on this machine (and down).
             .env("GANTRY_WEBHOOK_ALLOW_PRIVATE", "true")
             .env("RUST_LOG", server_log())

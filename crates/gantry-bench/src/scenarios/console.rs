@@ -28,6 +28,17 @@ pub async fn run(
 ) -> anyhow::Result<Vec<Measurement>> {
     let sample = top_up(ctx, project, model, devices, tag).await?;
     let placed = place(ctx, project, model).await?;
+    // The devices were just created: PostgreSQL's autovacuum would analyze them within a minute,
+    // and until then its plans for the project's devices assume a handful of rows.
+    if let Some(took) = match ctx.database {
+        Some(database) => database.catch_up().await?,
+        None => None,
+    } {
+        eprintln!(
+            "[console] VACUUM (ANALYZE) after creating the devices: {:.1} s",
+            took.as_secs_f64()
+        );
+    }
     let (cookie, first_load) = sign_in(ctx).await?;
     eprintln!("[console] a first load is {first_load} bytes");
     let pages = [

@@ -37,6 +37,9 @@ pub struct Ctx<'a> {
     pub pid: Option<u32>,
     /// The store is a PostgreSQL on this machine: its processes' CPU is measured apart.
     pub local_postgres: bool,
+    /// The store the bench made for the run (None against a running Gantry): a scenario that
+    /// bulk-loads rows brings its statistics up to date through it before measuring.
+    pub database: Option<&'a crate::db::Database>,
     pub warmup: Duration,
     pub duration: Duration,
     /// The "many connections" figure (64 unless --connections says otherwise).
