@@ -74,7 +74,14 @@ async fn the_overview_counts_a_projects_events_and_no_other_tenants() {
     assert_eq!(now_and_before, 5, "all in this minute or the one before");
     assert!(page.contains(r#"class="chart rate""#), "{page}");
     assert!(!page.contains(r#"id="events-empty""#));
-    // The device logged in over MQTT is the project's one device online; none is locked.
+    // The device logged in over MQTT is the project's one device online once its session is
+    // recorded (written beside the events, not with them); none is locked.
+    let mut page = page;
+    wait_for(Duration::from_secs(5), async || {
+        page = console.get(&path).await.1;
+        count_in(&page, "count-online") == Some(1)
+    })
+    .await;
     assert_eq!(count_in(&page, "count-online"), Some(1), "{page}");
     assert_eq!(count_in(&page, "count-locked"), Some(0), "{page}");
 
