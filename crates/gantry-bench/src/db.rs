@@ -84,7 +84,7 @@ impl Database {
         let mut conn = PgConnection::connect(&self.store_url).await?;
         conn.execute("VACUUM (ANALYZE)")
             .await
-            .context("VACUUM (ANALYZE) after seeding")?;
+            .context("VACUUM (ANALYZE) after a bulk load")?;
         Ok(Some(started.elapsed()))
     }
 

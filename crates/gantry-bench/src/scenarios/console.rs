@@ -30,10 +30,9 @@ pub async fn run(
     let placed = place(ctx, project, model).await?;
     // The devices were just created: PostgreSQL's autovacuum would analyze them within a minute,
     // and until then its plans for the project's devices assume a handful of rows.
-    if let Some(took) = match ctx.database {
-        Some(database) => database.catch_up().await?,
-        None => None,
-    } {
+    if let Some(database) = ctx.database
+        && let Some(took) = database.catch_up().await?
+    {
         eprintln!(
             "[console] VACUUM (ANALYZE) after creating the devices: {:.1} s",
             took.as_secs_f64()

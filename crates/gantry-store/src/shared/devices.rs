@@ -25,6 +25,9 @@ const COLUMNS: &str = "d.id, d.tenant_id, d.device_name, d.project_id, d.model_i
                        m.image_url AS model_url, p.name AS project_name";
 
 /// Devices with their model and project; the service keeps both alive while devices use them.
+/// Whether device `d` is connected now: a device never connected has no row.
+const CONNECTED_NOW: &str = "EXISTS (SELECT 1 FROM device_connections c WHERE c.device_id = d.id AND c.connected = 1)";
+
 const JOINED: &str = " FROM devices d \
                       JOIN device_models m ON m.id = d.model_id \
                       JOIN projects p ON p.id = d.project_id";
@@ -157,14 +160,13 @@ impl DeviceStore for SqlStore {
 
     async fn count_project_devices(&self, tenant: &TenantId, project: &ProjectId) -> Result<DeviceCounts> {
         // One pass over the project's devices (index `devices_project`), without the model and
-        // project joins and the order a listing needs; a device never connected has no row.
-        let row = sqlx::query(
+        // project joins and the order a listing needs.
+        let row = sqlx::query(&format!(
             "SELECT COUNT(*) AS total, \
-             COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM device_connections c \
-                 WHERE c.device_id = d.id AND c.connected = 1) THEN 1 ELSE 0 END), 0) AS connected, \
+             COALESCE(SUM(CASE WHEN {CONNECTED_NOW} THEN 1 ELSE 0 END), 0) AS connected, \
              COALESCE(SUM(CASE WHEN d.status = $3 THEN 1 ELSE 0 END), 0) AS locked \
-             FROM devices d WHERE d.tenant_id = $1 AND d.project_id = $2 AND d.deleted = 0",
-        )
+             FROM devices d WHERE d.tenant_id = $1 AND d.project_id = $2 AND d.deleted = 0"
+        ))
         .bind(tenant.as_str())
         .bind(project.as_str())
         .bind(DeviceStatus::Locked.as_str())
@@ -237,7 +239,7 @@ impl DeviceStore for SqlStore {
             // A device never connected has no row: it is among the disconnected.
             from_where
                 .push(if connected { " AND " } else { " AND NOT " })
-                .push("EXISTS (SELECT 1 FROM device_connections c WHERE c.device_id = d.id AND c.connected = 1)");
+                .push(CONNECTED_NOW);
         }
         let order_by = order_by(query.sort_by, query.sort_order, self.collate());
         fetch_page(&self.pool, COLUMNS, &from_where, &order_by, page, device_from_row).await

@@ -20,15 +20,15 @@ fn count_in(page: &str, id: &str) -> Option<u64> {
     page[start..].split('<').next()?.trim().parse().ok()
 }
 
-/// The overview at `path` once it shows `expected` events in the last hour (the counts follow
-/// each commit within moments); the page as last read.
-async fn overview_showing(console: &Console, path: &str, expected: u64) -> String {
+/// The overview at `path` once the count with `id` shows `expected` (the counts follow each
+/// commit within moments); the page as last read.
+async fn overview_showing(console: &Console, path: &str, id: &str, expected: u64) -> String {
     let mut page = String::new();
     wait_for(Duration::from_secs(5), async || {
         let (status, body) = console.get(path).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         page = body;
-        count_in(&page, "events-hour") == Some(expected)
+        count_in(&page, id) == Some(expected)
     })
     .await;
     page
@@ -68,7 +68,7 @@ async fn the_overview_counts_a_projects_events_and_no_other_tenants() {
         .await
         .expect("stored");
 
-    let page = overview_showing(&console, &path, 5).await;
+    let page = overview_showing(&console, &path, "events-hour", 5).await;
     assert_eq!(count_in(&page, "events-hour"), Some(5), "{page}");
     let now_and_before = count_in(&page, "events-current").unwrap() + count_in(&page, "events-last-minute").unwrap();
     assert_eq!(now_and_before, 5, "all in this minute or the one before");
@@ -76,12 +76,7 @@ async fn the_overview_counts_a_projects_events_and_no_other_tenants() {
     assert!(!page.contains(r#"id="events-empty""#));
     // The device logged in over MQTT is the project's one device online once its session is
     // recorded (written beside the events, not with them); none is locked.
-    let mut page = page;
-    wait_for(Duration::from_secs(5), async || {
-        page = console.get(&path).await.1;
-        count_in(&page, "count-online") == Some(1)
-    })
-    .await;
+    let page = overview_showing(&console, &path, "count-online", 1).await;
     assert_eq!(count_in(&page, "count-online"), Some(1), "{page}");
     assert_eq!(count_in(&page, "count-locked"), Some(0), "{page}");
 
