@@ -12,7 +12,7 @@ use crate::ids::{AlarmId, AlarmRuleId, DeviceId, ProjectId, TenantId};
 
 mod step;
 
-pub use step::{AlarmState, AlarmWrite, Raiser, Subject, Transition, Trigger, fold, step};
+pub use step::{AlarmState, AlarmWrite, MessageKey, Raiser, Subject, Transition, Trigger, fold, step};
 
 /// An alarm, from its raise to its clear.
 #[derive(Debug, Clone, PartialEq, Serialize)]

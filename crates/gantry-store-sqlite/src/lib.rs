@@ -290,7 +290,7 @@ mod tests {
     /// first), and folding it again changes nothing.
     #[tokio::test]
     async fn a_keep_is_read_before_its_fold_and_folded_once() {
-        use gantry_core::alarm::{AlarmState, Raiser, Subject, Trigger, fold};
+        use gantry_core::alarm::{AlarmState, MessageKey, Raiser, Subject, Trigger, fold};
         use gantry_core::enums::{AlarmStatus, Channel, DataType};
         use gantry_core::event::DeviceEvent;
         use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
@@ -308,7 +308,7 @@ mod tests {
             value: serde_json::json!(value),
             device_time: time,
             arrival: time,
-            message: Some(format!("m{time}")),
+            message: Some(MessageKey::of_text(&format!("m{time}"))),
         };
         let raiser = Raiser::Device("jam");
         let key = raiser.key();

@@ -12,6 +12,40 @@ use crate::records::JsonMap;
 
 /// Message ids a state remembers, so that a redelivered message is not counted twice.
 const RECENT_MESSAGES: usize = 16;
+
+/// What tells a redelivered message from another (`AlarmState::recent`): a 64-bit hash, held as
+/// a number so that states are copied without an allocation per message, and stored as the 16
+/// hex digits it always was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MessageKey(pub u64);
+
+impl MessageKey {
+    /// The key of `text`: the number its 16 hex digits spell (as stored), or else its hash.
+    pub fn of_text(text: &str) -> MessageKey {
+        match u64::from_str_radix(text, 16) {
+            Ok(n) if text.len() == 16 => MessageKey(n),
+            _ => {
+                use std::hash::{Hash, Hasher};
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                text.hash(&mut hasher);
+                MessageKey(hasher.finish())
+            }
+        }
+    }
+}
+
+impl serde::Serialize for MessageKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&format_args!("{:016x}", self.0))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for MessageKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Ok(MessageKey::of_text(&text))
+    }
+}
 /// How far the no-data clock may lag behind the last arrival, so that a steady stream of values
 /// does not write the state at each one.
 const ARRIVAL_STEP_MS: i64 = 1000;
@@ -29,8 +63,8 @@ pub struct AlarmState {
     pub last_time: Option<i64>,
     /// The arrival time of the last value (within `ARRIVAL_STEP_MS`): the no-data clock.
     pub last_arrival: Option<i64>,
-    /// Message ids evaluated lately.
-    pub recent: Vec<String>,
+    /// Messages evaluated lately.
+    pub recent: Vec<MessageKey>,
     /// Whether the open alarm is a no-data alarm.
     pub no_data: bool,
     /// The stored row's version; 0 when there is none yet.
@@ -73,7 +107,7 @@ pub enum Trigger {
         value: Value,
         device_time: i64,
         arrival: i64,
-        message: Option<String>,
+        message: Option<MessageKey>,
     },
     /// The no-data sweep at `now` (arrival time).
     Silence { now: i64 },
@@ -129,7 +163,7 @@ struct Step<'a> {
     value: Value,
     time: i64,
     late: bool,
-    message: Option<String>,
+    message: Option<MessageKey>,
 }
 
 impl<'a> Step<'a> {
@@ -167,7 +201,7 @@ impl<'a> Step<'a> {
             value: value.clone(),
             time: *device_time,
             late,
-            message: message.clone(),
+            message: *message,
         }
     }
 
@@ -228,17 +262,14 @@ impl<'a> Step<'a> {
             .filter(|l| l.rank() > rule.severity.rank())
             .unwrap_or(rule.severity);
         let entry = self.resize(&mut alarm, target, rule);
+        let resized = entry.as_ref().map(|_| alarm.id.clone());
         if holds {
-            self.keep(alarm.clone());
+            self.keep(alarm);
         } else if entry.is_some() {
-            self.put(alarm.clone());
+            self.put(alarm);
         }
-        if let Some(entry) = entry {
-            let write = self
-                .writes
-                .iter_mut()
-                .find(|w| w.alarm.id == alarm.id)
-                .expect("just put");
+        if let (Some(entry), Some(id)) = (entry, resized) {
+            let write = self.writes.iter_mut().find(|w| w.alarm.id == id).expect("just put");
             write.history.push(entry);
         }
         Some(())
@@ -362,9 +393,7 @@ impl<'a> Step<'a> {
     }
 
     fn finish(mut self) -> Option<Transition> {
-        let mut unchanged = self.state.clone();
-        unchanged.last_time = self.before.last_time;
-        if self.writes.is_empty() && unchanged == *self.before {
+        if self.writes.is_empty() && same_but_last_time(&self.state, self.before) {
             return None;
         }
         if let Some(message) = self.message.take() {
@@ -377,6 +406,28 @@ impl<'a> Step<'a> {
             writes: self.writes,
         })
     }
+}
+
+/// Whether `a` and `b` differ in their newest device time at most: a step that only moves it
+/// writes nothing (the time is written with the next change).
+fn same_but_last_time(a: &AlarmState, b: &AlarmState) -> bool {
+    let AlarmState {
+        raise_since,
+        clear_since,
+        levels,
+        last_time: _,
+        last_arrival,
+        recent,
+        no_data,
+        version,
+    } = a;
+    *raise_since == b.raise_since
+        && *clear_since == b.clear_since
+        && *levels == b.levels
+        && *last_arrival == b.last_arrival
+        && *recent == b.recent
+        && *no_data == b.no_data
+        && *version == b.version
 }
 
 /// Whether a value switches a device alarm off: false, 0 or "" (and null).
@@ -476,6 +527,11 @@ pub fn fold(
     open: Option<&Alarm>,
     triggers: &[Trigger],
 ) -> Option<Transition> {
+    // One trigger (one value of the attribute in a message) is one step: its writes are
+    // distinct alarms already.
+    if let [trigger] = triggers {
+        return step(raiser, subject, state, open, trigger);
+    }
     let mut state = state.clone();
     let mut open = open.cloned();
     let mut writes: Vec<AlarmWrite> = Vec::new();

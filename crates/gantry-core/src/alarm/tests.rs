@@ -39,7 +39,7 @@ impl Run {
             value,
             device_time: second * 1000,
             arrival: second * 1000,
-            message: message.map(str::to_owned),
+            message: message.map(MessageKey::of_text),
         };
         self.apply(raiser, &trigger)
     }
@@ -233,7 +233,7 @@ fn fold_equals_steps_one_by_one() {
             value: json!(v),
             device_time: s * 1000,
             arrival: s * 1000,
-            message: Some(format!("m{s}")),
+            message: Some(MessageKey::of_text(&format!("m{s}"))),
         })
         .collect();
     let mut run = Run::new();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::keeping::Planned;
 use super::states::Held;
 use super::*;
-use crate::alarm::{AlarmState, Transition, fold};
+use crate::alarm::{AlarmState, MessageKey, Transition, fold};
 use crate::store::AlarmPlan;
 use crate::webhook::Audience;
 
@@ -55,9 +55,10 @@ impl AlarmService {
         let snapshot = self.snapshot(&subject.device, &keys, generation).await?;
         let mut steps = Vec::new();
         let mut after = Vec::new();
-        for (((raiser, triggers), key), (state, open)) in raisers.iter().zip(keys).zip(snapshot) {
-            if let Some(transition) = fold(*raiser, &subject, &state, open.as_ref(), triggers) {
-                after.push((key.clone(), held_after(&transition, open)));
+        for (((raiser, triggers), key), held) in raisers.iter().zip(keys).zip(snapshot) {
+            let (state, open) = &*held;
+            if let Some(transition) = fold(*raiser, &subject, state, open.as_ref(), triggers) {
+                after.push((key.clone(), held_after(&transition, open.as_ref())));
                 steps.push((key, transition));
             }
         }
@@ -131,7 +132,13 @@ impl AlarmService {
         if missing.is_empty() {
             return Ok(held.into_iter().flatten().collect());
         }
-        let read = self.store.alarm_snapshot(device, &missing).await?;
+        let read: Vec<Held> = self
+            .store
+            .alarm_snapshot(device, &missing)
+            .await?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
         self.states
             .put(generation, device, missing.iter().cloned().zip(read.iter().cloned()));
         let mut read = read.into_iter();
@@ -256,23 +263,23 @@ pub(super) fn subject_of(device: &Device) -> Subject {
 
 /// What tells a redelivered message from another: its id, device time and value (a REST client
 /// may send one correlationId with every event).
-fn message_key(id: &str, event: &DeviceEvent) -> String {
+fn message_key(id: &str, event: &DeviceEvent) -> MessageKey {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     (id, event.device_timestamp, event.attribute_data.to_string()).hash(&mut hasher);
-    format!("{:016x}", hasher.finish())
+    MessageKey(hasher.finish())
 }
 
 /// What the store holds for a key once `transition` is written over `open`: its state one
 /// version on, and the alarm it left open.
-fn held_after(transition: &Transition, open: Option<Alarm>) -> Held {
+fn held_after(transition: &Transition, open: Option<&Alarm>) -> Held {
     let mut state = transition.state.clone();
     state.version += 1;
     let open = match transition.writes.last() {
         Some(write) if write.alarm.status == AlarmStatus::Cleared => None,
         Some(write) => Some(write.alarm.clone()),
-        None => open,
+        None => open.cloned(),
     };
-    (state, open)
+    Arc::new((state, open))
 }
 
 /// `after` with each open alarm as the store wrote it (a new alarm may have met one another
@@ -280,13 +287,14 @@ fn held_after(transition: &Transition, open: Option<Alarm>) -> Held {
 fn with_stored(after: Vec<(String, Held)>, written: &[AlarmWrite]) -> Vec<(String, Held)> {
     after
         .into_iter()
-        .map(|(key, (state, open))| {
+        .map(|(key, held)| {
             let open = match written.iter().rev().find(|w| w.alarm.alarm_key == key) {
                 Some(w) if w.alarm.status == AlarmStatus::Cleared => None,
                 Some(w) => Some(w.alarm.clone()),
-                None => open,
+                None => return (key, held),
             };
-            (key, (state, open))
+            let (state, _) = Arc::unwrap_or_clone(held);
+            (key, Arc::new((state, open)))
         })
         .collect()
 }

@@ -93,6 +93,16 @@ impl Evaluation {
     pub fn take_keeps(&mut self) -> Vec<AlarmKeep> {
         std::mem::take(&mut self.keeps)
     }
+
+    /// Whether `finish` reads the events again: it evaluates them then, or has steps to write
+    /// that it may have to compute again over the stored states. Otherwise it may be given none.
+    pub fn reads_events_again(&self) -> bool {
+        match &self.pending {
+            Pending::EvaluateAfter => true,
+            Pending::Write(planned) => !planned.steps.is_empty(),
+            Pending::Nothing => false,
+        }
+    }
 }
 
 impl AlarmService {
@@ -147,12 +157,12 @@ impl AlarmService {
 fn keeps_apart(mut planned: Planned) -> (Planned, Vec<AlarmKeep>) {
     let mut keeps = Vec::new();
     let mut steps = Vec::new();
-    for (key, transition) in std::mem::take(&mut planned.steps) {
+    for (key, mut transition) in std::mem::take(&mut planned.steps) {
         if is_keep(&transition) {
             keeps.push(AlarmKeep {
                 device: planned.subject.device.clone(),
                 key: key.clone(),
-                alarm: transition.writes.last().map(|w| w.alarm.clone()),
+                alarm: transition.writes.pop().map(|w| w.alarm),
                 state: transition.state,
             });
             planned.kept.push(key);

@@ -12,8 +12,9 @@
 //! commit), and never over an entry of a newer version.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::alarm::{Alarm, AlarmState};
 use crate::ids::DeviceId;
@@ -21,8 +22,9 @@ use crate::ids::DeviceId;
 /// Entries held at most; past it the cache starts empty again.
 const MAX_ENTRIES: usize = 200_000;
 
-/// A key's state and its open alarm, as the store holds them.
-pub(super) type Held = (AlarmState, Option<Alarm>);
+/// A key's state and its open alarm, as the store holds them; shared, so that a lookup copies
+/// nothing.
+pub(super) type Held = Arc<(AlarmState, Option<Alarm>)>;
 
 #[derive(Default)]
 pub(super) struct StateCache {
@@ -32,7 +34,10 @@ pub(super) struct StateCache {
 
 #[derive(Default)]
 struct Inner {
-    map: HashMap<(DeviceId, String), Held>,
+    /// Per device, per key: a lookup borrows both, allocating nothing.
+    map: HashMap<DeviceId, HashMap<String, Held>>,
+    /// Entries in `map`.
+    entries: usize,
     generation: u64,
 }
 
@@ -53,9 +58,8 @@ impl StateCache {
             return vec![None; keys.len()];
         }
         let inner = self.lock();
-        keys.iter()
-            .map(|key| inner.map.get(&(device.clone(), key.clone())).cloned())
-            .collect()
+        let held = inner.map.get(device);
+        keys.iter().map(|key| held.and_then(|h| h.get(key)).cloned()).collect()
     }
 
     /// Holds what was read or written at `generation`, unless something changed since or a newer
@@ -68,21 +72,30 @@ impl StateCache {
         if inner.generation != generation {
             return;
         }
-        if inner.map.len() >= MAX_ENTRIES {
+        if inner.entries >= MAX_ENTRIES {
             inner.map.clear();
+            inner.entries = 0;
         }
+        let mut added = 0;
+        if !inner.map.contains_key(device) {
+            inner.map.insert(device.clone(), HashMap::new());
+        }
+        let Some(by_key) = inner.map.get_mut(device) else {
+            return;
+        };
         for (key, held) in entries {
-            let slot = inner.map.entry((device.clone(), key));
-            match slot {
-                std::collections::hash_map::Entry::Occupied(mut e) if e.get().0.version < held.0.version => {
+            match by_key.entry(key) {
+                Entry::Occupied(mut e) if e.get().0.version < held.0.version => {
                     e.insert(held);
                 }
-                std::collections::hash_map::Entry::Occupied(_) => {}
-                std::collections::hash_map::Entry::Vacant(e) => {
+                Entry::Occupied(_) => {}
+                Entry::Vacant(e) => {
                     e.insert(held);
+                    added += 1;
                 }
             }
         }
+        inner.entries += added;
     }
 
     /// Drops what is held for `key` of `device` (of every device when None): call it after a
@@ -90,18 +103,25 @@ impl StateCache {
     pub(super) fn forget(&self, device: Option<&DeviceId>, key: &str) {
         let mut inner = self.lock();
         inner.generation += 1;
-        match device {
-            Some(device) => {
-                inner.map.remove(&(device.clone(), key.to_owned()));
-            }
-            None => inner.map.retain(|(_, k), _| k != key),
-        }
+        let removed = match device {
+            Some(device) => inner
+                .map
+                .get_mut(device)
+                .map_or(0, |by_key| usize::from(by_key.remove(key).is_some())),
+            None => inner
+                .map
+                .values_mut()
+                .map(|by_key| usize::from(by_key.remove(key).is_some()))
+                .sum(),
+        };
+        inner.entries -= removed;
     }
 
     fn forget_all(&self) {
         let mut inner = self.lock();
         inner.generation += 1;
         inner.map.clear();
+        inner.entries = 0;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -118,7 +138,7 @@ mod tests {
             version,
             ..AlarmState::default()
         };
-        (state, None)
+        Arc::new((state, None))
     }
 
     fn cache() -> StateCache {

@@ -1,6 +1,8 @@
 //! Alarm rules, alarms, their history and the rules' state: `AlarmStore`.
 
-use gantry_core::alarm::{Alarm, AlarmHistoryEntry, AlarmQuery, AlarmSort, Raiser, Subject, Trigger, fold, step};
+use gantry_core::alarm::{
+    Alarm, AlarmHistoryEntry, AlarmQuery, AlarmSort, MessageKey, Raiser, Subject, Trigger, fold, step,
+};
 use gantry_core::alarm_rule::{AlarmRule, AlarmRuleFields, ConditionSpec};
 use gantry_core::enums::{AlarmStatus, AlarmTransition, Severity};
 use gantry_core::ids::AlarmRuleId;
@@ -54,7 +56,7 @@ async fn feed(
         value,
         device_time: second * 1000,
         arrival: second * 1000,
-        message: Some(message.to_owned()),
+        message: Some(MessageKey::of_text(message)),
     };
     let run = |state: &_, open: Option<&Alarm>| step(raiser, &subject, state, open, &trigger);
     store
@@ -408,7 +410,7 @@ async fn plan(
         value,
         device_time: second * 1000,
         arrival: second * 1000,
-        message: Some(format!("m{second}")),
+        message: Some(MessageKey::of_text(&format!("m{second}"))),
     };
     let transition = fold(raiser, &subject_of(device), state, open.as_ref(), &[trigger]).expect("a change");
     AlarmPlan {
