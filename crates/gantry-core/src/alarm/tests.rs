@@ -265,3 +265,15 @@ fn fold_equals_steps_one_by_one() {
     );
     assert!(again.is_none(), "a redelivered message changes nothing");
 }
+
+#[test]
+fn message_keys_are_stored_as_the_hex_digits_they_always_were() {
+    let key = MessageKey(0x00ab_cdef_0123_4567);
+    let stored = serde_json::to_string(&vec![key]).unwrap();
+    assert_eq!(stored, r#"["00abcdef01234567"]"#);
+    let read: Vec<MessageKey> = serde_json::from_str(&stored).unwrap();
+    assert_eq!(read, vec![key]);
+    // Anything else a state may hold is still a key, the same one each time.
+    assert_eq!(MessageKey::of_text("m1"), MessageKey::of_text("m1"));
+    assert_ne!(MessageKey::of_text("m1"), MessageKey::of_text("m2"));
+}
