@@ -8,6 +8,8 @@
 //! the store's error instead (the change itself may stand). Sign-ins are recorded by the user
 //! service, which knows the username; telemetry (`POST /deviceEvents`) is not recorded.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, header::CONTENT_TYPE};
@@ -15,7 +17,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use gantry_core::audit::{AuditChange, AuditOutcome, AuditQuery, AuditRecord};
+use gantry_core::audit::{AuditChange, AuditOutcome, AuditQuery, AuditRecord, PendingAudit};
 use gantry_core::principal::Principal;
 use serde::Deserialize;
 
@@ -162,7 +164,27 @@ pub(crate) async fn record(s: &AppState, limit: usize, target: Target, request: 
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("json"));
     let fields = if is_json { field_names(&bytes) } else { Vec::new() };
+    let in_change = target.resource_id.as_ref().map(|id| {
+        let change = AuditChange {
+            resource_type: target.resource_type.clone(),
+            resource_id: Some(id.clone()),
+            action: target.action.clone(),
+            changed_fields: fields.clone(),
+            client_address: client.clone(),
+            outcome: AuditOutcome::Success,
+            status: Some(200),
+        };
+        Arc::new(PendingAudit::new(change))
+    });
+    // A handler that commits the record with its change (`PUT …/shadows`) takes it from here;
+    // the others leave it, and the record is written below.
+    if let Some(in_change) = &in_change {
+        parts.extensions.insert(in_change.clone());
+    }
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    if in_change.is_some_and(|c| c.is_committed()) {
+        return response;
+    }
     let Some(principal) = caller.get() else {
         return response; // Not authenticated: nothing was changed, and no one to name.
     };

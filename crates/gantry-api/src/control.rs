@@ -3,7 +3,10 @@
 
 use axum::extract::{Path, State};
 use axum::routing::{get, put};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
+use std::sync::Arc;
+
+use gantry_core::audit::PendingAudit;
 use gantry_core::enums::SortOrder;
 use gantry_core::event_log::EventLog;
 use gantry_core::ids::{DeviceId, ProjectId};
@@ -67,12 +70,19 @@ pub async fn send(
     State(s): State<AppState>,
     Auth(who): Auth,
     Path(id): Path<String>,
+    audit: Option<Extension<Arc<PendingAudit>>>,
     AppJson(input): AppJson<ControlInput>,
 ) -> ApiResult<(LogHeader, Json<Done>)> {
+    // The audit record commits with the control's event log (the audit layer's, `audit.rs`).
     let (_, log) = s
         .services
         .control
-        .send_control(&who, &DeviceId::from_string(id), input.into())
+        .send_control_audited(
+            &who,
+            &DeviceId::from_string(id),
+            input.into(),
+            audit.as_deref().map(|a| &**a),
+        )
         .await?;
     // The body is fixed by the specification; the log to follow the control by goes in a header.
     Ok(([(EVENT_LOG_HEADER, log)], done()))

@@ -1,6 +1,8 @@
 //! The audit log's records: who changed what, when, from where, and how it ended. A record
 //! names the fields an update changed, never their values, so it holds no secret.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde::{Deserialize, Serialize};
 
 use crate::ids::TenantId;
@@ -143,6 +145,60 @@ pub struct AuditRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     pub changed_fields: Vec<String>,
+}
+
+impl AuditRecord {
+    /// The record of `change` made by `actor`, now.
+    pub fn of(actor: &Actor, change: AuditChange) -> Self {
+        AuditRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            tenant_id: actor.tenant.clone(),
+            time: crate::time::now_ms(),
+            principal_type: actor.kind,
+            principal_id: actor.id.clone(),
+            principal_name: actor.name.clone(),
+            resource_type: change.resource_type,
+            resource_id: change.resource_id,
+            action: change.action,
+            client_address: change.client_address,
+            outcome: change.outcome,
+            status: change.status,
+            changed_fields: change.changed_fields,
+        }
+    }
+}
+
+/// The record of a change as it reads when the change succeeds, offered to the service that
+/// makes it, to commit in the change's own transaction (a control's, with its event log). The
+/// service says when it did; whoever records changes otherwise (the API's audit layer) then
+/// writes no record of its own.
+#[derive(Debug)]
+pub struct PendingAudit {
+    change: AuditChange,
+    committed: AtomicBool,
+}
+
+impl PendingAudit {
+    pub fn new(change: AuditChange) -> Self {
+        PendingAudit {
+            change,
+            committed: AtomicBool::new(false),
+        }
+    }
+
+    /// The record to commit, of the change made by `who`, now.
+    pub fn record_for(&self, who: &Principal) -> AuditRecord {
+        AuditRecord::of(&Actor::of(who), self.change.clone())
+    }
+
+    /// Says the record was committed with the change.
+    pub fn set_committed(&self) {
+        self.committed.store(true, Ordering::Release);
+    }
+
+    pub fn is_committed(&self) -> bool {
+        self.committed.load(Ordering::Acquire)
+    }
 }
 
 /// Filters of an audit log listing; times are epoch ms, both ends inclusive.

@@ -28,22 +28,7 @@ impl AuditService {
 
     /// Commits the record of a change made by `actor`.
     pub async fn record(&self, actor: &Actor, change: AuditChange) -> Result<()> {
-        let record = AuditRecord {
-            id: uuid::Uuid::now_v7().to_string(),
-            tenant_id: actor.tenant.clone(),
-            time: now_ms(),
-            principal_type: actor.kind,
-            principal_id: actor.id.clone(),
-            principal_name: actor.name.clone(),
-            resource_type: change.resource_type,
-            resource_id: change.resource_id,
-            action: change.action,
-            client_address: change.client_address,
-            outcome: change.outcome,
-            status: change.status,
-            changed_fields: change.changed_fields,
-        };
-        self.store.insert_audit(&record).await
+        self.store.insert_audit(&AuditRecord::of(actor, change)).await
     }
 
     /// Commits the record of a change made by `who`.

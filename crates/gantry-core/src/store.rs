@@ -191,6 +191,7 @@ pub trait EventLogStore: Send + Sync {
             log: log.clone(),
             ack_deadline,
             webhooks,
+            audit: None,
         };
         self.insert_event_logs(std::slice::from_ref(&new)).await
     }
@@ -292,6 +293,9 @@ pub struct NewEventLog {
     pub log: EventLog,
     pub ack_deadline: Option<i64>,
     pub webhooks: Audience,
+    /// The audit record of the change that made the log (a control through the API), committed
+    /// with it: the control then waits for one commit, not two.
+    pub audit: Option<AuditRecord>,
 }
 
 /// A device's ack of a control: `response` is appended to the device's control log whose

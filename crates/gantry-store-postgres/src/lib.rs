@@ -48,6 +48,7 @@ const DIALECT: Dialect = Dialect {
     lock_to_delete: " FOR UPDATE",
     event_logs: "event_logs",
     log_outbox: "webhook_outbox",
+    audit_logs: "audit_logs",
 };
 
 /// PostgreSQL counts date ranges by the index: kept counts per hour would add five keys per

@@ -37,6 +37,7 @@ const DIALECT: Dialect = Dialect {
     lock_to_delete: "",
     event_logs: logs::EVENT_LOGS,
     log_outbox: logs::LOG_OUTBOX,
+    audit_logs: logs::AUDIT_LOGS,
 };
 
 /// How often the checkpointer copies committed WAL pages back into the database files. Done by a
@@ -439,6 +440,47 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((in_main, version), (1, 3), "alarm_rules alone stays in the main file");
+        events.close().await;
+    }
+
+    /// A database made before the audit log moved to the event-log file keeps its records.
+    #[tokio::test]
+    async fn an_upgrade_moves_the_audit_log_with_its_records() {
+        use gantry_store::engine::EventEngine as _;
+        use sqlx::Connection;
+        sqlx::any::install_default_drivers();
+        let dir = tempfile::tempdir().unwrap();
+        let url = sqlite_url(dir.path());
+        file::create_database_file(&url).unwrap();
+        let before = sqlx::migrate::Migrator {
+            migrations: MIGRATOR.migrations.iter().filter(|m| m.version <= 8).cloned().collect(),
+            ..sqlx::migrate::Migrator::DEFAULT
+        };
+        let event_logs = logs::logs_file(&url).unwrap();
+        logs::migrate(&event_logs).await.unwrap();
+        let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+        sqlx::raw_sql(&event_logs.attach).execute(&mut conn).await.unwrap();
+        before.run_direct(&mut conn).await.unwrap();
+        sqlx::query(
+            "INSERT INTO main.audit_logs (id, tenant_id, created_time, principal_type, principal_id, principal_name, \
+             resource_type, action, outcome, changed_fields) \
+             VALUES ('a1', 't', 1, 'USER', 'u', 'alice', 'device', 'control', 'SUCCESS', '[]')",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+        let events = open(&url, Chores::alone()).await.unwrap();
+        let pool = events.database().pool.clone();
+        let in_main: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM main.sqlite_master WHERE name = 'audit_logs'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        let moved: String = sqlx::query_scalar("SELECT principal_name FROM logs.audit_logs WHERE id = 'a1'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!((in_main, moved.as_str()), (0, "alice"));
         events.close().await;
     }
 }

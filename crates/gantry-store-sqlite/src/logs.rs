@@ -4,7 +4,8 @@
 //! the device's ack; in the main file those writes would queue behind the mover's transactions
 //! on the main file's one writer, right when a burst of telemetry is being moved. Here they wait
 //! for nothing but each other. Alarms, their history and the rules' states are here too, for
-//! the same reason: evaluation writes them on the ingest path (`shared/alarms.rs`).
+//! the same reason: evaluation writes them on the ingest path (`shared/alarms.rs`). So is the
+//! audit log, whose record of a control commits in its event log's transaction.
 //!
 //! Invariants: only the log writer writes this file, each event log with its outbox rows in one
 //! transaction on it (a commit across two attached WAL files is not atomic); its commits are
@@ -24,6 +25,9 @@ pub(crate) const WRITER_PRAGMAS: &str = "PRAGMA logs.cache_size=-65536; PRAGMA w
 
 /// The event logs, by their schema-qualified name (`Dialect::event_logs`).
 pub(crate) const EVENT_LOGS: &str = "logs.event_logs";
+
+/// The audit log (`Dialect::audit_logs`): a control's record commits with its event log.
+pub(crate) const AUDIT_LOGS: &str = "logs.audit_logs";
 
 /// Their webhook outbox (`Dialect::log_outbox`), read through `EventEngine::engine_outbox_waiting`.
 pub(crate) const LOG_OUTBOX: &str = "logs.webhook_outbox";

@@ -85,6 +85,9 @@ pub struct Dialect {
     /// events into that outbox (SQLite keeps them in that file as well).
     pub event_logs: &'static str,
     pub log_outbox: &'static str,
+    /// The audit log, written through that connection too: a control's record commits with
+    /// its event log (SQLite keeps it in the event-log file as well).
+    pub audit_logs: &'static str,
 }
 
 /// An engine's event path: the events, the shadows and the kept counts (`EventStore`), and its

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::Result;
+use crate::audit::PendingAudit;
 use crate::catalog::CatalogService;
 use crate::downlink::Downlink;
 use crate::enums::{Classification, EventLogStatus};
@@ -39,6 +40,9 @@ use crate::webhook::Audience;
 use crate::webhooks::WebhookService;
 
 pub use validate::validate_control;
+
+/// The audit record a control commits with its event log, and who made the change.
+type Audited<'a> = Option<(&'a PendingAudit, &'a Principal)>;
 
 pub struct ControlService {
     store: Arc<dyn Store>,
@@ -121,13 +125,24 @@ impl ControlService {
     }
 
     /// Stores `log` (`EventLogStore::insert_event_logs`) with the others written meanwhile.
-    async fn insert_log(&self, log: &EventLog, ack_deadline: Option<i64>, webhooks: Audience) -> Result<()> {
+    async fn insert_log(
+        &self,
+        log: &EventLog,
+        ack_deadline: Option<i64>,
+        webhooks: Audience,
+        audit: Audited<'_>,
+    ) -> Result<()> {
         let new = NewEventLog {
             log: log.clone(),
             ack_deadline,
             webhooks,
+            audit: audit.map(|(pending, who)| pending.record_for(who)),
         };
-        self.inserts.write(new).await
+        self.inserts.write(new).await?;
+        if let Some((pending, _)) = audit {
+            pending.set_committed();
+        }
+        Ok(())
     }
 
     /// The webhooks of `project` that want event logs.

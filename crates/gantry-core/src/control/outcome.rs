@@ -61,7 +61,7 @@ impl ControlService {
             "DEVICE",
             now,
         );
-        self.insert_log(&response, None, hooks).await?;
+        self.insert_log(&response, None, hooks, None).await?;
         self.pushed(&response, hooks);
         Ok(answered)
     }

@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use super::{ControlService, MAX_TTL_SECONDS, new_log, validate_control};
+use crate::audit::PendingAudit;
 use crate::enums::{Classification, DeviceStatus, EventLogStatus, MessageType};
 use crate::event_log::EventLog;
 use crate::fields::ControlFields;
@@ -23,6 +24,18 @@ impl ControlService {
         who: &Principal,
         device_id: &DeviceId,
         input: ControlFields,
+    ) -> Result<(Message, String)> {
+        self.send_control_audited(who, device_id, input, None).await
+    }
+
+    /// `send_control`, with `audit`'s record committed in the event log's own transaction
+    /// (`PendingAudit::is_committed` says whether it was: not when the control was refused).
+    pub async fn send_control_audited(
+        &self,
+        who: &Principal,
+        device_id: &DeviceId,
+        input: ControlFields,
+        audit: Option<&PendingAudit>,
     ) -> Result<(Message, String)> {
         let device = self.catalog.load_device(who.tenant(), device_id).await?;
         who.require_device_control(&device.project_id)?;
@@ -76,12 +89,12 @@ impl ControlService {
         );
         if waits {
             log.expires_time = Some(now + ttl * 1000);
-            self.wait(&device, &log).await?;
+            self.wait(&device, &log, audit.map(|a| (a, who))).await?;
             return Ok((message, log.id));
         }
         let deadline = input.needack.then(|| now + self.ack_timeout.as_millis() as i64);
         let hooks = self.hooks(&log.project_id).await?;
-        self.insert_log(&log, deadline, hooks).await?;
+        self.insert_log(&log, deadline, hooks, audit.map(|a| (a, who))).await?;
         self.pushed(&log, hooks);
         if input.needack {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
@@ -109,7 +122,7 @@ impl ControlService {
         );
         let deadline = now + self.ack_timeout.as_millis() as i64;
         let hooks = self.hooks(&log.project_id).await?;
-        self.insert_log(&log, Some(deadline), hooks).await?;
+        self.insert_log(&log, Some(deadline), hooks, None).await?;
         self.pushed(&log, hooks);
         self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = self.downlink.send(device.id.as_str(), message).await {
@@ -138,7 +151,7 @@ impl ControlService {
         log.reply_to = reply_to;
         let deadline = needack.then(|| now + self.ack_timeout.as_millis() as i64);
         let hooks = self.hooks(&log.project_id).await?;
-        self.insert_log(&log, deadline, hooks).await?;
+        self.insert_log(&log, deadline, hooks, None).await?;
         self.pushed(&log, hooks);
         if needack {
             self.stats.awaiting_ack.fetch_add(1, Ordering::Relaxed);

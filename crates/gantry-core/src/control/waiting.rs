@@ -18,7 +18,7 @@ impl ControlService {
     /// Stores a control for a device not connected, to wait for its connect. A device that
     /// connected meanwhile may have looked for waiting controls before this one was stored:
     /// it is delivered now, by the same claim a connect makes.
-    pub(super) async fn wait(&self, device: &Device, log: &EventLog) -> Result<()> {
+    pub(super) async fn wait(&self, device: &Device, log: &EventLog, audit: super::Audited<'_>) -> Result<()> {
         // Counted before the write: concurrent sends may pass the bound by as many as are in
         // flight.
         let max = self.max_waiting.load(Ordering::Relaxed);
@@ -34,7 +34,7 @@ impl ControlService {
             "waiting-controls-per-device",
         )?;
         let hooks = self.hooks(&log.project_id).await?;
-        self.insert_log(log, None, hooks).await?;
+        self.insert_log(log, None, hooks, audit).await?;
         self.pushed(log, hooks);
         self.stats.waiting.fetch_add(1, Ordering::Relaxed);
         if self.is_connected(&device.id).await? {

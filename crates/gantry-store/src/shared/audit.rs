@@ -6,6 +6,7 @@ use gantry_core::audit::{AuditOutcome, AuditQuery, AuditRecord, PrincipalType};
 use gantry_core::ids::TenantId;
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::store::AuditStore;
+use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::SqlStore;
@@ -38,11 +39,12 @@ fn record_from_row(row: &AnyRow) -> Result<AuditRecord> {
     })
 }
 
-#[async_trait]
-impl AuditStore for SqlStore {
-    async fn insert_audit(&self, r: &AuditRecord) -> Result<()> {
+/// Writes `records` into `table` on `conn`, in the caller's transaction: one of the event-log
+/// writer's (`Dialect::audit_logs`).
+pub(crate) async fn insert_audit_rows(conn: &mut AnyConnection, table: &str, records: &[&AuditRecord]) -> Result<()> {
+    for r in records {
         sqlx::query(&format!(
-            "INSERT INTO audit_logs ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+            "INSERT INTO {table} ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
         ))
         .bind(r.id.as_str())
         .bind(r.tenant_id.as_str())
@@ -57,14 +59,23 @@ impl AuditStore for SqlStore {
         .bind(r.outcome.as_str())
         .bind(r.status.map(i64::from))
         .bind(to_json(&r.changed_fields)?)
-        .execute(&mut *self.writes().await?)
+        .execute(&mut *conn)
         .await
         .map_err(db_error)?;
-        Ok(())
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl AuditStore for SqlStore {
+    async fn insert_audit(&self, r: &AuditRecord) -> Result<()> {
+        let mut tx = self.begin_log_write().await?;
+        insert_audit_rows(&mut tx, self.dialect.audit_logs, &[r]).await?;
+        tx.commit().await.map_err(db_error)
     }
 
     async fn list_audit(&self, tenant: &TenantId, q: &AuditQuery, page: PageRequest) -> Result<Page<AuditRecord>> {
-        let mut from_where = Sql::new(" FROM audit_logs WHERE tenant_id = ");
+        let mut from_where = Sql::new(&format!(" FROM {} WHERE tenant_id = ", self.dialect.audit_logs));
         from_where.bind(tenant.as_str());
         for (column, value) in [
             ("principal_id", &q.principal_id),
@@ -94,11 +105,16 @@ impl AuditStore for SqlStore {
     }
 
     async fn delete_audit_before(&self, cutoff: i64) -> Result<u64> {
-        let done = sqlx::query("DELETE FROM audit_logs WHERE created_time < $1")
-            .bind(cutoff)
-            .execute(&mut *self.writes().await?)
-            .await
-            .map_err(db_error)?;
+        let mut tx = self.begin_log_write().await?;
+        let done = sqlx::query(&format!(
+            "DELETE FROM {} WHERE created_time < $1",
+            self.dialect.audit_logs
+        ))
+        .bind(cutoff)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
         Ok(done.rows_affected())
     }
 }

@@ -177,8 +177,10 @@ impl EventLogStore for SqlStore {
             let query = chunk.iter().try_fold(sqlx::query(&text), bind_new_log)?;
             query.execute(&mut *tx).await.map_err(crate::error::db_error)?;
         }
-        // The outbox rows commit with the logs.
+        // The outbox rows and the audit records commit with the logs.
         write_outbox(&mut tx, self.dialect.log_outbox, &outbox, false).await?;
+        let audit: Vec<_> = logs.iter().filter_map(|new| new.audit.as_ref()).collect();
+        super::audit::insert_audit_rows(&mut tx, self.dialect.audit_logs, &audit).await?;
         tx.commit().await.map_err(crate::error::db_error)?;
         for new in logs {
             written(&new.log, "inserted", started, waited);

@@ -159,3 +159,42 @@ pub(crate) async fn waiting_controls_are_claimed_once_in_send_order(store: SqlSt
         2
     );
 }
+
+pub(crate) async fn a_control_commits_its_audit_record_with_its_log(store: SqlStore) {
+    use gantry_core::audit::{AuditOutcome, AuditQuery, AuditRecord, PrincipalType};
+    use gantry_core::store::{AuditStore, NewEventLog};
+    let tenant = new_tenant(&store, "audited").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Light, false).await;
+    let project = new_project(&store, &tenant, "p").await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let record = |id: &str| AuditRecord {
+        id: id.to_owned(),
+        tenant_id: tenant.clone(),
+        time: 1_000,
+        principal_type: PrincipalType::User,
+        principal_id: "u1".into(),
+        principal_name: "alice".into(),
+        resource_type: "device".into(),
+        resource_id: Some(device.id.to_string()),
+        action: "control".into(),
+        client_address: None,
+        outcome: AuditOutcome::Success,
+        status: Some(200),
+        changed_fields: vec!["payload".into()],
+    };
+    let new = |log: &str, audit: &str| NewEventLog {
+        log: waiting(&tenant, &device, log, 10, 1_000),
+        ack_deadline: None,
+        webhooks: Default::default(),
+        audit: Some(record(audit)),
+    };
+    store.insert_event_logs(&[new("c-1", "a-1")]).await.unwrap();
+    // A record that cannot be written takes its log with it: one transaction.
+    assert!(store.insert_event_logs(&[new("c-2", "a-1")]).await.is_err());
+
+    let audit = store.list_audit(&tenant, &AuditQuery::default(), all()).await.unwrap();
+    assert_eq!(audit.items, vec![record("a-1")]);
+    let logs = store.list_waiting_controls(&tenant, &device.id, all()).await.unwrap();
+    let ids: Vec<&str> = logs.items.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, ["c-1"], "the log whose record failed is not stored");
+}

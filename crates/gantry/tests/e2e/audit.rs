@@ -39,6 +39,20 @@ async fn a_control_sent_by_a_user_names_the_user() {
     );
     assert_eq!(record["clientAddress"], "127.0.0.1");
 
+    // A control that waits for its device commits its record with its log as well, a refused
+    // one is recorded by the audit layer: one record each, newest first.
+    let shadows = format!("/api/v1/devices/{device}/shadows");
+    let later = json!({"ttlSeconds": 60, "payload": {"attrs": [{"code": "label", "value": "later"}]}});
+    app.put(&shadows, &token, later).await.result_done();
+    let unknown = json!({"payload": {"attrs": [{"code": "no-such-attribute", "value": 1}]}});
+    app.put(&shadows, &token, unknown).await.error(400);
+    let controls = audit(&app, &app.admin, &format!("&resourceId={device}&action=control")).await;
+    let outcomes: Vec<(&str, i64)> = controls
+        .iter()
+        .map(|r| (r["outcome"].as_str().unwrap(), r["status"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(outcomes, [("FAILURE", 400), ("SUCCESS", 200), ("SUCCESS", 200)]);
+
     // An update names the fields it set; a create names what it made; a refusal is recorded.
     app.put(
         format!("/api/v1/devices/{device}"),
