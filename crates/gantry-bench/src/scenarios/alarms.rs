@@ -3,7 +3,8 @@
 //! Two of the rules hold for a share of the values (so alarms are raised, counted and cleared
 //! all along), one never does. Rules are evaluated before each post is answered, so an alarm is
 //! stored before the answer (and the PUBACK, over MQTT) of the event that completes its
-//! condition; the target is at least 0.9 of the rate without rules. `run_mqtt` does the same
+//! condition; the target is at least 0.9 of the rate without rules. Each device's values ramp
+//! through the bands, so about one post in a hundred is a transition. `run_mqtt` does the same
 //! over MQTT at a paced rate (the 25,000 events/s on the embedded default): messages
 //! acknowledged per second, each PUBACK after its events are committed and its rules evaluated.
 

@@ -78,7 +78,9 @@ pub async fn run(ctx: &Ctx<'_>, devices: &[DeviceRef]) -> anyhow::Result<IngestO
     })
 }
 
-/// One event per request, from `devices` in turn, each with its own token.
+/// One event per request, from `devices` in turn, each with its own token. Each device's values
+/// ramp through 0.0 to 49.9 post by post, as over MQTT (`ingest_mqtt::message_body`): a
+/// sensor's readings move, they do not jump across the alarm rules' bands at every post.
 pub fn posts(ctx: &Ctx<'_>, devices: &[DeviceRef]) -> anyhow::Result<RequestFn> {
     let senders: Arc<Vec<(String, HeaderValue)>> = Arc::new(
         devices
@@ -89,18 +91,19 @@ pub fn posts(ctx: &Ctx<'_>, devices: &[DeviceRef]) -> anyhow::Result<RequestFn> 
     let target = ctx.target.clone();
     let connections = ctx.connections;
     Ok(Arc::new(move |worker, seq| {
-        let i = (seq as usize * connections + worker) % senders.len();
-        let (id, token) = &senders[i];
-        let body = event_body(id, seq, gantry_core::time::now_ms());
+        let post = seq as usize * connections + worker;
+        let (id, token) = &senders[post % senders.len()];
+        let reading = (post / senders.len()) as u64;
+        let body = event_body(id, reading, gantry_core::time::now_ms());
         target.request_as(token, Method::POST, "/api/v1/deviceEvents", Some(Bytes::from(body)))
     }))
 }
 
-/// The body of one event: a device's reading now.
-pub fn event_body(device_id: &str, seq: u64, now_ms: i64) -> String {
+/// The body of one event: a device's `reading`-th reading, now.
+pub fn event_body(device_id: &str, reading: u64, now_ms: i64) -> String {
     format!(
         r#"{{"deviceId":"{device_id}","attributeCode":"temp","attributeData":{:.1},"attributeDataType":"Float","deviceTime":"{}"}}"#,
-        (seq % 500) as f64 / 10.0,
+        (reading % 500) as f64 / 10.0,
         gantry_core::time::format_timestamp(now_ms)
     )
 }
