@@ -405,31 +405,46 @@ mod tests {
         store.close().await;
     }
 
-    /// A database made before alarms moved to the event-log file keeps its alarms: the upgrade
-    /// copies them there and drops the main file's tables.
-    #[tokio::test]
-    async fn an_upgrade_moves_the_alarms_with_their_rows() {
-        use gantry_store::engine::EventEngine as _;
+    /// A store opened on a database whose main file was migrated up to `version` (its other
+    /// files as they are now, as an upgrade finds them once `open` has migrated them first),
+    /// after `row` was written into it.
+    async fn upgraded_from(version: i64, row: &str) -> (tempfile::TempDir, StagingEvents) {
         use sqlx::Connection;
         sqlx::any::install_default_drivers();
         let dir = tempfile::tempdir().unwrap();
         let url = sqlite_url(dir.path());
         file::create_database_file(&url).unwrap();
         let before = sqlx::migrate::Migrator {
-            migrations: MIGRATOR.migrations.iter().filter(|m| m.version <= 4).cloned().collect(),
+            migrations: MIGRATOR
+                .migrations
+                .iter()
+                .filter(|m| m.version <= version)
+                .cloned()
+                .collect(),
             ..sqlx::migrate::Migrator::DEFAULT
         };
+        let event_logs = logs::logs_file(&url).unwrap();
+        logs::migrate(&event_logs).await.unwrap();
         let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+        sqlx::raw_sql(&event_logs.attach).execute(&mut conn).await.unwrap();
         before.run_direct(&mut conn).await.unwrap();
-        sqlx::query(
-            "INSERT INTO alarm_states (alarm_key, device_id, tenant_id, levels, recent, no_data, version) \
-             VALUES ('attribute:jam', 'd', 't', '[]', '[]', 0, 3)",
-        )
-        .execute(&mut conn)
-        .await
-        .unwrap();
+        sqlx::query(row).execute(&mut conn).await.unwrap();
         conn.close().await.unwrap();
         let events = open(&url, Chores::alone()).await.unwrap();
+        (dir, events)
+    }
+
+    /// A database made before alarms moved to the event-log file keeps its alarms: the upgrade
+    /// copies them there and drops the main file's tables.
+    #[tokio::test]
+    async fn an_upgrade_moves_the_alarms_with_their_rows() {
+        use gantry_store::engine::EventEngine as _;
+        let (_dir, events) = upgraded_from(
+            4,
+            "INSERT INTO main.alarm_states (alarm_key, device_id, tenant_id, levels, recent, no_data, version) \
+             VALUES ('attribute:jam', 'd', 't', '[]', '[]', 0, 3)",
+        )
+        .await;
         let pool = events.database().pool.clone();
         let in_main: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM main.sqlite_master WHERE name LIKE 'alarm%s'")
             .fetch_one(&pool)
@@ -447,30 +462,13 @@ mod tests {
     #[tokio::test]
     async fn an_upgrade_moves_the_audit_log_with_its_records() {
         use gantry_store::engine::EventEngine as _;
-        use sqlx::Connection;
-        sqlx::any::install_default_drivers();
-        let dir = tempfile::tempdir().unwrap();
-        let url = sqlite_url(dir.path());
-        file::create_database_file(&url).unwrap();
-        let before = sqlx::migrate::Migrator {
-            migrations: MIGRATOR.migrations.iter().filter(|m| m.version <= 8).cloned().collect(),
-            ..sqlx::migrate::Migrator::DEFAULT
-        };
-        let event_logs = logs::logs_file(&url).unwrap();
-        logs::migrate(&event_logs).await.unwrap();
-        let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
-        sqlx::raw_sql(&event_logs.attach).execute(&mut conn).await.unwrap();
-        before.run_direct(&mut conn).await.unwrap();
-        sqlx::query(
+        let (_dir, events) = upgraded_from(
+            8,
             "INSERT INTO main.audit_logs (id, tenant_id, created_time, principal_type, principal_id, principal_name, \
              resource_type, action, outcome, changed_fields) \
              VALUES ('a1', 't', 1, 'USER', 'u', 'alice', 'device', 'control', 'SUCCESS', '[]')",
         )
-        .execute(&mut conn)
-        .await
-        .unwrap();
-        conn.close().await.unwrap();
-        let events = open(&url, Chores::alone()).await.unwrap();
+        .await;
         let pool = events.database().pool.clone();
         let in_main: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM main.sqlite_master WHERE name = 'audit_logs'")
             .fetch_one(&pool)
