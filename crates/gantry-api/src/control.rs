@@ -1,11 +1,11 @@
 //! Control messages (`PUT /api/v1/devices/{id}/shadows`) and event logs
 //! (`GET /api/v1/projects/{id}/eventLogs`).
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::routing::{get, put};
 use axum::{Extension, Json, Router};
-use std::sync::Arc;
-
 use gantry_core::audit::PendingAudit;
 use gantry_core::enums::SortOrder;
 use gantry_core::event_log::EventLog;
