@@ -44,6 +44,9 @@ pub enum Figure {
     ReconnectIngestRatio,
     WebhooksIngestRatio,
     AlarmsIngestRatio,
+    /// Over MQTT at the rate offered (the figure at 25,000 msg/s): acknowledged with
+    /// the rules over acknowledged with none.
+    AlarmsMqttRatio,
     ConnectionsHeld,
     ConnectionMemory,
     IdleRss,
@@ -179,6 +182,17 @@ impl Figures<'_> {
                 let with = self.find(alarms::SCENARIO, &alarms::with_variant(), many)?;
                 Some(with.requests_per_second / alone.requests_per_second.max(f64::EPSILON))
             }
+            Figure::AlarmsMqttRatio => {
+                let rate = self.settings.mqtt_rate;
+                let measured = |rules| {
+                    self.run
+                        .measurements
+                        .iter()
+                        .find(|m| m.scenario == alarms::SCENARIO && m.variant == alarms::mqtt_variant(rate, rules))
+                };
+                let (alone, with) = (measured(0)?, measured(alarms::RULES)?);
+                Some(with.requests_per_second / alone.requests_per_second.max(f64::EPSILON))
+            }
             Figure::ConnectionsHeld => run.connections.as_ref().map(|c| c.held as f64),
             Figure::ConnectionMemory => run
                 .connections
@@ -223,6 +237,12 @@ impl Figures<'_> {
             }
             Figure::MqttStored(which) => Some(self.mqtt_stored_note(which)),
             Figure::MqttP99(_) | Figure::MqttBacklog(_) | Figure::ConnectionMemory => None,
+            Figure::AlarmsMqttRatio => (self.settings.mqtt_rate != 25_000.0).then(|| {
+                format!(
+                    "at {} msg/s offered; the issue's figure is at 25,000",
+                    thousands(self.settings.mqtt_rate)
+                )
+            }),
             Figure::MqttOverMosquitto => run.mqtt_ingest.as_ref().and_then(|c| c.mosquitto_skipped.clone()),
             Figure::ControlIdleP50 | Figure::ControlIdleP99 => control_note(),
             Figure::ControlBurstP99 | Figure::ControlBurstMax => {

@@ -123,6 +123,8 @@ pub static TARGETS: &[TargetRow] = &[
         figure: Figure::WebhooksIngestRatio, bound: AtLeast, limit: Fixed(0.8), unit: "×", set_for: EveryStore, reference: false },
     TargetRow { scenarios: ALARMS, name: "alarms: ingest-rest with 3 alarm rules over ingest-rest with none",
         figure: Figure::AlarmsIngestRatio, bound: AtLeast, limit: Fixed(0.9), unit: "×", set_for: EveryStore, reference: false },
+    TargetRow { scenarios: ALARMS, name: "alarms: MQTT with 3 alarm rules over MQTT with none, at the rate offered",
+        figure: Figure::AlarmsMqttRatio, bound: AtLeast, limit: Fixed(0.9), unit: "×", set_for: EveryStore, reference: false },
     TargetRow { scenarios: CONNECTIONS, name: "connections: held",
         figure: Figure::ConnectionsHeld, bound: AtLeast, limit: Fixed(19_000.0), unit: "connections", set_for: EmbeddedDefault, reference: false },
     TargetRow { scenarios: CONNECTIONS, name: "connections: server memory per connection",
