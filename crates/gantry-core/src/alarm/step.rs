@@ -13,6 +13,10 @@ use crate::records::JsonMap;
 /// Message ids a state remembers, so that a redelivered message is not counted twice.
 const RECENT_MESSAGES: usize = 16;
 
+/// How far the no-data clock may lag behind the last arrival, so that a steady stream of values
+/// does not write the state at each one.
+const ARRIVAL_STEP_MS: i64 = 1000;
+
 /// What tells a redelivered message from another (`AlarmState::recent`): a 64-bit hash, held as
 /// a number so that states are copied without an allocation per message, and stored as the 16
 /// hex digits it always was.
@@ -20,16 +24,19 @@ const RECENT_MESSAGES: usize = 16;
 pub struct MessageKey(pub u64);
 
 impl MessageKey {
+    /// The key hashed from `parts` (the same on every run: the hasher's keys are fixed).
+    pub fn hash_of(parts: impl std::hash::Hash) -> MessageKey {
+        use std::hash::Hasher;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        parts.hash(&mut hasher);
+        MessageKey(hasher.finish())
+    }
+
     /// The key of `text`: the number its 16 hex digits spell (as stored), or else its hash.
     pub fn of_text(text: &str) -> MessageKey {
         match u64::from_str_radix(text, 16) {
             Ok(n) if text.len() == 16 => MessageKey(n),
-            _ => {
-                use std::hash::{Hash, Hasher};
-                let mut hasher = std::collections::hash_map::DefaultHasher::new();
-                text.hash(&mut hasher);
-                MessageKey(hasher.finish())
-            }
+            _ => MessageKey::hash_of(text),
         }
     }
 }
@@ -46,9 +53,6 @@ impl<'de> serde::Deserialize<'de> for MessageKey {
         Ok(MessageKey::of_text(&text))
     }
 }
-/// How far the no-data clock may lag behind the last arrival, so that a steady stream of values
-/// does not write the state at each one.
-const ARRIVAL_STEP_MS: i64 = 1000;
 
 /// What a rule (or a device alarm's attribute) keeps per device between events.
 #[derive(Debug, Clone, Default, PartialEq)]

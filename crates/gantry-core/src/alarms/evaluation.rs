@@ -1,7 +1,6 @@
 //! Where alarms are raised: committed events through the rules of their device's model (and
 //! channel w), and the no-data sweep.
 
-use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use super::keeping::Planned;
@@ -264,9 +263,7 @@ pub(super) fn subject_of(device: &Device) -> Subject {
 /// What tells a redelivered message from another: its id, device time and value (a REST client
 /// may send one correlationId with every event).
 fn message_key(id: &str, event: &DeviceEvent) -> MessageKey {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (id, event.device_timestamp, event.attribute_data.to_string()).hash(&mut hasher);
-    MessageKey(hasher.finish())
+    MessageKey::hash_of((id, event.device_timestamp, event.attribute_data.to_string()))
 }
 
 /// What the store holds for a key once `transition` is written over `open`: its state one
