@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{Method, header::CONTENT_TYPE};
+use axum::http::{Method, StatusCode, header::CONTENT_TYPE};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -125,6 +125,31 @@ impl Target {
     }
 }
 
+impl Target {
+    /// The record of this change, answered `status`.
+    fn change(
+        &self,
+        resource_id: Option<String>,
+        changed_fields: Vec<String>,
+        client_address: Option<String>,
+        status: StatusCode,
+    ) -> AuditChange {
+        AuditChange {
+            resource_type: self.resource_type.clone(),
+            resource_id,
+            action: self.action.clone(),
+            changed_fields,
+            client_address,
+            outcome: if status.is_success() {
+                AuditOutcome::Success
+            } else {
+                AuditOutcome::Failure
+            },
+            status: Some(status.as_u16()),
+        }
+    }
+}
+
 fn singular(kind: &str) -> String {
     kind.strip_suffix('s').unwrap_or(kind).to_owned()
 }
@@ -165,15 +190,7 @@ pub(crate) async fn record(s: &AppState, limit: usize, target: Target, request: 
         .is_some_and(|v| v.contains("json"));
     let fields = if is_json { field_names(&bytes) } else { Vec::new() };
     let in_change = target.resource_id.as_ref().map(|id| {
-        let change = AuditChange {
-            resource_type: target.resource_type.clone(),
-            resource_id: Some(id.clone()),
-            action: target.action.clone(),
-            changed_fields: fields.clone(),
-            client_address: client.clone(),
-            outcome: AuditOutcome::Success,
-            status: Some(200),
-        };
+        let change = target.change(Some(id.clone()), fields.clone(), client.clone(), StatusCode::OK);
         Arc::new(PendingAudit::new(change))
     });
     // A handler that commits the record with its change (`PUT …/shadows`) takes it from here;
@@ -197,19 +214,7 @@ pub(crate) async fn record(s: &AppState, limit: usize, target: Target, request: 
         Principal::User { user, .. } if target.resource_type == "user" => Some(user.to_string()),
         _ => None,
     });
-    let change = AuditChange {
-        resource_type: target.resource_type,
-        resource_id,
-        action: target.action,
-        changed_fields: fields,
-        client_address: client,
-        outcome: if status.is_success() {
-            AuditOutcome::Success
-        } else {
-            AuditOutcome::Failure
-        },
-        status: Some(status.as_u16()),
-    };
+    let change = target.change(resource_id, fields, client, status);
     // A refusal changed nothing: its answer stands even when its record could not be written.
     // A change that was made is answered as made but unrecorded, never as "nothing changed".
     match s.services.audit.record_for(principal, change).await {
