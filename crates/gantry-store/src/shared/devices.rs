@@ -24,10 +24,10 @@ const COLUMNS: &str = "d.id, d.tenant_id, d.device_name, d.project_id, d.model_i
                        m.device_type AS model_type, m.name AS model_name, m.has_actions AS model_has_actions, \
                        m.image_url AS model_url, p.name AS project_name";
 
-/// Devices with their model and project; the service keeps both alive while devices use them.
 /// Whether device `d` is connected now: a device never connected has no row.
 const CONNECTED_NOW: &str = "EXISTS (SELECT 1 FROM device_connections c WHERE c.device_id = d.id AND c.connected = 1)";
 
+/// Devices with their model and project; the service keeps both alive while devices use them.
 const JOINED: &str = " FROM devices d \
                       JOIN device_models m ON m.id = d.model_id \
                       JOIN projects p ON p.id = d.project_id";
