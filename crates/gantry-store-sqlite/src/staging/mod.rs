@@ -35,7 +35,6 @@ use gantry_core::query::EventQuery;
 use gantry_core::series::{Bucket, SeriesQuery};
 use gantry_core::store::{AlarmKeep, Durable, EventStore};
 use gantry_core::webhook::{OutboxKey, WebhookEvent};
-use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 
 pub(crate) use self::file::{STAGER_PRAGMAS, StagingFile, WRITER_PRAGMAS, migrate, staging_file};
@@ -49,7 +48,7 @@ use gantry_store::engine::{EngineStats, EventEngine};
 use gantry_store::events::counts::{CountChanges, hours_total};
 use gantry_store::events::rollups::SeriesParts;
 use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTableRules, EventTables, bind_event, values_clause};
-use gantry_store::outbox::{OUTBOX_ROWS, bind_row, insert_text, merge_by_time, take_rows, waiting_rows, write_outbox};
+use gantry_store::outbox::{OUTBOX_ROWS, bind_row, insert_text, merge_by_time, take_rows, waiting_rows};
 use gantry_store::sql::Sql;
 use gantry_store::task::every;
 
@@ -124,13 +123,6 @@ impl EventTableRules for SqliteKept {
 /// the event-log file's.
 const STAGED_OUTBOX: u8 = 1;
 const LOGS_OUTBOX: u8 = 2;
-
-/// Where an ingest batch is written: alone on the stager's connection when it is one statement
-/// (it commits with the statement), else in a transaction, so that a batch commits whole.
-enum Writing {
-    Alone(PoolConnection<Any>),
-    Transaction(Transaction<'static, Any>),
-}
 
 impl StagingEvents {
     /// Starts the engine on `database`, with `stager` and `file` (whose schema is up to date):
@@ -233,41 +225,64 @@ impl StagingEvents {
         }
     }
 
-    /// Stages `events` (one statement's worth) and writes the webhook events and alarm keeps they
-    /// cause (one statement's worth each) in one transaction and one round trip; returns each event's number,
-    /// device and id. A failure rolls the transaction back.
-    async fn stage_with_outbox(
+    /// Stages `events` and writes the alarm keeps and webhook events they cause, in one
+    /// transaction sent to the stager's thread as one text (one round trip, where a transaction
+    /// of statements sent one by one would hold `committing` for each); returns each event's
+    /// number, device and id. One statement of events alone commits by itself, with no
+    /// transaction around it. A failure rolls the transaction back.
+    async fn stage(
         &self,
         events: &[DeviceEvent],
         outbox: &[WebhookEvent],
         keeps: &[AlarmKeep],
     ) -> Result<Vec<(i64, String, String)>> {
-        let mut text = format!(
-            "BEGIN; INSERT INTO {STAGING} ({COLUMNS}) VALUES {}; SELECT last_insert_rowid(); ",
-            values_clause(events.len(), EVENT_FIELDS, true),
-        );
-        if !outbox.is_empty() {
-            text.push_str(&insert_text(OUTBOX, outbox.len(), true));
+        let alone = events.len() <= ROWS_PER_STATEMENT && outbox.is_empty() && keeps.is_empty();
+        let mut text = String::from(if alone { "" } else { "BEGIN; " });
+        // The rows of one INSERT take consecutive numbers in VALUES order (AUTOINCREMENT, one
+        // writer), ending at the last inserted: cheaper than RETURNING a row for each. (sqlx's
+        // Any driver does not pass SQLite's last rowid on.)
+        for chunk in events.chunks(ROWS_PER_STATEMENT) {
+            text.push_str(&format!(
+                "INSERT INTO {STAGING} ({COLUMNS}) VALUES {}; SELECT last_insert_rowid(); ",
+                values_clause(chunk.len(), EVENT_FIELDS, true),
+            ));
+        }
+        // Right after the events: each keep's number is the last event's `last_insert_rowid()`,
+        // which an insert into the outbox (a rowid table) would change.
+        for chunk in keeps.chunks(keeps::KEEPS_PER_STATEMENT) {
+            text.push_str(&keeps::stage_text(chunk.len()));
             text.push_str("; ");
         }
-        if !keeps.is_empty() {
-            text.push_str(&keeps::stage_text(keeps.len()));
+        for chunk in outbox.chunks(OUTBOX_ROWS) {
+            text.push_str(&insert_text(OUTBOX, chunk.len(), true));
             text.push_str("; ");
         }
-        text.push_str("COMMIT");
+        if !alone {
+            text.push_str("COMMIT");
+        }
         let query = events.iter().try_fold(sqlx::query(&text), bind_event)?;
-        let query = outbox.iter().fold(query, bind_row);
         let query = keeps.iter().try_fold(query, keeps::bind_keep)?;
+        let query = outbox.iter().fold(query, bind_row);
         let mut conn = self.stager.acquire().await.map_err(gantry_store::error::db_error)?;
         let rows = match query.fetch_all(&mut *conn).await {
             Ok(rows) => rows,
             Err(e) => {
                 // The text's transaction may be open still (a statement after BEGIN failed).
-                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+                if !alone {
+                    let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+                }
                 return Err(gantry_store::error::db_error(e));
             }
         };
-        numbered(events, &rows)
+        // One row per chunk of events: its SELECT's (the INSERTs return none).
+        if rows.len() != events.len().div_ceil(ROWS_PER_STATEMENT) {
+            return Err(gantry_store::error::db_error(sqlx::Error::RowNotFound));
+        }
+        let mut all = Vec::with_capacity(events.len());
+        for (chunk, row) in events.chunks(ROWS_PER_STATEMENT).zip(&rows) {
+            all.extend(numbered(chunk, row)?);
+        }
+        Ok(all)
     }
 
     /// Tells the flusher of a commit, in commit order (`committing` is held): it puts the commit
@@ -295,14 +310,10 @@ impl StagingEvents {
 }
 
 /// Each of `events` with its number, device and id: an INSERT's rows take consecutive numbers in
-/// VALUES order (AUTOINCREMENT, one writer), ending at the `last_insert_rowid()` that `rows` hold
-/// (the INSERT returns no row, the SELECT after it one).
-fn numbered(events: &[DeviceEvent], rows: &[sqlx::any::AnyRow]) -> Result<Vec<(i64, String, String)>> {
-    let last: i64 = rows
-        .first()
-        .ok_or(sqlx::Error::RowNotFound)
-        .and_then(|row| sqlx::Row::try_get(row, 0))
-        .map_err(gantry_store::error::db_error)?;
+/// VALUES order (AUTOINCREMENT, one writer), ending at the `last_insert_rowid()` that `row`, the
+/// SELECT's after it, holds.
+fn numbered(events: &[DeviceEvent], row: &sqlx::any::AnyRow) -> Result<Vec<(i64, String, String)>> {
+    let last: i64 = sqlx::Row::try_get(row, 0).map_err(gantry_store::error::db_error)?;
     let first = last - events.len() as i64 + 1;
     Ok(events
         .iter()
@@ -421,55 +432,8 @@ impl EventStore for StagingEvents {
         self.staged().wait_for_room(MAX_STAGED).await;
         let _committing = self.staged().committing.lock().await;
         let began = Instant::now();
-        // Events that fit one statement commit with it, in one round trip to the stager's thread
-        // with the number query (four with a transaction around them), and so do they with the
-        // webhook events they cause when those fit one statement too.
-        if events.len() <= ROWS_PER_STATEMENT
-            && (!outbox.is_empty() || !keeps.is_empty())
-            && outbox.len() <= OUTBOX_ROWS
-            && keeps.len() <= keeps::KEEPS_PER_STATEMENT
-        {
-            let numbered = self.stage_with_outbox(events, outbox, keeps).await?;
-            return Ok(self.committed(began, numbered));
-        }
-        let mut all = Vec::with_capacity(events.len());
-        let mut writing = if events.len() <= ROWS_PER_STATEMENT && outbox.is_empty() && keeps.is_empty() {
-            Writing::Alone(self.stager.acquire().await.map_err(gantry_store::error::db_error)?)
-        } else {
-            Writing::Transaction(self.stager.begin().await.map_err(gantry_store::error::db_error)?)
-        };
-        for chunk in events.chunks(ROWS_PER_STATEMENT) {
-            let conn: &mut AnyConnection = match &mut writing {
-                Writing::Transaction(tx) => tx,
-                Writing::Alone(conn) => conn,
-            };
-            // The rows of one INSERT take consecutive numbers in VALUES order (AUTOINCREMENT,
-            // one writer), ending at the last inserted: cheaper than RETURNING a row for each.
-            // (sqlx's Any driver does not pass SQLite's last rowid on.)
-            let text = format!(
-                "INSERT INTO {STAGING} ({COLUMNS}) VALUES {}; SELECT last_insert_rowid()",
-                values_clause(chunk.len(), EVENT_FIELDS, true),
-            );
-            let query = chunk.iter().try_fold(sqlx::query(&text), bind_event)?;
-            // The INSERT returns no row, the SELECT after it one (`fetch_one` ends with the
-            // first statement on sqlx 0.8: RowNotFound).
-            let rows = query
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(gantry_store::error::db_error)?;
-            all.extend(numbered(chunk, &rows)?);
-        }
-        if let Writing::Transaction(mut tx) = writing {
-            write_outbox(&mut tx, OUTBOX, outbox, true).await?;
-            // After the events: each keep's number is the last event's.
-            for chunk in keeps.chunks(keeps::KEEPS_PER_STATEMENT) {
-                let text = keeps::stage_text(chunk.len());
-                let query = chunk.iter().try_fold(sqlx::query(&text), keeps::bind_keep)?;
-                query.execute(&mut *tx).await.map_err(gantry_store::error::db_error)?;
-            }
-            tx.commit().await.map_err(gantry_store::error::db_error)?;
-        }
-        Ok(self.committed(began, all))
+        let numbered = self.stage(events, outbox, keeps).await?;
+        Ok(self.committed(began, numbered))
     }
 
     async fn get_event(&self, tenant: &TenantId, id: &EventId) -> Result<Option<DeviceEvent>> {

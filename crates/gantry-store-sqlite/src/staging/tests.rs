@@ -116,6 +116,82 @@ async fn staged_numbers_are_the_rows_numbers() {
     }
 }
 
+/// A batch of any size is staged in one transaction: every event numbered as its row, its
+/// webhook events written, and each alarm keep numbered by the batch's last event (a fold takes
+/// a keep once that number is on disk), also when the webhook events outnumber the events.
+#[tokio::test]
+async fn a_batch_stages_its_events_keeps_and_webhook_events_together() {
+    use gantry_core::store::AlarmKeep;
+    use gantry_core::stream::StreamType;
+    use gantry_core::webhook::{Audience, WebhookEvent};
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&sqlite_url(dir.path())).await.unwrap();
+    let _round = store.mover.last_round.lock().await;
+    let outbox = |event: &DeviceEvent, kind: StreamType| WebhookEvent {
+        id: WebhookEvent::new_id(),
+        project_id: event.project_id.clone(),
+        pending: Audience::default().with(0),
+        device_id: event.device_id.clone(),
+        kind,
+        time: event.created_time,
+        data: "{}".to_owned(),
+    };
+    let keep = |device: &str| AlarmKeep {
+        device: DeviceId::from_string(device),
+        key: "rule".to_owned(),
+        state: Default::default(),
+        alarm: None,
+    };
+    // The keys' stored states: a keep of a key with none would be dropped as gone.
+    for device in ["dev-a", "dev-b"] {
+        sqlx::query(
+            "INSERT INTO logs.alarm_states (alarm_key, device_id, tenant_id, levels, recent, no_data, version) \
+             VALUES ('rule', ?, 't', '[]', '[]', 0, 0)",
+        )
+        .bind(device)
+        .execute(&store.database.log_writer)
+        .await
+        .unwrap();
+    }
+    // One event with two webhook events, then more of each than one statement takes.
+    for (from, events) in [(0, 1), (1, 700)] {
+        let batch: Vec<DeviceEvent> = (from..from + events).map(|ts| event("dev-a", ts)).collect();
+        let webhook_events: Vec<WebhookEvent> = batch
+            .iter()
+            .flat_map(|e| [outbox(e, StreamType::Telemetry), outbox(e, StreamType::Shadow)])
+            .collect();
+        // Staged, not told to the flusher: nothing is on disk as far as a fold can tell, so
+        // the keeps stay in the staging file to be read.
+        let numbered = store
+            .stage(&batch, &webhook_events, &[keep("dev-a"), keep("dev-b")])
+            .await
+            .unwrap();
+        let rows: Vec<(i64, String)> =
+            sqlx::query_as("SELECT seq, id FROM staging.device_events_recent WHERE seq > ? ORDER BY seq")
+                .bind(from)
+                .fetch_all(&store.database.pool)
+                .await
+                .unwrap();
+        let given: Vec<(i64, String)> = numbered.into_iter().map(|(seq, _, id)| (seq, id)).collect();
+        assert_eq!(given, rows);
+        let (last, staged): (i64, i64) = sqlx::query_as("SELECT MAX(seq), COUNT(*) FROM staging.device_events_recent")
+            .fetch_one(&store.database.pool)
+            .await
+            .unwrap();
+        assert_eq!(staged, from + events);
+        let keeps: Vec<i64> = sqlx::query_scalar("SELECT seq FROM staging.alarm_keeps")
+            .fetch_all(&store.database.pool)
+            .await
+            .unwrap();
+        assert_eq!(keeps, [last, last], "after {events} events");
+        let written: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM staging.webhook_outbox")
+            .fetch_one(&store.database.pool)
+            .await
+            .unwrap();
+        assert_eq!(written, 2 * (from + events));
+    }
+}
+
 /// A round cut short after its first move (a crash between two of its transactions): reads
 /// stay exact before and after the store reopens, and the next round moves the rest without
 /// moving anything twice.
