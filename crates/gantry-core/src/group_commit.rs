@@ -6,13 +6,20 @@
 //! carries as many writes as came in meanwhile, so the commits (each a sync to disk) no longer
 //! grow with the number of callers.
 //!
+//! A write that finds nothing queued and nothing being written is written by its caller, in
+//! its own task: at one caller at a time the hops to the writer task and back are most of what
+//! the group costs.
+//!
 //! Invariants: a caller's write is answered only by the transaction that holds it; writes are
-//! taken in the order they were handed in; a batch that fails is written again one write at a
-//! time, so that a write's failure is its own. The task runs to the end of what it took, so a
-//! caller that gives up (an HTTP client gone) takes nobody's write with it.
+//! taken in the order they were handed in (one writer at a time, `Shared::turn`, and a caller
+//! writes its own only when no write handed in before it waits); a batch that fails is written
+//! again one write at a time, so that a write's failure is its own. The task runs to the end of
+//! what it took, so a caller that gives up (an HTTP client gone) takes nobody's write with it.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -29,6 +36,17 @@ type WriteBatch<Op, Out> = Box<dyn Fn(Vec<Op>) -> Pin<Box<dyn Future<Output = Re
 /// The way in to one writer task.
 pub struct GroupCommit<Op, Out> {
     queue: mpsc::UnboundedSender<Waiting<Op, Out>>,
+    shared: Arc<Shared<Op, Out>>,
+}
+
+/// What the task and the callers writing their own share.
+struct Shared<Op, Out> {
+    write: WriteBatch<Op, Out>,
+    /// Held by whoever writes: the task for a batch, a caller for its own write.
+    turn: tokio::sync::Mutex<()>,
+    /// Writes handed to the task and not answered yet.
+    queued: AtomicUsize,
+    stop: CancellationToken,
 }
 
 struct Waiting<Op, Out> {
@@ -44,27 +62,44 @@ impl<Op: Clone + Send + 'static, Out: Send + 'static> GroupCommit<Op, Out> {
         F: Fn(Vec<Op>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Vec<Out>>> + Send + 'static,
     {
-        let write: WriteBatch<Op, Out> = Box::new(move |ops| Box::pin(write(ops)));
+        let shared = Arc::new(Shared {
+            write: Box::new(move |ops| Box::pin(write(ops))),
+            turn: tokio::sync::Mutex::new(()),
+            queued: AtomicUsize::new(0),
+            stop: stop.clone(),
+        });
         let (queue, waiting) = mpsc::unbounded_channel();
-        tasks.spawn(run(waiting, stop.clone(), write));
-        Self { queue }
+        tasks.spawn(run(waiting, shared.clone()));
+        Self { queue, shared }
     }
 
     /// Writes `op` with whatever else waits; returns once it is durable.
     pub async fn write(&self, op: Op) -> Result<Out> {
+        let shared = &self.shared;
+        // Alone: written here. `queued` is read again once the turn is held, so a write handed
+        // to the task before this one is never passed.
+        if shared.queued.load(Ordering::Acquire) == 0
+            && !shared.stop.is_cancelled()
+            && let Ok(_turn) = shared.turn.try_lock()
+            && shared.queued.load(Ordering::Acquire) == 0
+        {
+            let mut answer = answers(&shared.write, vec![op]).await;
+            return answer.pop().unwrap_or(Err(Error::Unavailable));
+        }
         let (done, answer) = oneshot::channel();
-        self.queue.send(Waiting { op, done }).map_err(|_| Error::Unavailable)?;
+        shared.queued.fetch_add(1, Ordering::AcqRel);
+        if self.queue.send(Waiting { op, done }).is_err() {
+            shared.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(Error::Unavailable);
+        }
         answer.await.map_err(|_| Error::Unavailable)?
     }
 }
 
-async fn run<Op: Clone, Out>(
-    mut waiting: mpsc::UnboundedReceiver<Waiting<Op, Out>>,
-    stop: CancellationToken,
-    write: WriteBatch<Op, Out>,
-) {
+async fn run<Op: Clone, Out>(mut waiting: mpsc::UnboundedReceiver<Waiting<Op, Out>>, shared: Arc<Shared<Op, Out>>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut stopping = false;
+    let stop = shared.stop.clone();
     loop {
         tokio::select! {
             biased;
@@ -78,11 +113,21 @@ async fn run<Op: Clone, Out>(
                 return;
             }
         }
+        // A caller's own write may hold the turn: what is handed in meanwhile goes along.
+        let turn = shared.turn.lock().await;
+        while batch.len() < MAX_BATCH
+            && let Ok(more) = waiting.try_recv()
+        {
+            batch.push(more);
+        }
+        let taken = batch.len();
         let (ops, dones): (Vec<Op>, Vec<_>) = batch.drain(..).map(|w| (w.op, w.done)).unzip();
-        for (done, answer) in dones.into_iter().zip(answers(&write, ops).await) {
+        for (done, answer) in dones.into_iter().zip(answers(&shared.write, ops).await) {
             // A caller that gave up has nobody to answer.
             let _ = done.send(answer);
         }
+        shared.queued.fetch_sub(taken, Ordering::AcqRel);
+        drop(turn);
     }
 }
 
@@ -166,5 +211,39 @@ mod tests {
         tasks.close();
         tasks.wait().await;
         assert!(matches!(commit.write(4).await, Err(Error::Unavailable)));
+    }
+
+    /// A write that comes alone is written in its caller's task; one that comes while another
+    /// is written goes to the writer task, and is written after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_alone_is_written_by_its_caller() {
+        let tasks = TaskTracker::new();
+        let stop = CancellationToken::new();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let seen = order.clone();
+        let commit = Arc::new(GroupCommit::start((&tasks, &stop), move |ops: Vec<u32>| {
+            let seen = seen.clone();
+            async move {
+                let writer = tokio::task::id();
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                seen.lock().unwrap().extend(ops.iter().copied());
+                Ok(ops.iter().map(|_| writer).collect())
+            }
+        }));
+        let write = |op: u32| {
+            let commit = commit.clone();
+            tokio::spawn(async move { (tokio::task::id(), commit.write(op).await.unwrap()) })
+        };
+        let alone = write(1);
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let behind = write(2);
+        let (caller, writer) = alone.await.unwrap();
+        assert_eq!(caller, writer, "the write alone is its caller's");
+        let (caller, writer) = behind.await.unwrap();
+        assert_ne!(caller, writer, "the write behind it is the task's");
+        assert_eq!(*order.lock().unwrap(), [1, 2]);
+        stop.cancel();
+        tasks.close();
+        tasks.wait().await;
     }
 }
