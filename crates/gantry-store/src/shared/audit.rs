@@ -9,10 +9,10 @@ use gantry_core::store::AuditStore;
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
-use crate::SqlStore;
 use crate::error::db_error;
 use crate::row::{get, json, spelled, to_json};
-use crate::sql::{Sql, fetch_page};
+use crate::sql::{Sql, fetch_page, values_clause};
+use crate::{AnyQuery, SqlStore};
 
 const COLUMNS: &str = "id, tenant_id, created_time, principal_type, principal_id, principal_name, resource_type, \
                        resource_id, action, client_address, outcome, status, changed_fields";
@@ -39,13 +39,30 @@ fn record_from_row(row: &AnyRow) -> Result<AuditRecord> {
     })
 }
 
+/// Records one INSERT carries at most: a statement stays a few hundred values wide, as the
+/// event logs' do.
+const RECORDS_PER_STATEMENT: usize = 32;
+
+/// Values bound per record, in `COLUMNS`' order.
+const WIDTH: usize = 13;
+
 /// Writes `records` into `table` on `conn`, in the caller's transaction: one of the event-log
 /// writer's (`Dialect::audit_logs`).
 pub(crate) async fn insert_audit_rows(conn: &mut AnyConnection, table: &str, records: &[&AuditRecord]) -> Result<()> {
-    for r in records {
-        sqlx::query(&format!(
-            "INSERT INTO {table} ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
-        ))
+    for chunk in records.chunks(RECORDS_PER_STATEMENT) {
+        let text = format!(
+            "INSERT INTO {table} ({COLUMNS}) VALUES {}",
+            values_clause(chunk.len(), WIDTH, false)
+        );
+        let query = chunk.iter().try_fold(sqlx::query(&text), |q, r| bind_record(q, r))?;
+        query.execute(&mut *conn).await.map_err(db_error)?;
+    }
+    Ok(())
+}
+
+/// `query` with the values of `r`'s row, in `COLUMNS`' order.
+fn bind_record<'q>(query: AnyQuery<'q>, r: &'q AuditRecord) -> Result<AnyQuery<'q>> {
+    Ok(query
         .bind(r.id.as_str())
         .bind(r.tenant_id.as_str())
         .bind(r.time)
@@ -58,12 +75,7 @@ pub(crate) async fn insert_audit_rows(conn: &mut AnyConnection, table: &str, rec
         .bind(r.client_address.as_deref())
         .bind(r.outcome.as_str())
         .bind(r.status.map(i64::from))
-        .bind(to_json(&r.changed_fields)?)
-        .execute(&mut *conn)
-        .await
-        .map_err(db_error)?;
-    }
-    Ok(())
+        .bind(to_json(&r.changed_fields)?))
 }
 
 #[async_trait]

@@ -197,4 +197,14 @@ pub(crate) async fn a_control_commits_its_audit_record_with_its_log(store: SqlSt
     let logs = store.list_waiting_controls(&tenant, &device.id, all()).await.unwrap();
     let ids: Vec<&str> = logs.items.iter().map(|l| l.id.as_str()).collect();
     assert_eq!(ids, ["c-1"], "the log whose record failed is not stored");
+
+    // A batch of logs commits each one's record.
+    store
+        .insert_event_logs(&[new("c-3", "a-3"), new("c-4", "a-4")])
+        .await
+        .unwrap();
+    let audit = store.list_audit(&tenant, &AuditQuery::default(), all()).await.unwrap();
+    let mut ids: Vec<&str> = audit.items.iter().map(|r| r.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["a-1", "a-3", "a-4"]);
 }
