@@ -230,9 +230,10 @@ impl TelemetryService {
         // is durable; the steps that only count into open alarms go with the events.
         let mut evaluation = self.alarms.begin(&events, self.store.keeps_alarms_with_events()).await;
         let keeps = evaluation.take_keeps();
-        let evaluated = match evaluation.reads_events_again() {
-            true => events.clone(),
-            false => Vec::new(),
+        let evaluated = if evaluation.reads_events_again() {
+            events.clone()
+        } else {
+            Vec::new()
         };
         self.ingest.submit_keeping(events, outbox, keeps).await?;
         if woken {

@@ -77,12 +77,11 @@ impl StateCache {
             inner.entries = 0;
         }
         let mut added = 0;
+        // The device's id is copied only for its first entry.
         if !inner.map.contains_key(device) {
             inner.map.insert(device.clone(), HashMap::new());
         }
-        let Some(by_key) = inner.map.get_mut(device) else {
-            return;
-        };
+        let by_key = inner.map.get_mut(device).expect("inserted above");
         for (key, held) in entries {
             match by_key.entry(key) {
                 Entry::Occupied(mut e) if e.get().0.version < held.0.version => {

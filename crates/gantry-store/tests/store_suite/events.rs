@@ -337,7 +337,7 @@ pub(crate) struct MovingRounds {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Events moved so far.
     moved: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    task: tokio::task::JoinHandle<u64>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl MovingRounds {
@@ -352,7 +352,6 @@ impl MovingRounds {
                     moved.fetch_add(round, std::sync::atomic::Ordering::Relaxed);
                     tokio::task::yield_now().await;
                 }
-                moved.load(std::sync::atomic::Ordering::Relaxed)
             }
         });
         MovingRounds { stop, moved, task }
@@ -371,10 +370,10 @@ impl MovingRounds {
         true
     }
 
-    /// Stops the rounds; how many events they moved.
-    async fn stop(self) -> u64 {
+    /// Stops the rounds, once the one under way has ended.
+    async fn stop(self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.task.await.expect("no round failed")
+        self.task.await.expect("no round failed");
     }
 }
 
