@@ -407,7 +407,9 @@ pub trait WebhookStore: Send + Sync {
     /// Every enabled webhook of every tenant (with its secret).
     async fn enabled_webhooks(&self) -> Result<Vec<Webhook>>;
     /// Up to `limit` of the events waiting for the webhook (of its project), oldest first: a
-    /// device's events of one type in the order they were committed.
+    /// device's events of one type in the order they were committed. Events committed together
+    /// may share a key (the store keeps them in one row): they are taken together, and the
+    /// first of them is returned whole even beyond `limit`.
     async fn waiting_events(&self, webhook: &Webhook, limit: usize) -> Result<Vec<(OutboxKey, WebhookEvent)>>;
     /// Stores a new delivery, then takes the events it carries (`taken`) out of the outbox for
     /// its webhook (an event goes once no webhook waits for it): a crash between the two sends

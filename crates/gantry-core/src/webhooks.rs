@@ -37,7 +37,8 @@ pub struct WebhookConfig {
     /// Receivers may be at loopback, private, link-local and metadata addresses.
     pub allow_private: bool,
     pub retry: RetryPolicy,
-    /// Events in one delivery at most.
+    /// Events in one delivery at most, but for a store's row of events committed together
+    /// (up to 100), which goes whole.
     pub batch: usize,
     /// How often a delivery worker looks for events written by another node.
     pub poll: Duration,

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use gantry_core::Result;
 use gantry_core::ids::{DeviceId, ProjectId, WebhookId};
 use gantry_core::store::EventStore;
-use gantry_core::webhook::{OutboxKey, WebhookEvent};
+use gantry_core::webhook::OutboxKey;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyConnection, AnyPool};
 
@@ -114,7 +114,7 @@ pub trait EventEngine: EventStore + Debug {
         _slot: u8,
         _project: &ProjectId,
         _limit: usize,
-    ) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
+    ) -> Result<Vec<crate::outbox::WaitingRow>> {
         Ok(Vec::new())
     }
 

@@ -48,7 +48,9 @@ use gantry_store::engine::{EngineStats, EventEngine};
 use gantry_store::events::counts::{CountChanges, hours_total};
 use gantry_store::events::rollups::SeriesParts;
 use gantry_store::events::{COLUMNS, EVENT_FIELDS, EventTableRules, EventTables, bind_event, values_clause};
-use gantry_store::outbox::{OUTBOX_ROWS, bind_row, insert_text, merge_by_time, take_rows, waiting_rows};
+use gantry_store::outbox::{
+    OUTBOX_ROWS, WaitingRow, bind_row, bundle, insert_text, merge_by_time, take_rows, waiting_rows,
+};
 use gantry_store::sql::Sql;
 use gantry_store::task::every;
 
@@ -253,6 +255,7 @@ impl StagingEvents {
             text.push_str(&keeps::stage_text(chunk.len()));
             text.push_str("; ");
         }
+        let outbox = bundle(outbox);
         for chunk in outbox.chunks(OUTBOX_ROWS) {
             text.push_str(&insert_text(OUTBOX, chunk.len(), true));
             text.push_str("; ");
@@ -338,12 +341,7 @@ impl EventEngine for StagingEvents {
     /// Telemetry and shadow events, which the ingest commits wrote into the staging file
     /// (`STAGED_OUTBOX`), and event-log events, which the event logs' writes wrote into the
     /// event-log file (`LOGS_OUTBOX`), merged by time.
-    async fn engine_outbox_waiting(
-        &self,
-        slot: u8,
-        project: &ProjectId,
-        limit: usize,
-    ) -> Result<Vec<(OutboxKey, WebhookEvent)>> {
+    async fn engine_outbox_waiting(&self, slot: u8, project: &ProjectId, limit: usize) -> Result<Vec<WaitingRow>> {
         let pool = &self.database.pool;
         let staged = waiting_rows(pool, (OUTBOX, STAGED_OUTBOX), slot, project, limit).await?;
         let logs = waiting_rows(pool, (super::logs::LOG_OUTBOX, LOGS_OUTBOX), slot, project, limit).await?;

@@ -13,7 +13,7 @@ use sqlx::any::AnyRow;
 
 use crate::SqlStore;
 use crate::error::db_error;
-use crate::outbox::{merge_by_time, take_rows, waiting_rows};
+use crate::outbox::{events_of, merge_by_time, take_rows, waiting_rows};
 use crate::row::{flag, get, spelled};
 use crate::sql::{Sql, fetch_page};
 
@@ -212,7 +212,7 @@ impl WebhookStore for SqlStore {
         let (slot, project) = (webhook.slot, &webhook.project_id);
         let main = waiting_rows(&self.pool, ("webhook_outbox", OutboxKey::MAIN), slot, project, limit).await?;
         let apart = self.events.engine_outbox_waiting(slot, project, limit).await?;
-        Ok(merge_by_time(main, apart, limit))
+        Ok(events_of(merge_by_time(main, apart, limit)))
     }
 
     /// The main outbox's rows leave in the delivery's transaction: when another node
@@ -246,8 +246,13 @@ impl WebhookStore for SqlStore {
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-        let main: Vec<i64> = taken.iter().filter(|k| k.in_main()).map(|k| k.seq).collect();
-        let apart: Vec<OutboxKey> = taken.iter().filter(|k| !k.in_main()).copied().collect();
+        // A row's key comes once per event it holds.
+        let mut main: Vec<i64> = taken.iter().filter(|k| k.in_main()).map(|k| k.seq).collect();
+        main.sort_unstable();
+        main.dedup();
+        let mut apart: Vec<OutboxKey> = taken.iter().filter(|k| !k.in_main()).copied().collect();
+        apart.sort_unstable_by_key(|k| (k.outbox, k.seq));
+        apart.dedup();
         if !main.is_empty() {
             let taken = take_rows(
                 &mut tx,

@@ -193,6 +193,21 @@ pub(crate) async fn webhook_events_wait_in_order_until_a_delivery_holds_them(sto
         .map(|(_, e)| e.id.as_str())
         .collect();
     assert_eq!(telemetry, outbox.iter().map(|e| e.id.as_str()).collect::<Vec<_>>());
+    let read_back: Vec<&WebhookEvent> = waiting
+        .iter()
+        .filter(|(_, e)| e.kind == StreamType::Telemetry)
+        .map(|(_, e)| e)
+        .collect();
+    assert_eq!(
+        read_back,
+        outbox.iter().collect::<Vec<_>>(),
+        "each event as it was written"
+    );
+    // Committed together for the same webhooks: one row, whose events leave together, the
+    // first row whole even beyond the limit.
+    assert!(waiting[..3].iter().all(|(key, _)| *key == waiting[0].0));
+    assert_eq!(store.waiting_events(&hook, 1).await.unwrap(), waiting[..3]);
+    assert_eq!(store.waiting_events(&hook, 4).await.unwrap(), waiting[..4]);
     let kinds: BTreeSet<&str> = waiting.iter().map(|(_, e)| e.kind.as_str()).collect();
     assert_eq!(kinds, BTreeSet::from(["telemetry", "eventLog", "connection"]));
     assert_eq!(waiting.len(), 5);
@@ -221,7 +236,7 @@ pub(crate) async fn webhook_events_wait_in_order_until_a_delivery_holds_them(sto
     assert_eq!(stranger_hook.slot, hook.slot, "slots are per project");
     assert!(store.waiting_events(&stranger_hook, 100).await.unwrap().is_empty());
 
-    // A delivery of the first two: the rest still wait, in order.
+    // A delivery of the first event takes its row's other two with it: the rest still wait, in order.
     let delivery = |id: DeliveryId, created: i64, count: u32| Delivery {
         id,
         webhook_id: hook.id.clone(),
@@ -238,13 +253,13 @@ pub(crate) async fn webhook_events_wait_in_order_until_a_delivery_holds_them(sto
         finished_time: None,
         body: "{}".to_owned(),
     };
-    let first = delivery(DeliveryId::generate(), 100, 2);
-    let keys: Vec<_> = waiting.iter().take(2).map(|(k, _)| *k).collect();
+    let first = delivery(DeliveryId::generate(), 100, 3);
+    let keys: Vec<_> = waiting.iter().take(3).map(|(k, _)| *k).collect();
     store.insert_delivery(&first, &keys).await.unwrap();
     let rest = store.waiting_events(&hook, 100).await.unwrap();
     assert_eq!(
         rest.iter().map(|(_, e)| e.id.clone()).collect::<Vec<_>>(),
-        waiting[2..].iter().map(|(_, e)| e.id.clone()).collect::<Vec<_>>()
+        waiting[3..].iter().map(|(_, e)| e.id.clone()).collect::<Vec<_>>()
     );
     assert_eq!(store.pending_delivery(&hook.id).await.unwrap(), Some(first.clone()));
     assert!(store.count_pending_deliveries().await.unwrap() >= 1);
@@ -260,11 +275,11 @@ pub(crate) async fn webhook_events_wait_in_order_until_a_delivery_holds_them(sto
     done.finished_time = Some(401);
     store.update_delivery(&done).await.unwrap();
     assert_eq!(store.pending_delivery(&hook.id).await.unwrap(), None);
-    let second = delivery(DeliveryId::generate(), 500, 3);
+    let second = delivery(DeliveryId::generate(), 500, 2);
     let keys: Vec<_> = rest.iter().map(|(k, _)| *k).collect();
     store.insert_delivery(&second, &keys).await.unwrap();
     // Another node taking the same events stores nothing.
-    let again = delivery(DeliveryId::generate(), 600, 3);
+    let again = delivery(DeliveryId::generate(), 600, 2);
     assert!(matches!(
         store.insert_delivery(&again, &keys).await,
         Err(Error::Conflict(_))
