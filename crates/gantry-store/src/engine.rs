@@ -105,10 +105,11 @@ pub trait EventEngine: EventStore + Debug {
     /// Closes the engine's pools, waiting for connections in use, and lets its files go.
     async fn close(&self);
 
-    /// Up to `limit` of the webhook events the engine's commits wrote apart from the main
+    /// The oldest rows of webhook events the engine's commits wrote apart from the main
     /// tables' outbox (SQLite's staging file, where `commit_events` writes its outbox, and its
-    /// event-log file), oldest first, keyed with the engine's number of each outbox
-    /// (`OutboxKey`). An engine that writes the main outbox alone has none.
+    /// event-log file), up to `limit` rows, keyed with the engine's number of each outbox
+    /// (`OutboxKey`); the caller's `merge_by_time` keeps those that hold `limit` events. An
+    /// engine that writes the main outbox alone has none.
     async fn engine_outbox_waiting(
         &self,
         _slot: u8,

@@ -235,9 +235,9 @@ pub fn outbox_from_row(row: &AnyRow, outbox: u8) -> Result<WaitingRow> {
     Ok((key, events))
 }
 
-/// The oldest rows of `table` (the outbox numbered `outbox`) that the webhook in `slot` of
-/// `project` has not taken yet, as many as hold up to `limit` events (the first row whatever
-/// it holds: `cut`).
+/// Up to `limit` of the oldest rows of `table` (the outbox numbered `outbox`) that the webhook
+/// in `slot` of `project` has not taken yet: enough, since a row holds one event at least.
+/// `merge_by_time`, which every reader's rows go through, keeps those that hold `limit` events.
 pub async fn waiting_rows<'e>(
     executor: impl sqlx::Executor<'e, Database = Any>,
     (table, outbox): (&str, u8),
@@ -255,11 +255,7 @@ pub async fn waiting_rows<'e>(
     .fetch_all(executor)
     .await
     .map_err(db_error)?;
-    let rows: Vec<WaitingRow> = rows
-        .iter()
-        .map(|row| outbox_from_row(row, outbox))
-        .collect::<Result<_>>()?;
-    Ok(cut(rows, limit))
+    rows.iter().map(|row| outbox_from_row(row, outbox)).collect()
 }
 
 /// The first of `rows` that hold up to `limit` events together, and the first row whatever it
