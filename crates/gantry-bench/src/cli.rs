@@ -32,9 +32,9 @@ pub struct Cli {
 pub enum Command {
     /// Single-event POST /api/v1/deviceEvents from many devices.
     IngestRest,
-    /// The same posts with no webhook, then with 20 webhooks whose receivers are down.
+    /// The same posts with no webhook and with 20 webhooks whose receivers are down, A B B A.
     Webhooks,
-    /// The same posts with no alarm rule, then with 3 rules on the posted attribute.
+    /// The same posts with no alarm rule and with 3 rules on the posted attribute, A B B A.
     Alarms,
     /// GET device and shadow; a device's event listing in a store of many events.
     Read,

@@ -1,5 +1,6 @@
-//! REST ingest with alarm rules: the same posts as `ingest-rest`, first with no rule on the
-//! devices' model, then with `RULES` rules on the attribute every post carries, in the same run.
+//! REST ingest with alarm rules: the same posts as `ingest-rest` with no rule on the devices'
+//! model and with `RULES` rules on the attribute every post carries, in the same run, in the
+//! order A B B A (`alternated`).
 //! Two of the rules hold for a share of the values (so alarms are raised, counted and cleared
 //! all along), one never does. Rules are evaluated before each post is answered, so an alarm is
 //! stored before the answer (and the PUBACK, over MQTT) of the event that completes its
@@ -13,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::json;
 
-use super::{Ctx, Measurement, measure};
+use super::{Ctx, Measurement, alternated, measure};
 use crate::mqtt_load;
 use crate::scenarios::ingest_mqtt::{self, MqttTarget};
 use crate::scenarios::ingest_rest::posts;
@@ -76,23 +77,31 @@ async fn delete_rules(ctx: &Ctx<'_>, created: &[String]) -> anyhow::Result<()> {
 pub async fn run(ctx: &Ctx<'_>, model_id: &str, devices: &[DeviceRef]) -> anyhow::Result<Vec<Measurement>> {
     anyhow::ensure!(!devices.is_empty(), "no devices to post events for");
     // Each measurement starts from an idle server, as the MQTT runs do (`publish`).
-    crate::server::wait_until_idle(ctx.pid, crate::server::SETTLE).await;
-    let (alone, _) = measure(ctx, SCENARIO, ALONE, ctx.connections, posts(ctx, devices)?).await?;
-    let created = create_rules(ctx, model_id).await?;
+    let posted = async |variant: &str| {
+        crate::server::wait_until_idle(ctx.pid, crate::server::SETTLE).await;
+        let (measured, _) = measure(ctx, SCENARIO, variant, ctx.connections, posts(ctx, devices)?).await?;
+        anyhow::Ok(measured)
+    };
     let variant = with_variant();
-    crate::server::wait_until_idle(ctx.pid, crate::server::SETTLE).await;
-    let measured = measure(ctx, SCENARIO, &variant, ctx.connections, posts(ctx, devices)?).await;
+    let first = posted(ALONE).await?;
+    let created = create_rules(ctx, model_id).await?;
+    let measured = async { anyhow::Ok((posted(&variant).await?, posted(&variant).await?)) }.await;
     delete_rules(ctx, &created).await?;
-    let (mut with, _) = measured?;
-    let ratio = with.requests_per_second / alone.requests_per_second.max(f64::EPSILON);
+    let (second, third) = measured?;
+    let fourth = posted(ALONE).await?;
+    let (ratio, before, after) = alternated::ratios([&first, &fourth], [&second, &third]);
+    let alone = alternated::merged(first, fourth);
+    let mut with = alternated::merged(second, third);
+    let halves = with.note.take().unwrap_or_default();
     with.note = Some(format!(
-        "{ratio:.2} x the rate with no rule (same run; target >= 0.90); each alarm is stored before its event is answered"
+        "{ratio:.2} x the rate with no rule (same run, A B B A: {before:.2} x, then {after:.2} x; target >= 0.90); each alarm is stored before its event is answered; {halves}"
     ));
-    eprintln!("  {SCENARIO}: with {RULES} rules {ratio:.2} x the rate with none");
+    eprintln!("  {SCENARIO}: with {RULES} rules {ratio:.2} x the rate with none ({before:.2}, {after:.2})");
     Ok(vec![alone, with])
 }
 
-/// Over MQTT at `rate` offered: with no rule, then with `RULES` rules, in the same run.
+/// Over MQTT at `rate` offered, in the same run and the order A B B A: with no rule, twice
+/// with `RULES` rules, with none again.
 pub async fn run_mqtt(
     ctx: &Ctx<'_>,
     target: &MqttTarget,
@@ -101,16 +110,27 @@ pub async fn run_mqtt(
     rate: f64,
 ) -> anyhow::Result<Vec<Measurement>> {
     anyhow::ensure!(!devices.is_empty(), "no devices to publish for");
-    let alone = publish(ctx, target, devices, mqtt_variant(rate, 0), rate).await?;
+    let first = publish(ctx, target, devices, mqtt_variant(rate, 0), rate).await?;
     let created = create_rules(ctx, model_id).await?;
-    let measured = publish(ctx, target, devices, mqtt_variant(rate, RULES), rate).await;
+    let measured = async {
+        let second = publish(ctx, target, devices, mqtt_variant(rate, RULES), rate).await?;
+        anyhow::Ok((
+            second,
+            publish(ctx, target, devices, mqtt_variant(rate, RULES), rate).await?,
+        ))
+    }
+    .await;
     delete_rules(ctx, &created).await?;
-    let mut with = measured?;
-    let ratio = with.requests_per_second / alone.requests_per_second.max(f64::EPSILON);
+    let (second, third) = measured?;
+    let fourth = publish(ctx, target, devices, mqtt_variant(rate, 0), rate).await?;
+    let (ratio, before, after) = alternated::ratios([&first, &fourth], [&second, &third]);
+    let alone = alternated::merged(first, fourth);
+    let mut with = alternated::merged(second, third);
+    let halves = with.note.take().unwrap_or_default();
     with.note = Some(format!(
-        "{ratio:.2} x the acknowledged rate with no rule (same run; target >= 0.90); each PUBACK after its rules"
+        "{ratio:.2} x the acknowledged rate with no rule (same run, A B B A: {before:.2} x, then {after:.2} x; target >= 0.90); each PUBACK after its rules; {halves}"
     ));
-    eprintln!("  {SCENARIO}: over MQTT with {RULES} rules {ratio:.2} x the rate with none");
+    eprintln!("  {SCENARIO}: over MQTT with {RULES} rules {ratio:.2} x the rate with none ({before:.2}, {after:.2})");
     Ok(vec![alone, with])
 }
 

@@ -2,6 +2,7 @@
 //! and what the server and the load generator spent on it.
 
 pub mod alarms;
+pub mod alternated;
 pub mod baseline;
 pub mod connections;
 pub mod console;
