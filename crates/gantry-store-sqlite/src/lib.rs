@@ -54,12 +54,12 @@ pub async fn connect(url: &str) -> Result<SqlStore, sqlx::Error> {
 /// brings the files' schemas up to date and starts the checkpointer and the event engine as
 /// `chores`, which `SqlStore::close` ends before the files close.
 pub async fn connect_in(url: &str, chores: Chores) -> Result<SqlStore, sqlx::Error> {
-    sqlx::any::install_default_drivers();
     Ok(SqlStore::from_engine(engine(url, chores).await?))
 }
 
 /// The engine at `url`, connected, for `SqlStore::from_engine`.
 async fn engine(url: &str, chores: Chores) -> Result<Connected, sqlx::Error> {
+    sqlx::any::install_default_drivers();
     let events = Arc::new(open(url, chores).await?);
     let database = events.database();
     Ok(Connected {
@@ -480,5 +480,76 @@ mod tests {
             .unwrap();
         assert_eq!((in_main, moved.as_str()), (0, "alice"));
         events.close().await;
+    }
+
+    /// A webhook's delivery records (taking its events, each attempt) are background writes:
+    /// they leave the mover's moves long (`ApiWrites`), where a webhook whose receiver is down,
+    /// retrying all along, would keep them short and multiply the moves. A catalog write still
+    /// makes them short.
+    #[tokio::test]
+    async fn delivery_records_leave_the_moves_long() {
+        use gantry_core::enums::DeliveryStatus;
+        use gantry_core::ids::{DeliveryId, TenantId, WebhookId};
+        use gantry_core::store::WebhookStore;
+        use gantry_core::webhook::Delivery;
+        let dir = tempfile::tempdir().unwrap();
+        let connected = engine(&sqlite_url(dir.path()), Chores::alone()).await.unwrap();
+        let (writer, api_writes) = (connected.writer.clone(), connected.api_writes.clone());
+        let store = SqlStore::from_engine(connected);
+        sqlx::query(
+            "INSERT INTO webhooks (id, tenant_id, project_id, url, types, enabled, secret, created_by, created_time, slot) \
+             VALUES ('w', 't', 'p', 'http://127.0.0.1:9/', 'telemetry', 1, 's', 'admin', 1, 0)",
+        )
+        .execute(&writer)
+        .await
+        .unwrap();
+        let long_ago = std::time::Instant::now() - Duration::from_secs(60);
+        api_writes.asking_at(long_ago);
+        let mut delivery = Delivery {
+            id: DeliveryId::generate(),
+            webhook_id: WebhookId::from_string("w"),
+            tenant_id: TenantId::from_string("t"),
+            status: DeliveryStatus::Pending,
+            event_count: 0,
+            attempts: 0,
+            last_http_status: None,
+            last_error: None,
+            created_time: 1,
+            first_attempt_time: None,
+            last_attempt_time: None,
+            next_attempt_time: Some(1),
+            finished_time: None,
+            body: "[]".to_owned(),
+        };
+        store.insert_delivery(&delivery, &[]).await.unwrap();
+        delivery.attempts = 1;
+        delivery.last_error = Some("connection refused".to_owned());
+        store.update_delivery(&delivery).await.unwrap();
+        let pending = store
+            .pending_delivery(&delivery.webhook_id)
+            .await
+            .unwrap()
+            .expect("stored");
+        assert_eq!(
+            (pending.attempts, pending.last_error.as_deref()),
+            (1, Some("connection refused"))
+        );
+        let since = api_writes.since().expect("set above");
+        assert!(
+            since >= Duration::from_secs(59),
+            "a delivery record counted as an API write: {since:?}"
+        );
+        let mut webhook = store
+            .get_webhook(&TenantId::from_string("t"), &WebhookId::from_string("w"))
+            .await
+            .unwrap()
+            .expect("stored");
+        webhook.description = Some("crane alarms".to_owned());
+        store.update_webhook(&webhook).await.unwrap();
+        assert!(
+            api_writes.asked_within(Duration::from_secs(5)),
+            "a catalog write is an API write"
+        );
+        store.close().await;
     }
 }

@@ -119,6 +119,13 @@ impl SqlStore {
         Ok(tx)
     }
 
+    /// A transaction of background work no request waits for (presence, webhook deliveries):
+    /// unlike `begin_write` it does not tell `api_writes`, so that it leaves the SQLite mover's
+    /// moves long. A write of it that meets a move in flight waits for the move.
+    async fn begin_background_write(&self) -> gantry_core::Result<Transaction<'static, Any>> {
+        self.writer.begin().await.map_err(error::db_error)
+    }
+
     /// A transaction that writes the event logs (`Dialect::event_logs`) and their outbox.
     async fn begin_log_write(&self) -> gantry_core::Result<Transaction<'static, Any>> {
         self.log_writer.begin().await.map_err(error::db_error)

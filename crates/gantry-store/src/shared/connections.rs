@@ -1,8 +1,8 @@
 //! Device presence: one row per device that ever connected. A session's start and end are
 //! conditional writes keyed by the session's start time, so that events that arrive out of
 //! order (an old session's end after a new session's start) never undo the newer state.
-//! They go to the writer without `SqlStore::writes`: they are background writes no request
-//! waits for, so they must not make the SQLite mover's moves short (`engine::ApiWrites`).
+//! They are background writes no request waits for (`SqlStore::begin_background_write`), so
+//! they must not make the SQLite mover's moves short (`engine::ApiWrites`).
 
 use async_trait::async_trait;
 use gantry_core::Result;
@@ -45,7 +45,7 @@ impl ConnectionStore for SqlStore {
         if starts.is_empty() {
             return Ok(());
         }
-        let mut tx = self.writer.begin().await.map_err(db_error)?;
+        let mut tx = self.begin_background_write().await?;
         for (tenant, start, webhooks) in starts {
             start_one(&mut tx, tenant, start, *webhooks).await?;
         }
@@ -56,7 +56,7 @@ impl ConnectionStore for SqlStore {
         if ends.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = self.writer.begin().await.map_err(db_error)?;
+        let mut tx = self.begin_background_write().await?;
         let mut ended = Vec::with_capacity(ends.len());
         for (end, webhooks) in ends {
             ended.push(end_one(&mut tx, end, *webhooks).await?);
@@ -69,7 +69,7 @@ impl ConnectionStore for SqlStore {
         if seen.is_empty() {
             return Ok(());
         }
-        let mut tx = self.writer.begin().await.map_err(db_error)?;
+        let mut tx = self.begin_background_write().await?;
         for chunk in seen.chunks(LAST_SEEN_PER_STATEMENT) {
             // VALUES names its columns column1, column2 on both engines.
             let text = format!(

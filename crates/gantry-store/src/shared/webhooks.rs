@@ -1,5 +1,8 @@
 //! Webhooks, their outbox and their deliveries. The outbox is written by
-//! `outbox::write_outbox` in the transaction of each cause.
+//! `outbox::write_outbox` in the transaction of each cause. A delivery's own writes (taking
+//! events, recording attempts) are background work no request waits for
+//! (`SqlStore::begin_background_write`): a webhook whose receiver is down retries all along, and
+//! its records must not keep the SQLite mover's moves short.
 
 use async_trait::async_trait;
 use gantry_core::enums::DeliveryStatus;
@@ -218,7 +221,7 @@ impl WebhookStore for SqlStore {
     /// The main outbox's rows leave in the delivery's transaction: when another node
     /// (PostgreSQL) took one of them already, the delivery is not stored (`Conflict`).
     async fn insert_delivery(&self, d: &Delivery, taken: &[OutboxKey]) -> Result<()> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_background_write().await?;
         let slot: Option<i64> = sqlx::query_scalar("SELECT slot FROM webhooks WHERE id = $1")
             .bind(d.webhook_id.as_str())
             .fetch_optional(&mut *tx)
@@ -288,7 +291,7 @@ impl WebhookStore for SqlStore {
         .bind(d.next_attempt_time)
         .bind(d.finished_time)
         .bind(d.id.as_str())
-        .execute(&mut *self.writes().await?)
+        .execute(&self.writer)
         .await
         .map_err(db_error)?;
         if done.rows_affected() == 0 {
