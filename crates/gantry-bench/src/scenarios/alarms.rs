@@ -89,15 +89,13 @@ pub async fn run(ctx: &Ctx<'_>, model_id: &str, devices: &[DeviceRef]) -> anyhow
     delete_rules(ctx, &created).await?;
     let (second, third) = measured?;
     let fourth = posted(ALONE).await?;
-    let (ratio, before, after) = alternated::ratios([&first, &fourth], [&second, &third]);
-    let alone = alternated::merged(first, fourth);
-    let mut with = alternated::merged(second, third);
-    let halves = with.note.take().unwrap_or_default();
-    with.note = Some(format!(
-        "{ratio:.2} x the rate with no rule (same run, A B B A: {before:.2} x, then {after:.2} x; target >= 0.90); each alarm is stored before its event is answered; {halves}"
-    ));
-    eprintln!("  {SCENARIO}: with {RULES} rules {ratio:.2} x the rate with none ({before:.2}, {after:.2})");
-    Ok(vec![alone, with])
+    Ok(alternated::sides(
+        [first, second, third, fourth],
+        &format!("with {RULES} rules"),
+        "the rate with no rule",
+        0.9,
+        "; each alarm is stored before its event is answered",
+    ))
 }
 
 /// Over MQTT at `rate` offered, in the same run and the order A B B A: with no rule, twice
@@ -123,15 +121,13 @@ pub async fn run_mqtt(
     delete_rules(ctx, &created).await?;
     let (second, third) = measured?;
     let fourth = publish(ctx, target, devices, mqtt_variant(rate, 0), rate).await?;
-    let (ratio, before, after) = alternated::ratios([&first, &fourth], [&second, &third]);
-    let alone = alternated::merged(first, fourth);
-    let mut with = alternated::merged(second, third);
-    let halves = with.note.take().unwrap_or_default();
-    with.note = Some(format!(
-        "{ratio:.2} x the acknowledged rate with no rule (same run, A B B A: {before:.2} x, then {after:.2} x; target >= 0.90); each PUBACK after its rules; {halves}"
-    ));
-    eprintln!("  {SCENARIO}: over MQTT with {RULES} rules {ratio:.2} x the rate with none ({before:.2}, {after:.2})");
-    Ok(vec![alone, with])
+    Ok(alternated::sides(
+        [first, second, third, fourth],
+        &format!("over MQTT with {RULES} rules"),
+        "the acknowledged rate with no rule",
+        0.9,
+        "; each PUBACK after its rules",
+    ))
 }
 
 /// One paced MQTT run of the devices: messages acknowledged per second.

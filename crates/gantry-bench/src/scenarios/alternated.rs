@@ -75,9 +75,29 @@ fn added(a: Usage, b: Usage) -> Usage {
     }
 }
 
+/// The two rows of a comparison measured `[A, B, B, A]`: the side without the change, and the
+/// side with it, whose note gives its ratio to the other (`over` names the other's rate, `target`
+/// the least ratio asked), each pair's, `remark` and its halves' rates. Logs the ratio, `label`
+/// saying what B had.
+pub fn sides(measured: [Measurement; 4], label: &str, over: &str, target: f64, remark: &str) -> Vec<Measurement> {
+    let [first, second, third, fourth] = measured;
+    let (ratio, before, after) = ratios([&first, &fourth], [&second, &third]);
+    let alone = merged(first, fourth);
+    let mut with = merged(second, third);
+    let halves = with.note.take().unwrap_or_default();
+    with.note = Some(format!(
+        "{ratio:.2} x {over} (same run, A B B A: {before:.2} x, then {after:.2} x; target >= {target:.2}){remark}; {halves}"
+    ));
+    eprintln!(
+        "  {}: {label} {ratio:.2} x the rate with none ({before:.2}, {after:.2})",
+        with.scenario
+    );
+    vec![alone, with]
+}
+
 /// The ratio of the side with the change to the side without, and the same per pair of
-/// neighbours (A1 to B1, B2 to A2), for the note and the log.
-pub fn ratios(alone: [&Measurement; 2], with: [&Measurement; 2]) -> (f64, f64, f64) {
+/// neighbours (A1 to B1, B2 to A2).
+fn ratios(alone: [&Measurement; 2], with: [&Measurement; 2]) -> (f64, f64, f64) {
     let rate = |m: &Measurement| m.requests_per_second.max(f64::EPSILON);
     let whole = (with[0].requests_per_second + with[1].requests_per_second) / (rate(alone[0]) + rate(alone[1]));
     (
@@ -129,6 +149,33 @@ mod tests {
         let cpu = m.server_cpu_us_per_request.expect("measured");
         assert!((cpu - 5_000.0).abs() < 1.0, "{cpu}");
         assert_eq!(m.note.as_deref(), Some("A B B A: 100 /s then 300 /s"));
+    }
+
+    #[test]
+    fn the_side_with_the_change_says_its_ratio() {
+        let [alone, with]: [Measurement; 2] = sides(
+            [
+                measured(100.0, 1, 1.0),
+                measured(90.0, 1, 1.0),
+                measured(60.0, 1, 1.0),
+                measured(80.0, 1, 1.0),
+            ],
+            "with 3 rules",
+            "the rate with no rule",
+            0.9,
+            "; each alarm stored first",
+        )
+        .try_into()
+        .expect("two rows");
+        assert_eq!((alone.requests_per_second, with.requests_per_second), (90.0, 75.0));
+        assert_eq!(
+            with.note.as_deref(),
+            Some(
+                "0.83 x the rate with no rule (same run, A B B A: 0.90 x, then 0.75 x; target >= 0.90); \
+                 each alarm stored first; A B B A: 90 /s then 60 /s"
+            )
+        );
+        assert_eq!(alone.note.as_deref(), Some("A B B A: 100 /s then 80 /s"));
     }
 
     #[test]

@@ -41,15 +41,13 @@ pub async fn run(ctx: &Ctx<'_>, project_id: &str, devices: &[DeviceRef]) -> anyh
     }
     let (second, third) = measured?;
     let fourth = posted(ctx, ALONE, devices).await?;
-    let (ratio, before, after) = alternated::ratios([&first, &fourth], [&second, &third]);
-    let alone = alternated::merged(first, fourth);
-    let mut with = alternated::merged(second, third);
-    let halves = with.note.take().unwrap_or_default();
-    with.note = Some(format!(
-        "{ratio:.2} x the rate with no webhook (same run, A B B A: {before:.2} x, then {after:.2} x; target >= 0.80); {halves}"
-    ));
-    eprintln!("  {SCENARIO}: with {WEBHOOKS} webhooks down {ratio:.2} x the rate with none ({before:.2}, {after:.2})");
-    Ok(vec![alone, with])
+    Ok(alternated::sides(
+        [first, second, third, fourth],
+        &format!("with {WEBHOOKS} webhooks down"),
+        "the rate with no webhook",
+        0.8,
+        "",
+    ))
 }
 
 /// One measurement of the posts, from an idle server.
