@@ -145,7 +145,7 @@ mod tests {
         assert_eq!(m.ok, 400);
         assert_eq!(m.latency.p99_ms, 5.0);
         assert_eq!(m.usage.server_cpu_seconds, Some(2.0));
-        // 10,000 µs per request over 100 answers, 3,333 over 300: weighted by answers.
+        // The half with three times the answers weighs three times as much: not the plain mean.
         let cpu = m.server_cpu_us_per_request.expect("measured");
         assert!((cpu - 5_000.0).abs() < 1.0, "{cpu}");
         assert_eq!(m.note.as_deref(), Some("A B B A: 100 /s then 300 /s"));
