@@ -14,10 +14,10 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::json;
 
-use super::{Ctx, Measurement, alternated, measure};
+use super::{Ctx, Measurement, alternated};
 use crate::mqtt_load;
 use crate::scenarios::ingest_mqtt::{self, MqttTarget};
-use crate::scenarios::ingest_rest::posts;
+use crate::scenarios::ingest_rest::posted;
 use crate::seed::DeviceRef;
 use crate::server::UsageMeter;
 
@@ -76,19 +76,19 @@ async fn delete_rules(ctx: &Ctx<'_>, created: &[String]) -> anyhow::Result<()> {
 
 pub async fn run(ctx: &Ctx<'_>, model_id: &str, devices: &[DeviceRef]) -> anyhow::Result<Vec<Measurement>> {
     anyhow::ensure!(!devices.is_empty(), "no devices to post events for");
-    // Each measurement starts from an idle server, as the MQTT runs do (`publish`).
-    let posted = async |variant: &str| {
-        crate::server::wait_until_idle(ctx.pid, crate::server::SETTLE).await;
-        let (measured, _) = measure(ctx, SCENARIO, variant, ctx.connections, posts(ctx, devices)?).await?;
-        anyhow::Ok(measured)
-    };
+    // Each measurement starts from an idle server (`posted`), as the MQTT runs do (`publish`).
     let variant = with_variant();
-    let first = posted(ALONE).await?;
+    let first = posted(ctx, SCENARIO, ALONE, devices).await?;
     let created = create_rules(ctx, model_id).await?;
-    let measured = async { anyhow::Ok((posted(&variant).await?, posted(&variant).await?)) }.await;
+    let measured = async {
+        let second = posted(ctx, SCENARIO, &variant, devices).await?;
+        let third = posted(ctx, SCENARIO, &variant, devices).await?;
+        anyhow::Ok((second, third))
+    }
+    .await;
     delete_rules(ctx, &created).await?;
     let (second, third) = measured?;
-    let fourth = posted(ALONE).await?;
+    let fourth = posted(ctx, SCENARIO, ALONE, devices).await?;
     Ok(alternated::sides(
         [first, second, third, fourth],
         &format!("with {RULES} rules"),
@@ -112,10 +112,8 @@ pub async fn run_mqtt(
     let created = create_rules(ctx, model_id).await?;
     let measured = async {
         let second = publish(ctx, target, devices, mqtt_variant(rate, RULES), rate).await?;
-        anyhow::Ok((
-            second,
-            publish(ctx, target, devices, mqtt_variant(rate, RULES), rate).await?,
-        ))
+        let third = publish(ctx, target, devices, mqtt_variant(rate, RULES), rate).await?;
+        anyhow::Ok((second, third))
     }
     .await;
     delete_rules(ctx, &created).await?;

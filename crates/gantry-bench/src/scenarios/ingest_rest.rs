@@ -78,6 +78,19 @@ pub async fn run(ctx: &Ctx<'_>, devices: &[DeviceRef]) -> anyhow::Result<IngestO
     })
 }
 
+/// One measurement of `posts` at the "many connections" count for another scenario's
+/// `variant`, from an idle server (what the measurement before left to do is not counted).
+pub async fn posted(
+    ctx: &Ctx<'_>,
+    scenario: &'static str,
+    variant: &str,
+    devices: &[DeviceRef],
+) -> anyhow::Result<Measurement> {
+    crate::server::wait_until_idle(ctx.pid, crate::server::SETTLE).await;
+    let (measured, _) = measure(ctx, scenario, variant, ctx.connections, posts(ctx, devices)?).await?;
+    Ok(measured)
+}
+
 /// One event per request, from `devices` in turn, each with its own token. Each device's values
 /// ramp through 0.0 to 49.9 post by post, as over MQTT (`ingest_mqtt::message_body`): a
 /// sensor's readings move, they do not jump across the alarm rules' bands at every post.

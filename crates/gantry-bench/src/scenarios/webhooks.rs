@@ -7,8 +7,8 @@
 use anyhow::Context;
 use serde_json::json;
 
-use super::{Ctx, Measurement, alternated, measure};
-use crate::scenarios::ingest_rest::posts;
+use super::{Ctx, Measurement, alternated};
+use crate::scenarios::ingest_rest::posted;
 use crate::seed::DeviceRef;
 
 pub const SCENARIO: &str = "webhooks";
@@ -25,11 +25,11 @@ pub fn with_variant() -> String {
 pub async fn run(ctx: &Ctx<'_>, project_id: &str, devices: &[DeviceRef]) -> anyhow::Result<Vec<Measurement>> {
     anyhow::ensure!(!devices.is_empty(), "no devices to post events for");
     let variant = with_variant();
-    let first = posted(ctx, ALONE, devices).await?;
+    let first = posted(ctx, SCENARIO, ALONE, devices).await?;
     let created = create_webhooks(ctx, project_id).await?;
     let measured = async {
-        let second = posted(ctx, &variant, devices).await?;
-        let third = posted(ctx, &variant, devices).await?;
+        let second = posted(ctx, SCENARIO, &variant, devices).await?;
+        let third = posted(ctx, SCENARIO, &variant, devices).await?;
         anyhow::Ok((second, third))
     }
     .await;
@@ -40,7 +40,7 @@ pub async fn run(ctx: &Ctx<'_>, project_id: &str, devices: &[DeviceRef]) -> anyh
             .await?;
     }
     let (second, third) = measured?;
-    let fourth = posted(ctx, ALONE, devices).await?;
+    let fourth = posted(ctx, SCENARIO, ALONE, devices).await?;
     Ok(alternated::sides(
         [first, second, third, fourth],
         &format!("with {WEBHOOKS} webhooks down"),
@@ -48,13 +48,6 @@ pub async fn run(ctx: &Ctx<'_>, project_id: &str, devices: &[DeviceRef]) -> anyh
         0.8,
         "",
     ))
-}
-
-/// One measurement of the posts, from an idle server.
-async fn posted(ctx: &Ctx<'_>, variant: &str, devices: &[DeviceRef]) -> anyhow::Result<Measurement> {
-    crate::server::wait_until_idle(ctx.pid, crate::server::SETTLE).await;
-    let (measured, _) = measure(ctx, SCENARIO, variant, ctx.connections, posts(ctx, devices)?).await?;
-    Ok(measured)
 }
 
 /// `WEBHOOKS` webhooks on the project, each wanting telemetry and shadow, each receiver a port
