@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Functions of more than 80 lines (LIMIT) in the crates' sources, outside tests and the bench:
-a long function is the steps it performs, each a named function (STYLE.md). Counts from the
-`fn` line to its closing brace; a `#[cfg(test)] mod` at a file's end and `tests.rs` files are
-left out. Exits 1 and lists them when there is one.
+"""Functions of more than 80 lines (LIMIT) and files of more than 600 (FILE_LIMIT) in the crates'
+sources, outside tests and the bench: a long function is the steps it performs, each a named
+function, and a long file the parts it holds, each a module (STYLE.md). Counts a function from
+its `fn` line to its closing brace, a file whole; a `#[cfg(test)] mod` at a file's end (for
+functions) and `tests.rs` files and `tests/` folders are left out. Exits 1 and lists them when
+there is one.
 
 Usage: .ci/long-functions.py crates/a [crates/b ...]
 """
 import re,sys,os
 LIMIT=int(os.environ.get("LIMIT","80"))
+FILE_LIMIT=int(os.environ.get("FILE_LIMIT","600"))
 def scan(path):
     src=open(path).read().split("\n")
     out=[]
@@ -42,12 +45,18 @@ def scan(path):
         else: idx+=1
     return out
 res=[]
+long_files=[]
 for root in sys.argv[1:]:
     for dp,dn,fn in os.walk(root):
         if "/tests" in dp or "target" in dp: continue
         for f in fn:
-            if f.endswith(".rs") and f!="tests.rs": res+=scan(os.path.join(dp,f))
+            if f.endswith(".rs") and f!="tests.rs":
+                path=os.path.join(dp,f)
+                res+=scan(path)
+                lines=open(path).read().count("\n")
+                if lines>FILE_LIMIT: long_files.append((lines,path))
 for r in sorted(res,reverse=True): print(f"{r[1]}:{r[2]}: fn {r[3]} is {r[0]} lines (at most {LIMIT})")
-if res:
+for lines,path in sorted(long_files,reverse=True): print(f"{path}: {lines} lines (at most {FILE_LIMIT})")
+if res or long_files:
     sys.exit(1)
-print(f"no function over {LIMIT} lines")
+print(f"no function over {LIMIT} lines, no file over {FILE_LIMIT}")
