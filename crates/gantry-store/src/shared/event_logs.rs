@@ -212,7 +212,8 @@ impl EventLogStore for SqlStore {
         let table = self.dialect.event_logs;
         let overdue: Option<i64> = sqlx::query_scalar(&format!(
             "SELECT 1 FROM {table} WHERE status = $1 AND ack_deadline <= $2 \
-             UNION ALL SELECT 1 FROM {table} WHERE status = $1 AND delivered_time IS NULL AND expires_time <= $2 LIMIT 1"
+             UNION ALL SELECT 1 FROM {table} WHERE status = $1 AND delivered_time IS NULL \
+                 AND expires_time IS NOT NULL AND expires_time <= $2 LIMIT 1"
         ))
         .bind(EventLogStatus::Processing.as_str())
         .bind(now)
@@ -226,7 +227,8 @@ impl EventLogStore for SqlStore {
         let rows = sqlx::query(&format!(
             "UPDATE {table} SET status = $1, updated_by = 'system', updated_time = $2, \
                  reason = CASE WHEN ack_deadline IS NULL THEN 'expired' ELSE reason END \
-             WHERE status = $3 AND (ack_deadline <= $2 OR (delivered_time IS NULL AND expires_time <= $2)) \
+             WHERE status = $3 AND (ack_deadline <= $2 \
+                 OR (delivered_time IS NULL AND expires_time IS NOT NULL AND expires_time <= $2)) \
              RETURNING {COLUMNS}"
         ))
         .bind(EventLogStatus::Exception.as_str())
