@@ -195,9 +195,9 @@ pub trait EventLogStore: Send + Sync {
         };
         self.insert_event_logs(std::slice::from_ref(&new)).await
     }
-    /// Records the acks in one transaction (`AckRecord`); for each, the control it answered as
-    /// it is now, or None when there is none.
-    async fn record_acks(&self, acks: &[AckRecord]) -> Result<Vec<Option<EventLog>>>;
+    /// Records the acks in one transaction (`AckRecord`), each with its reply log; for each,
+    /// what it answered and the reply as stored (`AckOutcome`).
+    async fn record_acks(&self, acks: &[AckRecord]) -> Result<Vec<AckOutcome>>;
     /// Appends `response` to the device's control log whose `eventId` is `correlation_id` and
     /// completes it if it was still processing. Returns the updated log, or None if there is none.
     /// `webhooks` get the updated log, written in the same transaction.
@@ -217,8 +217,13 @@ pub trait EventLogStore: Send + Sync {
             response: response.clone(),
             at,
             webhooks,
+            reply: None,
         };
-        Ok(self.record_acks(std::slice::from_ref(&ack)).await?.pop().flatten())
+        Ok(self
+            .record_acks(std::slice::from_ref(&ack))
+            .await?
+            .pop()
+            .and_then(|o| o.answered))
     }
     /// Controls still processing at `now` past their ack deadline, and waiting controls past
     /// their `expires_time` (reason `expired`), become `exception`; returns them
@@ -309,6 +314,18 @@ pub struct AckRecord {
     pub response: serde_json::Value,
     pub at: i64,
     pub webhooks: Audience,
+    /// The ack's own Response log, stored in the same transaction (so that an ack waits for
+    /// one commit, and is never recorded without it), with the `contextId` of the control it
+    /// answered; `webhooks` get it too.
+    pub reply: Option<EventLog>,
+}
+
+/// What recording an `AckRecord` did: the control it answered as it is now (None when there is
+/// none), and its reply log as stored.
+#[derive(Debug, Clone)]
+pub struct AckOutcome {
+    pub answered: Option<EventLog>,
+    pub reply: Option<EventLog>,
 }
 
 /// A desired state to write if the stored one is still at `revision` (0: none stored yet); the

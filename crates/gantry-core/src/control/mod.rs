@@ -34,7 +34,7 @@ use crate::paging::{Page, PageRequest};
 use crate::principal::Principal;
 use crate::query::EventLogQuery;
 use crate::records::Device;
-use crate::store::{AckRecord, NewEventLog, Store};
+use crate::store::{AckOutcome, AckRecord, NewEventLog, Store};
 use crate::stream::StreamType;
 use crate::webhook::Audience;
 use crate::webhooks::WebhookService;
@@ -59,7 +59,7 @@ pub struct ControlService {
     /// The event logs' inserts and the acks, each group-committed: a burst of connects and of
     /// their acks writes a transaction per batch, not per device.
     inserts: GroupCommit<NewEventLog, ()>,
-    acks: GroupCommit<AckRecord, Option<EventLog>>,
+    acks: GroupCommit<AckRecord, AckOutcome>,
 }
 
 /// Controls one device may have waiting unless configured otherwise.

@@ -15,13 +15,23 @@ use crate::{Error, Result};
 
 impl ControlService {
     /// A device's ack (`type` ack with `correlationId`): completes the control it answers and
-    /// records a Response log.
+    /// records a Response log, in one transaction.
     /// Returns the control it answered, if any.
     pub async fn handle_ack(&self, device: &Device, ack: &Message) -> Result<Option<EventLog>> {
         let now = now_ms();
         let ack_json = serde_json::to_value(ack).map_err(Error::serialization)?;
         let hooks = self.hooks(&device.project_id).await?;
-        let answered = match ack.meta.correlation_id.as_deref() {
+        // Its context is the answered control's, filled in when the ack is recorded.
+        let response = new_log(
+            device,
+            Classification::Response,
+            EventLogStatus::Completed,
+            ack,
+            None,
+            "DEVICE",
+            now,
+        );
+        let (answered, response) = match ack.meta.correlation_id.as_deref() {
             Some(correlation) => {
                 let ack = AckRecord {
                     tenant: device.record.tenant_id.clone(),
@@ -30,10 +40,15 @@ impl ControlService {
                     response: ack_json,
                     at: now,
                     webhooks: hooks,
+                    reply: Some(response.clone()),
                 };
-                self.acks.write(ack).await?
+                let outcome = self.acks.write(ack).await?;
+                (outcome.answered, outcome.reply.unwrap_or(response))
             }
-            None => None,
+            None => {
+                self.insert_log(&response, None, hooks, None).await?;
+                (None, response)
+            }
         };
         if let Some(log) = &answered {
             self.pushed(log, hooks);
@@ -51,17 +66,6 @@ impl ControlService {
         {
             tracing::warn!(error = %e, "could not forward an ack along its route");
         }
-        let context = answered.as_ref().and_then(|log| log.context_id.clone());
-        let response = new_log(
-            device,
-            Classification::Response,
-            EventLogStatus::Completed,
-            ack,
-            context,
-            "DEVICE",
-            now,
-        );
-        self.insert_log(&response, None, hooks, None).await?;
         self.pushed(&response, hooks);
         Ok(answered)
     }

@@ -10,7 +10,7 @@ use gantry_core::event_log::EventLog;
 use gantry_core::ids::{DeviceId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::query::{EventLogQuery, EventLogSort};
-use gantry_core::store::{AckRecord, EventLogStore, NewEventLog};
+use gantry_core::store::{AckOutcome, AckRecord, EventLogStore, NewEventLog};
 use gantry_core::stream::StreamType;
 use gantry_core::webhook::Audience;
 use sqlx::any::AnyRow;
@@ -144,17 +144,9 @@ impl SqlStore {
         write_outbox(tx, self.dialect.log_outbox, &outbox, false).await?;
         Ok(Some(log))
     }
-}
 
-#[async_trait]
-impl EventLogStore for SqlStore {
-    async fn insert_event_logs(&self, logs: &[NewEventLog]) -> Result<()> {
-        if logs.is_empty() {
-            return Ok(());
-        }
-        let started = Instant::now();
-        let mut tx = self.begin_log_write().await?;
-        let waited = started.elapsed();
+    /// Inserts `logs` in `tx`, each with its webhook events and audit record.
+    async fn insert_logs_in(&self, tx: &mut sqlx::AnyConnection, logs: &[NewEventLog]) -> Result<()> {
         let mut outbox = Vec::new();
         for new in logs {
             let log = &new.log;
@@ -178,9 +170,22 @@ impl EventLogStore for SqlStore {
             query.execute(&mut *tx).await.map_err(crate::error::db_error)?;
         }
         // The outbox rows and the audit records commit with the logs.
-        write_outbox(&mut tx, self.dialect.log_outbox, &outbox, false).await?;
+        write_outbox(tx, self.dialect.log_outbox, &outbox, false).await?;
         let audit: Vec<_> = logs.iter().filter_map(|new| new.audit.as_ref()).collect();
-        super::audit::insert_audit_rows(&mut tx, self.dialect.audit_logs, &audit).await?;
+        super::audit::insert_audit_rows(tx, self.dialect.audit_logs, &audit).await
+    }
+}
+
+#[async_trait]
+impl EventLogStore for SqlStore {
+    async fn insert_event_logs(&self, logs: &[NewEventLog]) -> Result<()> {
+        if logs.is_empty() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut tx = self.begin_log_write().await?;
+        let waited = started.elapsed();
+        self.insert_logs_in(&mut tx, logs).await?;
         tx.commit().await.map_err(crate::error::db_error)?;
         for new in logs {
             written(&new.log, "inserted", started, waited);
@@ -188,22 +193,42 @@ impl EventLogStore for SqlStore {
         Ok(())
     }
 
-    async fn record_acks(&self, acks: &[AckRecord]) -> Result<Vec<Option<EventLog>>> {
+    async fn record_acks(&self, acks: &[AckRecord]) -> Result<Vec<AckOutcome>> {
         if acks.is_empty() {
             return Ok(Vec::new());
         }
         let started = Instant::now();
         let mut tx = self.begin_log_write().await?;
         let waited = started.elapsed();
-        let mut answered = Vec::with_capacity(acks.len());
+        let mut outcomes = Vec::with_capacity(acks.len());
+        let mut replies = Vec::new();
         for ack in acks {
-            answered.push(self.record_one_ack(&mut tx, ack).await?);
+            let answered = self.record_one_ack(&mut tx, ack).await?;
+            let reply = ack.reply.clone().map(|mut reply| {
+                reply.context_id = answered.as_ref().and_then(|log| log.context_id.clone());
+                reply
+            });
+            if let Some(reply) = &reply {
+                replies.push(NewEventLog {
+                    log: reply.clone(),
+                    ack_deadline: None,
+                    webhooks: ack.webhooks,
+                    audit: None,
+                });
+            }
+            outcomes.push(AckOutcome { answered, reply });
         }
+        self.insert_logs_in(&mut tx, &replies).await?;
         tx.commit().await.map_err(crate::error::db_error)?;
-        for log in answered.iter().flatten() {
-            written(log, "completed", started, waited);
+        for outcome in &outcomes {
+            if let Some(log) = &outcome.answered {
+                written(log, "completed", started, waited);
+            }
+            if let Some(reply) = &outcome.reply {
+                written(reply, "inserted", started, waited);
+            }
         }
-        Ok(answered)
+        Ok(outcomes)
     }
 
     async fn expire_event_logs(&self, now: i64, webhooks: &HashMap<ProjectId, Audience>) -> Result<Vec<EventLog>> {

@@ -1,5 +1,6 @@
-//! Desired states (`DesiredStore`) and controls that wait for their device (`EventLogStore`'s
-//! claim, finish and listing of waiting controls).
+//! Desired states (`DesiredStore`), controls that wait for their device (`EventLogStore`'s
+//! claim, finish and listing of waiting controls) and what commits with a control's log and
+//! with its ack.
 
 use gantry_core::desired::DesiredState;
 use gantry_core::enums::{Classification, EventLogStatus};
@@ -207,4 +208,94 @@ pub(crate) async fn a_control_commits_its_audit_record_with_its_log(store: SqlSt
     let mut ids: Vec<&str> = audit.items.iter().map(|r| r.id.as_str()).collect();
     ids.sort();
     assert_eq!(ids, ["a-1", "a-3", "a-4"]);
+}
+
+pub(crate) async fn an_ack_commits_with_its_reply(store: SqlStore) {
+    use gantry_core::query::{EventLogQuery, EventLogSort};
+    use gantry_core::store::AckRecord;
+    let tenant = new_tenant(&store, "acked").await;
+    let model = new_model(&store, &tenant, "m", DeviceType::Light, false).await;
+    let project = new_project(&store, &tenant, "p").await;
+    let device = new_device(&store, &tenant, "d", &project, &model).await;
+    let mut control = waiting(&tenant, &device, "c-1", 10, 1_000);
+    (control.expires_time, control.context_id) = (None, Some("job-7".to_owned()));
+    store
+        .insert_event_log(&control, Some(5_000), Default::default())
+        .await
+        .unwrap();
+    let reply = |id: &str| EventLog {
+        classification: Classification::Response,
+        status: EventLogStatus::Completed,
+        expires_time: None,
+        created_by: "DEVICE".to_owned(),
+        ..waiting(&tenant, &device, id, 20, 0)
+    };
+    let ack = |correlation: &str, reply_id: &str| AckRecord {
+        tenant: tenant.clone(),
+        device: device.id.clone(),
+        correlation_id: correlation.to_owned(),
+        response: json!({"ok": correlation}),
+        at: 20,
+        webhooks: Default::default(),
+        reply: Some(reply(reply_id)),
+    };
+    let outcomes = store
+        .record_acks(&[ack("c-1", "r-1"), ack("nothing", "r-2")])
+        .await
+        .unwrap();
+
+    let answered = outcomes[0].answered.as_ref().expect("c-1 answered");
+    assert_eq!(
+        (answered.status, answered.responses.len()),
+        (EventLogStatus::Completed, 1)
+    );
+    let contexts: Vec<_> = outcomes
+        .iter()
+        .map(|o| o.reply.as_ref().unwrap().context_id.clone())
+        .collect();
+    assert_eq!(
+        contexts,
+        [Some("job-7".to_owned()), None],
+        "a reply takes its control's context"
+    );
+    assert!(outcomes[1].answered.is_none());
+
+    // As stored: the control completed, each reply with the context it was answered with.
+    let query = EventLogQuery {
+        project: project.id.clone(),
+        device: Some(device.id.clone()),
+        event_id: None,
+        context_id: None,
+        sort_by: EventLogSort::CreatedTime,
+        sort_order: SortOrder::Asc,
+    };
+    let stored = store.list_event_logs(&tenant, &query, all()).await.unwrap().items;
+    let seen: Vec<_> = stored
+        .iter()
+        .map(|l| (l.id.as_str(), l.classification, l.status, l.context_id.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "c-1",
+                Classification::DeviceControll,
+                EventLogStatus::Completed,
+                Some("job-7")
+            ),
+            (
+                "r-1",
+                Classification::Response,
+                EventLogStatus::Completed,
+                Some("job-7")
+            ),
+            ("r-2", Classification::Response, EventLogStatus::Completed, None),
+        ]
+    );
+
+    // A reply that cannot be stored takes its ack with it: one transaction.
+    let again = store.record_acks(&[ack("c-1", "r-1")]).await;
+    assert!(again.is_err(), "r-1 is stored already");
+    let control = store.get_event_log(&tenant, "c-1").await.unwrap().unwrap();
+    assert_eq!(control.responses.len(), 1, "the failed ack's response is not appended");
 }

@@ -122,6 +122,7 @@ store_suite!(
     desired_states_are_written_by_one_writer_per_revision,
     waiting_controls_are_claimed_once_in_send_order,
     a_control_commits_its_audit_record_with_its_log,
+    an_ack_commits_with_its_reply,
     alarm_rules_are_kept_per_tenant,
     concurrent_readings_raise_one_alarm,
     the_store_holds_one_open_alarm_per_key,
