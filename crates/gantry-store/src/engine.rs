@@ -135,6 +135,27 @@ pub trait EventEngine: EventStore + Debug {
         Ok(())
     }
 
+    /// Puts the keeps the engine holds apart into the alarms and their states before a read of
+    /// what a keep changes (an alarm's count, value and times; a state's no-data clock), so that
+    /// the read shows every event acknowledged. An engine that keeps none has nothing to do.
+    async fn fold_before_alarm_read(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Lays the keeps the engine holds apart for `device` over what an evaluation's snapshot
+    /// read of some of its keys (key, state, open alarm), as a fold would put them. An engine
+    /// that keeps none leaves `read` as it is.
+    fn lay_alarm_keeps(
+        &self,
+        _device: &DeviceId,
+        _read: &mut [(
+            String,
+            gantry_core::alarm::AlarmState,
+            Option<gantry_core::alarm::Alarm>,
+        )],
+    ) {
+    }
+
     /// What an operator watches of the engine (`SqlStore::stats`): its pools, and what it
     /// holds apart and on disk where it keeps such things.
     fn stats(&self) -> EngineStats;

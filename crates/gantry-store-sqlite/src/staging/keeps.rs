@@ -1,214 +1,343 @@
-//! Alarm keeps in the staging file (`alarm_keeps`, its migration 0008): a step that only counts
-//! events into an open alarm (or moves a rule's timers) is committed with those events by the
-//! stager, in their transaction, so that it is durable when they are and a message that keeps an
-//! alarm open waits for one flush, not for the event-log file's synced commit too. The
-//! event-log file's alarm_states and alarms take it later, folded in by the event-log writer:
-//! first in every transaction that writes a device's alarms (`EventEngine::fold_alarm_keeps`),
-//! and for all devices every `FOLD_EVERY` (`fold_all`), which also drops the rows folded.
+//! Alarm keeps: a step that only counts events into an open alarm (or moves a rule's timers) is
+//! committed with those events by the stager, in their transaction, so that it is durable when
+//! they are and a message that keeps an alarm open waits for one flush, not for the event-log
+//! file's synced commit too. A commit's keeps are one row of `alarm_keep_packs` (staging
+//! migration 0012), numbered by the commit's last event and appended like the events: a commit
+//! writes the table's last pages only, whichever devices it counts for.
 //!
-//! Invariants: a row holds the whole state and the open alarm's count, value and times after its
+//! The event-log file's alarm_states and alarms take the keeps later, folded in by the event-log
+//! writer from the newest keep per key that this engine holds in memory (`Unfolded`): first in
+//! every transaction that writes a device's alarms (`EventEngine::fold_alarm_keeps`), before a
+//! read of what a keep changes (`EventEngine::fold_before_alarm_read`), and every `FOLD_EVERY`
+//! (`Unfolded::fold_all`), which also lets the keeps and packs folded go. An evaluation's
+//! snapshot lays the newest keeps over what it read (`Unfolded::lay_over`), as a fold would.
+//!
+//! Invariants: a keep holds the whole state and the open alarm's count, value and times after its
 //! step, with the state version the step wrote, and is folded only over an older version: a fold
 //! that runs twice, or after a crash between the two files, changes nothing more. A fold takes
-//! only rows whose commit is on disk (numbered no higher than `Staged::flushed_through`). The
-//! readers see alarm_states and alarms through views of the same names (`READER_VIEWS`, in
-//! each reader's temp schema, which SQLite looks in first) that lay the keeps not folded yet over
-//! the stored rows, so every read of the alarms shows the counts a fold has not reached.
+//! only keeps whose commit is on disk (numbered no higher than `Staged::flushed_through`). A pack
+//! is dropped only once each of its keeps is folded or replaced by a newer one in a later pack,
+//! and a store that opens folds every pack left (`fold_packs`) before it serves.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
 use gantry_core::Result;
-use gantry_core::ids::DeviceId;
+use gantry_core::alarm::{Alarm, AlarmState};
+use gantry_core::ids::{AlarmId, DeviceId};
 use gantry_core::store::AlarmKeep;
 use gantry_store::error::db_error;
 use gantry_store::row::to_json;
-use gantry_store::sql::values_clause;
-use gantry_store::{AnyQuery, bind_alarm_state};
-use std::sync::Arc;
-use std::time::Duration;
-
 use sqlx::{AnyConnection, AnyPool};
 
-use super::staged::Staged;
+/// The packs, by their schema-qualified name.
+const PACKS: &str = "staging.alarm_keep_packs";
 
-/// The keeps, by their schema-qualified name.
-const KEEPS: &str = "staging.alarm_keeps";
+/// The statement that stages one pack, run in the events' transaction right after the INSERT of
+/// the events: its `seq` is the last event's number (`last_insert_rowid()`, unique, since every
+/// commit with keeps has events).
+pub(super) const STAGE_TEXT: &str = "INSERT INTO staging.alarm_keep_packs (seq, keeps) VALUES (last_insert_rowid(), ?)";
 
-/// Values bound per keep (its `seq` is the statement's own).
-const WIDTH: usize = 15;
+/// A keep as one row of a pack: the values of the event-log file's columns in `COLUMNS` order.
+type Row<'a> = (
+    &'a str,
+    &'a str,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    String,
+    Option<i64>,
+    Option<i64>,
+    String,
+    i64,
+    Option<&'a str>,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+);
 
-/// Keeps per statement: 15 values each stays far below SQLite's 32,766.
-pub(super) const KEEPS_PER_STATEMENT: usize = 512;
+/// The folded columns, in a row's order.
+const COLUMNS: [&str; 15] = [
+    "device_id",
+    "alarm_key",
+    "version",
+    "raise_since",
+    "clear_since",
+    "levels",
+    "last_time",
+    "last_arrival",
+    "recent",
+    "no_data",
+    "alarm_id",
+    "count",
+    "value",
+    "last_event_time",
+    "updated_time",
+];
 
-/// The statement that stages `rows` keeps, run in the events' transaction after the INSERT of
-/// the events: each row's `seq` is the last event's number (`last_insert_rowid()`, which an
-/// insert into a WITHOUT ROWID table leaves alone). A newer keep of a key replaces the older:
-/// a device's evaluations write one after the other (`AlarmService`).
-pub(super) fn stage_text(rows: usize) -> String {
-    let values = values_clause(rows, WIDTH, true).replace("?)", "?, last_insert_rowid())");
+/// `keep` as a pack's row (JSON), with the state version its step writes.
+fn row(keep: &AlarmKeep) -> Result<String> {
+    let (state, alarm) = (&keep.state, keep.alarm.as_ref());
+    let row: Row = (
+        keep.device.as_str(),
+        &keep.key,
+        state.version + 1,
+        state.raise_since,
+        state.clear_since,
+        to_json(&state.levels)?,
+        state.last_time,
+        state.last_arrival,
+        to_json(&state.recent)?,
+        i64::from(state.no_data),
+        alarm.map(|a| a.id.as_str()),
+        alarm.map(|a| a.count),
+        alarm.map(|a| to_json(&a.value)).transpose()?,
+        alarm.map(|a| a.last_event_time),
+        alarm.map(|a| a.updated_time),
+    );
+    to_json(&row)
+}
+
+/// The temporary table a fold fills first (on the event-log writer, created with each of its
+/// connections): the newest keep per key of what is folded.
+pub(crate) fn folding_table() -> String {
+    let columns: Vec<&str> = COLUMNS.to_vec();
     format!(
-        "INSERT INTO {KEEPS} (device_id, alarm_key, version, raise_since, clear_since, levels, last_time, \
-             last_arrival, recent, no_data, alarm_id, count, value, last_event_time, updated_time, seq) \
-         VALUES {values} \
-         ON CONFLICT (device_id, alarm_key) DO UPDATE SET version = excluded.version, \
-             raise_since = excluded.raise_since, clear_since = excluded.clear_since, levels = excluded.levels, \
-             last_time = excluded.last_time, last_arrival = excluded.last_arrival, recent = excluded.recent, \
-             no_data = excluded.no_data, alarm_id = excluded.alarm_id, count = excluded.count, \
-             value = excluded.value, last_event_time = excluded.last_event_time, \
-             updated_time = excluded.updated_time, seq = excluded.seq"
+        "CREATE TEMP TABLE IF NOT EXISTS alarm_folding ({}, PRIMARY KEY (device_id, alarm_key)) WITHOUT ROWID",
+        columns.join(", ")
     )
 }
 
-/// `query` with the values of `keep`'s row, in `stage_text`'s order.
-pub(super) fn bind_keep<'q>(query: AnyQuery<'q>, keep: &'q AlarmKeep) -> Result<AnyQuery<'q>> {
-    let alarm = keep.alarm.as_ref();
-    let query = query
-        .bind(keep.device.as_str())
-        .bind(keep.key.as_str())
-        .bind(keep.state.version + 1);
-    Ok(bind_alarm_state(query, &keep.state)?
-        .bind(alarm.map(|a| a.id.as_str()))
-        .bind(alarm.map(|a| a.count))
-        .bind(alarm.map(|a| to_json(&a.value)).transpose()?)
-        .bind(alarm.map(|a| a.last_event_time))
-        .bind(alarm.map(|a| a.updated_time)))
+/// Fills `temp.alarm_folding` with the rows read by `from` (aliased `j`, each row its `value`),
+/// the newest version per key.
+fn fill_text(from: &str) -> String {
+    let values: Vec<String> = (0..COLUMNS.len()).map(|i| format!("j.value ->> {i}")).collect();
+    let updates: Vec<String> = COLUMNS[2..].iter().map(|c| format!("{c} = excluded.{c}")).collect();
+    format!(
+        "INSERT INTO temp.alarm_folding ({}) SELECT {} FROM {from} WHERE true \
+         ON CONFLICT (device_id, alarm_key) DO UPDATE SET {} WHERE excluded.version > alarm_folding.version",
+        COLUMNS.join(", "),
+        values.join(", "),
+        updates.join(", ")
+    )
 }
 
 /// A keep newer than the stored state of its key, joined as `k` to the state `s`.
 const NEWER: &str = "k.device_id = s.device_id AND k.alarm_key = s.alarm_key AND k.version > s.version";
 
-/// The readers' views, created on each reader connection once the files are attached: the
-/// event-log file's alarm_states and alarms with the newer keeps laid over them.
-pub(crate) fn reader_views() -> [String; 2] {
-    let state = |column: &str| format!("CASE WHEN k.version IS NULL THEN s.{column} ELSE k.{column} END AS {column}");
-    let states: Vec<String> = [
-        "raise_since",
-        "clear_since",
-        "levels",
-        "last_time",
-        "last_arrival",
-        "recent",
-        "no_data",
-        "version",
-    ]
-    .iter()
-    .map(|c| state(c))
-    .collect();
-    // The alarms' view reads the keep by a subquery per column, not a join: a view that is a join
-    // is not flattened where it is the right side of a LEFT JOIN (the snapshot's), and would be
-    // read whole there.
-    let alarm = |column: &str| match column {
-        "last_event_time" | "value" | "count" | "updated_time" => format!(
-            "COALESCE((SELECT k.{column} FROM {KEEPS} k WHERE k.device_id = a.device_id AND k.alarm_key = a.alarm_key \
-                 AND k.alarm_id = a.id AND a.status <> 'CLEARED' AND k.version > (SELECT s.version \
-                 FROM logs.alarm_states s WHERE s.device_id = a.device_id AND s.alarm_key = a.alarm_key)), \
-             a.{column}) AS {column}"
-        ),
-        other => format!("a.{other}"),
-    };
-    let alarms: Vec<String> = gantry_store::ALARM_COLUMNS.split(", ").map(alarm).collect();
-    [
-        format!(
-            "CREATE TEMP VIEW IF NOT EXISTS alarm_states AS SELECT s.alarm_key, s.device_id, s.tenant_id, {} \
-             FROM logs.alarm_states s LEFT JOIN {KEEPS} k ON {NEWER}",
-            states.join(", ")
-        ),
-        format!(
-            "CREATE TEMP VIEW IF NOT EXISTS alarms AS SELECT {} FROM logs.alarms a",
-            alarms.join(", ")
-        ),
-    ]
-}
-
-/// Folds the keeps numbered `through` or lower (of `devices`, all when None) into the event-log
-/// file's alarms and states, on the event-log writer's `conn`: each alarm while open, then each
-/// state, both only over an older version.
-pub(crate) async fn fold(conn: &mut AnyConnection, through: i64, devices: Option<&[&DeviceId]>) -> Result<()> {
-    let devices = devices.map(|d| {
-        let ids: Vec<&str> = d.iter().map(|d| d.as_str()).collect();
-        serde_json::to_string(&ids).unwrap_or_default()
-    });
-    let only = match devices {
-        Some(_) => " AND k.device_id IN (SELECT value FROM json_each($2))",
-        None => "",
-    };
+/// Puts what `temp.alarm_folding` holds into the event-log file's alarms (each while open) and
+/// states, both only over an older version, and empties it.
+async fn fold_filled(conn: &mut AnyConnection) -> Result<()> {
     let alarms = format!(
         "UPDATE logs.alarms SET count = k.count, value = k.value, last_event_time = k.last_event_time, \
              updated_time = k.updated_time \
-         FROM {KEEPS} k JOIN logs.alarm_states s ON {NEWER} \
-         WHERE k.seq <= $1{only} AND alarms.id = k.alarm_id AND alarms.status <> 'CLEARED'"
+         FROM temp.alarm_folding k JOIN logs.alarm_states s ON {NEWER} \
+         WHERE alarms.id = k.alarm_id AND alarms.status <> 'CLEARED'"
     );
-    let states = format!(
-        "UPDATE logs.alarm_states SET raise_since = k.raise_since, clear_since = k.clear_since, levels = k.levels, \
-             last_time = k.last_time, last_arrival = k.last_arrival, recent = k.recent, no_data = k.no_data, \
-             version = k.version \
-         FROM {KEEPS} k \
-         WHERE k.seq <= $1{only} AND k.device_id = alarm_states.device_id AND k.alarm_key = alarm_states.alarm_key \
-             AND k.version > alarm_states.version"
-    );
-    for text in [alarms, states] {
-        let query = sqlx::query(&text).bind(through);
-        let query = match &devices {
-            Some(ids) => query.bind(ids.as_str()),
-            None => query,
-        };
-        query.execute(&mut *conn).await.map_err(db_error)?;
+    let states = "UPDATE logs.alarm_states SET raise_since = k.raise_since, clear_since = k.clear_since, \
+             levels = k.levels, last_time = k.last_time, last_arrival = k.last_arrival, recent = k.recent, \
+             no_data = k.no_data, version = k.version \
+         FROM temp.alarm_folding k \
+         WHERE k.device_id = alarm_states.device_id AND k.alarm_key = alarm_states.alarm_key \
+             AND k.version > alarm_states.version";
+    for text in [alarms.as_str(), states, "DELETE FROM temp.alarm_folding"] {
+        sqlx::query(text).execute(&mut *conn).await.map_err(db_error)?;
     }
     Ok(())
 }
 
-/// The keeps folded already (no newer than their stored state) or whose state is gone, as
-/// (device, key, version), read by a reader.
-async fn folded(pool: &AnyPool) -> Result<Vec<(String, String, i64)>> {
-    sqlx::query_as(&format!(
-        "SELECT k.device_id, k.alarm_key, k.version FROM {KEEPS} k \
-         LEFT JOIN logs.alarm_states s ON s.device_id = k.device_id AND s.alarm_key = k.alarm_key \
-         WHERE s.version IS NULL OR k.version <= s.version"
-    ))
-    .fetch_all(pool)
-    .await
-    .map_err(db_error)
-}
-
-/// Deletes each of `rows` (from `folded`) that no newer keep has replaced since, on the stager.
-async fn forget(conn: &mut AnyConnection, rows: &[(String, String, i64)]) -> Result<()> {
-    for chunk in rows.chunks(KEEPS_PER_STATEMENT) {
-        let listed: Vec<serde_json::Value> = chunk
-            .iter()
-            .map(|(device, key, version)| serde_json::json!([device, key, version]))
-            .collect();
-        sqlx::query(&format!(
-            "DELETE FROM {KEEPS} WHERE (device_id, alarm_key, version) IN \
-             (SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each($1))"
-        ))
-        .bind(serde_json::Value::Array(listed).to_string())
+/// Folds `rows` (a pack's rows, as JSON) on the event-log writer's `conn`.
+async fn fold_rows(conn: &mut AnyConnection, rows: &[String]) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let listed = format!("[{}]", rows.join(","));
+    sqlx::query(&fill_text("json_each($1) j"))
+        .bind(listed)
         .execute(&mut *conn)
         .await
         .map_err(db_error)?;
-    }
+    fold_filled(conn).await
+}
+
+/// Folds every pack numbered `through` or lower (all on disk when the store opens) into the
+/// event-log file, then drops them: before the store serves, so that nothing else runs.
+pub(crate) async fn fold_packs(log_writer: &AnyPool, stager: &AnyPool, through: i64) -> Result<()> {
+    let mut tx = log_writer.begin().await.map_err(db_error)?;
+    sqlx::query(&fill_text(&format!("{PACKS} p, json_each(p.keeps) j")).replace("WHERE true", "WHERE p.seq <= $1"))
+        .bind(through)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    fold_filled(&mut tx).await?;
+    tx.commit().await.map_err(db_error)?;
+    drop_packs(stager, through).await
+}
+
+async fn drop_packs(stager: &AnyPool, through: i64) -> Result<()> {
+    sqlx::query(&format!("DELETE FROM {PACKS} WHERE seq <= $1"))
+        .bind(through)
+        .execute(stager)
+        .await
+        .map_err(db_error)?;
     Ok(())
 }
 
-/// How often every keep on disk is folded and the folded ones dropped.
+/// How often every keep on disk is folded and the packs folded dropped.
 pub(crate) const FOLD_EVERY: Duration = Duration::from_secs(1);
 
-/// Folds every keep on disk into the event-log file (a transaction of its writer), then drops
-/// the keeps folded from the staging file (on the stager). A keep dropped is folded already; one
-/// whose drop a crash lost is folded again, to no effect.
-pub(crate) async fn fold_all(
-    log_writer: AnyPool,
-    (reader, stager): (AnyPool, AnyPool),
-    staged: Arc<Staged>,
-) -> Result<()> {
-    let mut tx = log_writer.begin().await.map_err(db_error)?;
-    fold(&mut tx, staged.flushed_through(), None).await?;
-    tx.commit().await.map_err(db_error)?;
-    let rows = folded(&reader).await?;
-    if !rows.is_empty() {
-        let mut conn = stager.acquire().await.map_err(db_error)?;
-        forget(&mut conn, &rows).await?;
-    }
-    Ok(())
+/// The newest keep per key not folded by `fold_all` yet, in memory: the engine's only copy to
+/// fold from (the packs are read only when the store opens).
+#[derive(Debug, Default)]
+pub(crate) struct Unfolded {
+    newest: Mutex<HashMap<(DeviceId, String), Kept>>,
+    /// The highest number of a pack staged, and of one dropped.
+    staged_through: AtomicI64,
+    dropped_through: AtomicI64,
+    /// One `fold_all` at a time.
+    folding: tokio::sync::Mutex<()>,
 }
 
-/// The highest event number staged before this store opened: every keep in the staging file
+#[derive(Debug)]
+struct Kept {
+    /// The pack's number.
+    seq: i64,
+    row: String,
+    /// The state after the step; its `version` is the one the step was computed over.
+    state: AlarmState,
+    /// What the step changed of the open alarm: its id, count, value and times.
+    counted: Option<(AlarmId, i64, serde_json::Value, i64, i64)>,
+}
+
+impl Unfolded {
+    /// The pack of `keeps` (JSON), and its rows.
+    pub(super) fn pack(keeps: &[AlarmKeep]) -> Result<(String, Vec<String>)> {
+        let rows = keeps.iter().map(row).collect::<Result<Vec<_>>>()?;
+        Ok((format!("[{}]", rows.join(",")), rows))
+    }
+
+    /// Holds `keeps` (with their `rows`), committed in the pack numbered `seq`: each replaces an
+    /// older keep of its key.
+    pub(super) fn add(&self, seq: i64, keeps: &[AlarmKeep], rows: Vec<String>) {
+        let mut newest = self.lock();
+        for (keep, row) in keeps.iter().zip(rows) {
+            let kept = Kept {
+                seq,
+                row,
+                state: keep.state.clone(),
+                counted: keep.alarm.as_ref().map(|a| {
+                    (
+                        a.id.clone(),
+                        a.count,
+                        a.value.clone(),
+                        a.last_event_time,
+                        a.updated_time,
+                    )
+                }),
+            };
+            match newest.get_mut(&(keep.device.clone(), keep.key.clone())) {
+                Some(held) if held.state.version > keep.state.version => {}
+                Some(held) => *held = kept,
+                None => {
+                    newest.insert((keep.device.clone(), keep.key.clone()), kept);
+                }
+            }
+        }
+        self.staged_through.fetch_max(seq, Ordering::Relaxed);
+    }
+
+    /// The rows of the keeps numbered `through` or lower, of `devices` (all when None).
+    fn rows(&self, through: i64, devices: Option<&[&DeviceId]>) -> Vec<((DeviceId, String), i64, String)> {
+        self.lock()
+            .iter()
+            .filter(|(_, kept)| kept.seq <= through)
+            .filter(|((device, _), _)| devices.is_none_or(|d| d.contains(&device)))
+            .map(|(key, kept)| (key.clone(), kept.seq, kept.row.clone()))
+            .collect()
+    }
+
+    /// Folds the keeps of `devices` (all when None) numbered `through` or lower into `tx`, a
+    /// transaction of the event-log writer. They stay held: only `fold_all` lets keeps go.
+    pub(super) async fn fold(&self, tx: &mut AnyConnection, through: i64, devices: Option<&[&DeviceId]>) -> Result<()> {
+        let rows: Vec<String> = self.rows(through, devices).into_iter().map(|(_, _, row)| row).collect();
+        fold_rows(tx, &rows).await
+    }
+
+    /// Whether a keep numbered `through` or lower is held.
+    pub(super) fn waiting(&self, through: i64) -> bool {
+        self.lock().values().any(|kept| kept.seq <= through)
+    }
+
+    /// Folds every keep numbered `through` or lower in a transaction of the event-log writer,
+    /// lets go of those no newer keep replaced meanwhile, and with `stager` drops the packs that
+    /// low: each of their keeps is folded now or replaced by a keep of a later pack. (A read
+    /// passes no stager, so that it never waits for an ingest commit.)
+    pub(crate) async fn fold_all(&self, log_writer: &AnyPool, stager: Option<&AnyPool>, through: i64) -> Result<()> {
+        let _one = self.folding.lock().await;
+        let taken = self.rows(through, None);
+        if !taken.is_empty() {
+            let mut tx = log_writer.begin().await.map_err(db_error)?;
+            let rows: Vec<String> = taken.iter().map(|(_, _, row)| row.clone()).collect();
+            fold_rows(&mut tx, &rows).await?;
+            tx.commit().await.map_err(db_error)?;
+            let mut newest = self.lock();
+            for (key, seq, _) in taken {
+                if newest.get(&key).is_some_and(|kept| kept.seq == seq) {
+                    newest.remove(&key);
+                }
+            }
+        }
+        let Some(stager) = stager else {
+            return Ok(());
+        };
+        let dropped = self.dropped_through.load(Ordering::Relaxed);
+        if self.staged_through.load(Ordering::Relaxed) > dropped && through > dropped {
+            drop_packs(stager, through).await?;
+            self.dropped_through.fetch_max(through, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Lays the keeps held for `device` over `read`, what a snapshot found stored for some of its
+    /// keys (key, state, open alarm), as a fold would: the state of a newer keep, and its
+    /// count, value and times over the open alarm it counted into.
+    pub(crate) fn lay_over(&self, device: &DeviceId, read: &mut [(String, AlarmState, Option<Alarm>)]) {
+        let newest = self.lock();
+        if newest.is_empty() {
+            return;
+        }
+        for (key, state, open) in read.iter_mut() {
+            let Some(kept) = newest.get(&(device.clone(), key.clone())) else {
+                continue;
+            };
+            if kept.state.version < state.version {
+                continue;
+            }
+            *state = AlarmState {
+                version: kept.state.version + 1,
+                ..kept.state.clone()
+            };
+            if let (Some(open), Some((id, count, value, last_event_time, updated_time))) =
+                (open.as_mut(), kept.counted.as_ref())
+                && &open.id == id
+            {
+                open.count = *count;
+                open.value = value.clone();
+                open.last_event_time = *last_event_time;
+                open.updated_time = *updated_time;
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(DeviceId, String), Kept>> {
+        self.newest.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The highest event number staged before this store opened: every pack in the staging file
 /// then is on disk.
 pub(crate) async fn through_at_open(pool: &AnyPool) -> std::result::Result<i64, sqlx::Error> {
     let through: Option<i64> =

@@ -28,6 +28,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use gantry_core::Result;
+use gantry_core::alarm::{Alarm, AlarmState};
 use gantry_core::event::{DeviceEvent, ReportedPosition, ShadowAttribute};
 use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId, WebhookId};
 use gantry_core::paging::{Page, PageRequest};
@@ -39,7 +40,7 @@ use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 
 pub(crate) use self::file::{STAGER_PRAGMAS, StagingFile, WRITER_PRAGMAS, migrate, staging_file};
 use self::flush::Flusher;
-pub(crate) use self::keeps::reader_views;
+pub(crate) use self::keeps::folding_table;
 use self::mover::{MOVE_EVERY, Mover, PACE};
 use self::staged::{MAX_STAGED, Staged};
 use self::table::{OUTBOX, STAGING};
@@ -69,6 +70,8 @@ pub(crate) struct StagingEvents {
     /// device_events with the hours kept: the moves add them at no cost to ingest.
     kept: EventTables,
     mover: Arc<Mover>,
+    /// The alarm keeps not folded yet (keeps.rs).
+    keeps: Arc<keeps::Unfolded>,
     /// The write-ahead logs an operator watches: the main file's, the staging file's and the
     /// event-log file's.
     wal: [(&'static str, PathBuf); 3],
@@ -148,7 +151,11 @@ impl StagingEvents {
         let flusher = Arc::new(flusher);
         let (reader, writer) = (database.pool.clone(), database.writer.clone());
         staged.add(load_staged(&reader).await?);
-        staged.flushed(keeps::through_at_open(&reader).await?);
+        let through = keeps::through_at_open(&reader).await?;
+        staged.flushed(through);
+        keeps::fold_packs(&database.log_writer, &stager, through)
+            .await
+            .map_err(|e| sqlx::Error::Protocol(format!("folding the alarm keeps left: {e}")))?;
         let stopping = database.chores.stop_signal();
         let mover = Arc::new(Mover {
             reader: reader.clone(),
@@ -186,13 +193,21 @@ impl StagingEvents {
             rounds.await;
             flusher_stop.cancel();
         });
+        let unfolded = Arc::new(keeps::Unfolded::default());
         database.chores.every(
             keeps::FOLD_EVERY,
             database.log_writer.clone(),
             "folding alarm keeps failed; retrying at the next round",
             {
-                let (staged, files) = (mover.staged.clone(), (reader.clone(), stager.clone()));
-                move |log_writer| keeps::fold_all(log_writer, files.clone(), staged.clone())
+                let (unfolded, staged, stager) = (unfolded.clone(), mover.staged.clone(), stager.clone());
+                move |log_writer| {
+                    let (unfolded, staged, stager) = (unfolded.clone(), staged.clone(), stager.clone());
+                    async move {
+                        unfolded
+                            .fold_all(&log_writer, Some(&stager), staged.flushed_through())
+                            .await
+                    }
+                }
             },
         );
         Ok(StagingEvents {
@@ -205,6 +220,7 @@ impl StagingEvents {
             database,
             stager,
             mover,
+            keeps: unfolded,
             wal,
         })
     }
@@ -249,12 +265,16 @@ impl StagingEvents {
                 values_clause(chunk.len(), EVENT_FIELDS, true),
             ));
         }
-        // Right after the events: each keep's number is the last event's `last_insert_rowid()`,
+        // Right after the events: the pack's number is the last event's `last_insert_rowid()`,
         // which an insert into the outbox (a rowid table) would change.
-        for chunk in keeps.chunks(keeps::KEEPS_PER_STATEMENT) {
-            text.push_str(&keeps::stage_text(chunk.len()));
-            text.push_str("; ");
-        }
+        let pack = match keeps.is_empty() {
+            true => None,
+            false => {
+                text.push_str(keeps::STAGE_TEXT);
+                text.push_str("; ");
+                Some(keeps::Unfolded::pack(keeps)?)
+            }
+        };
         let outbox = bundle(outbox);
         for chunk in outbox.chunks(OUTBOX_ROWS) {
             text.push_str(&insert_text(OUTBOX, chunk.len(), true));
@@ -264,7 +284,10 @@ impl StagingEvents {
             text.push_str("COMMIT");
         }
         let query = events.iter().try_fold(sqlx::query(&text), bind_event)?;
-        let query = keeps.iter().try_fold(query, keeps::bind_keep)?;
+        let query = match &pack {
+            Some((packed, _)) => query.bind(packed.as_str()),
+            None => query,
+        };
         let query = outbox.iter().fold(query, bind_row);
         let mut conn = self.stager.acquire().await.map_err(gantry_store::error::db_error)?;
         let rows = match query.fetch_all(&mut *conn).await {
@@ -284,6 +307,9 @@ impl StagingEvents {
         let mut all = Vec::with_capacity(events.len());
         for (chunk, row) in events.chunks(ROWS_PER_STATEMENT).zip(&rows) {
             all.extend(numbered(chunk, row)?);
+        }
+        if let (Some((_, rows)), Some((last, _, _))) = (pack, all.last()) {
+            self.keeps.add(*last, keeps, rows);
         }
         Ok(all)
     }
@@ -351,7 +377,22 @@ impl EventEngine for StagingEvents {
     /// The keeps on disk (numbered no higher than the last flush), folded by the event-log writer
     /// (keeps.rs).
     async fn fold_alarm_keeps(&self, tx: &mut AnyConnection, devices: Option<&[&DeviceId]>) -> Result<()> {
-        keeps::fold(tx, self.staged().flushed_through(), devices).await
+        self.keeps.fold(tx, self.staged().flushed_through(), devices).await
+    }
+
+    /// Every keep on disk, when one is held (keeps.rs): a read then sees what an acknowledged
+    /// event counted.
+    async fn fold_before_alarm_read(&self) -> Result<()> {
+        let through = self.staged().flushed_through();
+        if !self.keeps.waiting(through) {
+            return Ok(());
+        }
+        self.keeps.fold_all(&self.database.log_writer, None, through).await
+    }
+
+    /// The keeps held, over what a snapshot read (keeps.rs).
+    fn lay_alarm_keeps(&self, device: &DeviceId, read: &mut [(String, AlarmState, Option<Alarm>)]) {
+        self.keeps.lay_over(device, read);
     }
 
     /// Each outbox's on its file's one writer: the stager, the event logs' writer.

@@ -117,8 +117,9 @@ async fn staged_numbers_are_the_rows_numbers() {
 }
 
 /// A batch of any size is staged in one transaction: every event numbered as its row, its
-/// webhook events written, and each alarm keep numbered by the batch's last event (a fold takes
-/// a keep once that number is on disk), also when the webhook events outnumber the events.
+/// webhook events written, and its alarm keeps one pack numbered by the batch's last event (a
+/// fold takes a keep once that number is on disk), also when the webhook events outnumber the
+/// events.
 #[tokio::test]
 async fn a_batch_stages_its_events_keeps_and_webhook_events_together() {
     use gantry_core::store::AlarmKeep;
@@ -179,11 +180,13 @@ async fn a_batch_stages_its_events_keeps_and_webhook_events_together() {
             .await
             .unwrap();
         assert_eq!(staged, from + events);
-        let keeps: Vec<i64> = sqlx::query_scalar("SELECT seq FROM staging.alarm_keeps")
-            .fetch_all(&store.database.pool)
-            .await
-            .unwrap();
-        assert_eq!(keeps, [last, last], "after {events} events");
+        let packs: Vec<(i64, i64)> =
+            sqlx::query_as("SELECT seq, json_array_length(keeps) FROM staging.alarm_keep_packs WHERE seq > ?")
+                .bind(from)
+                .fetch_all(&store.database.pool)
+                .await
+                .unwrap();
+        assert_eq!(packs, [(last, 2)], "after {events} events: one pack of both keeps");
         // Per kind a row per hundred events (`BUNDLE_EVENTS`): 2 rows, then 2 + 14.
         let (rows, written): (i64, i64) = sqlx::query_as("SELECT COUNT(*), SUM(events) FROM staging.webhook_outbox")
             .fetch_one(&store.database.pool)

@@ -47,14 +47,19 @@ impl SqlStore {
             .iter()
             .fold(sqlx::query(&text).bind(device.as_str()), |q, key| q.bind(key.as_str()));
         let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
-        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        let mut read = Vec::with_capacity(rows.len());
         for row in &rows {
             let open = match get::<Option<String>>(row, "id")? {
                 Some(_) => Some(alarm_from_row(row)?),
                 None => None,
             };
-            found.insert(get::<String>(row, "state_key")?, (state_from_row(row)?, open));
+            read.push((get::<String>(row, "state_key")?, state_from_row(row)?, open));
         }
+        self.events.lay_alarm_keeps(device, &mut read);
+        let mut found: std::collections::HashMap<String, (AlarmState, Option<Alarm>)> = read
+            .into_iter()
+            .map(|(key, state, open)| (key, (state, open)))
+            .collect();
         Ok(keys.iter().map(|key| found.remove(key).unwrap_or_default()).collect())
     }
 

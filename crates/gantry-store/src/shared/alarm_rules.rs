@@ -140,6 +140,7 @@ impl SqlStore {
     }
 
     pub(super) async fn devices_silent(&self, rule: &AlarmRule, before: i64) -> Result<Vec<DeviceId>> {
+        self.events.fold_before_alarm_read().await?;
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT device_id FROM alarm_states \
              WHERE alarm_key = $1 AND tenant_id = $2 AND no_data = 0 AND last_arrival < $3 ORDER BY device_id",

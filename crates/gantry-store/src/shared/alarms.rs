@@ -423,6 +423,7 @@ impl AlarmStore for SqlStore {
     }
 
     async fn get_alarm(&self, tenant: &TenantId, id: &AlarmId) -> Result<Option<Alarm>> {
+        self.events.fold_before_alarm_read().await?;
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM alarms WHERE id = $1 AND tenant_id = $2"
         ))
@@ -435,6 +436,7 @@ impl AlarmStore for SqlStore {
     }
 
     async fn list_alarms(&self, tenant: &TenantId, query: &AlarmQuery, page: PageRequest) -> Result<Page<Alarm>> {
+        self.events.fold_before_alarm_read().await?;
         let mut sql = Sql::new(" FROM alarms WHERE tenant_id = ");
         sql.bind(tenant.as_str())
             .push(" AND project_id = ")
@@ -489,7 +491,7 @@ impl AlarmStore for SqlStore {
         project: &ProjectId,
         devices: &[DeviceId],
     ) -> Result<Vec<(DeviceId, u64)>> {
-        count_open_device_alarms(self, tenant, project, devices).await
+        super::alarm_console::count_open_device_alarms(self, tenant, project, devices).await
     }
 
     async fn device_alarm_periods(
@@ -500,7 +502,7 @@ impl AlarmStore for SqlStore {
         window: (i64, i64),
         limit: u32,
     ) -> Result<Vec<Alarm>> {
-        device_alarm_periods(self, tenant, device, attribute, window, limit).await
+        super::alarm_console::device_alarm_periods(self, tenant, device, attribute, window, limit).await
     }
 
     async fn count_open_alarms(&self, project: Option<(&TenantId, &ProjectId)>) -> Result<Vec<(Severity, u64)>> {
@@ -522,63 +524,6 @@ impl AlarmStore for SqlStore {
             })
             .collect()
     }
-}
-
-/// The part of `AlarmStore` the console's pages read: open alarms per device of a listing, and a
-/// device's alarm periods under its chart.
-pub(super) async fn count_open_device_alarms(
-    store: &SqlStore,
-    tenant: &TenantId,
-    project: &ProjectId,
-    devices: &[DeviceId],
-) -> Result<Vec<(DeviceId, u64)>> {
-    if devices.is_empty() {
-        return Ok(Vec::new());
-    }
-    // `status <> 'CLEARED'` is the predicate of the partial index `alarms_open`, whose first
-    // column is the device: the count reads that index for the listed devices alone.
-    let mut sql = Sql::new("SELECT device_id, COUNT(*) AS open FROM alarms WHERE tenant_id = ");
-    sql.bind(tenant.as_str())
-        .push(" AND project_id = ")
-        .bind(project.as_str())
-        .push(" AND status <> 'CLEARED'");
-    crate::sql::push_in(&mut sql, " AND device_id IN (", devices.iter().map(|d| d.as_str()));
-    sql.push(" GROUP BY device_id");
-    let rows = sql.query().fetch_all(&store.pool).await.map_err(db_error)?;
-    rows.iter()
-        .map(|row| {
-            let open: i64 = get(row, "open")?;
-            Ok((
-                DeviceId::from_string(get::<String>(row, "device_id")?),
-                open.max(0) as u64,
-            ))
-        })
-        .collect()
-}
-
-pub(super) async fn device_alarm_periods(
-    store: &SqlStore,
-    tenant: &TenantId,
-    device: &DeviceId,
-    attribute: &str,
-    (start, end): (i64, i64),
-    limit: u32,
-) -> Result<Vec<Alarm>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM alarms WHERE device_id = $1 AND attribute_code = $2 AND tenant_id = $3 \
-         AND first_event_time <= $4 AND (cleared_time IS NULL OR cleared_time >= $5) \
-         ORDER BY first_event_time, id LIMIT $6"
-    ))
-    .bind(device.as_str())
-    .bind(attribute)
-    .bind(tenant.as_str())
-    .bind(end)
-    .bind(start)
-    .bind(i64::from(limit))
-    .fetch_all(&store.pool)
-    .await
-    .map_err(db_error)?;
-    rows.iter().map(alarm_from_row).collect()
 }
 
 /// ` AND column IN (...)` when `values` holds any.

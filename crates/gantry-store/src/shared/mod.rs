@@ -4,6 +4,7 @@
 //! `SqlStore::begin_write` / `writes`; what differs between the engines' dialects (text
 //! collation, row locks) comes from `Dialect`, fixed at connect, never from a branch here.
 
+mod alarm_console;
 mod alarm_plans;
 mod alarm_rules;
 mod alarm_states;
