@@ -148,43 +148,16 @@ async fn alarm_plans_are_written_while_the_main_writer_is_held() {
 /// first), and folding it again changes nothing.
 #[tokio::test]
 async fn a_keep_is_read_before_its_fold_and_folded_once() {
-    use gantry_core::alarm::{AlarmState, MessageKey, Raiser, Subject, Trigger, fold};
+    use gantry_core::alarm::{AlarmState, fold};
     use gantry_core::enums::{AlarmStatus, Channel, DataType};
     use gantry_core::event::DeviceEvent;
-    use gantry_core::ids::{DeviceId, EventId, ModelId, ProjectId, TenantId};
+    use gantry_core::ids::{EventId, ModelId};
     use gantry_core::store::{AlarmKeep, AlarmStore, EventStore};
     let dir = tempfile::tempdir().unwrap();
     let url = sqlite_url(dir.path());
-    let subject = Subject {
-        tenant: TenantId::from_string("t"),
-        project: ProjectId::from_string("p"),
-        device: DeviceId::from_string("d"),
-        device_name: "crane".to_owned(),
-        metadata: Default::default(),
-    };
-    let jam = |value: bool, time: i64| Trigger::Reading {
-        value: serde_json::json!(value),
-        device_time: time,
-        arrival: time,
-        message: Some(MessageKey::of_text(&format!("m{time}"))),
-    };
-    let raiser = Raiser::Device("jam");
-    let key = raiser.key();
+    let (subject, raiser, key) = jammed();
     let store = connect(&url).await.unwrap();
-    let raise = |state: &AlarmState, open: Option<&gantry_core::alarm::Alarm>| {
-        fold(raiser, &subject, state, open, &[jam(true, 1)])
-    };
-    let raised = store
-        .apply_alarm_step(&subject.tenant, &subject.device, &key, &raise, Default::default())
-        .await
-        .unwrap();
-    let alarm_id = raised[0].alarm.id.clone();
-    let [(state, open)]: [_; 1] = store
-        .alarm_snapshot(&subject.device, std::slice::from_ref(&key))
-        .await
-        .unwrap()
-        .try_into()
-        .unwrap();
+    let (alarm_id, state, open) = raise_jam(&store).await;
     let kept = fold(raiser, &subject, &state, open.as_ref(), &[jam(true, 2), jam(true, 3)]).expect("a keep");
     assert!(kept.writes.iter().all(|w| !w.new && w.history.is_empty()), "{kept:?}");
     let keep = AlarmKeep {
@@ -279,42 +252,13 @@ async fn a_keep_is_read_before_its_fold_and_folded_once() {
 /// was acknowledged for is not lost, and no pack is left.
 #[tokio::test]
 async fn an_upgrade_folds_the_keeps_staged_one_row_per_key() {
-    use gantry_core::alarm::{AlarmState, Raiser, Subject, Trigger, fold};
-    use gantry_core::ids::{DeviceId, ProjectId, TenantId};
     use gantry_core::store::AlarmStore;
     use sqlx::Connection;
     let dir = tempfile::tempdir().unwrap();
     let url = sqlite_url(dir.path());
-    let subject = Subject {
-        tenant: TenantId::from_string("t"),
-        project: ProjectId::from_string("p"),
-        device: DeviceId::from_string("d"),
-        device_name: "crane".to_owned(),
-        metadata: Default::default(),
-    };
-    let raiser = Raiser::Device("jam");
-    let key = raiser.key();
+    let (subject, _, key) = jammed();
     let store = connect(&url).await.unwrap();
-    let raise = |state: &AlarmState, open: Option<&gantry_core::alarm::Alarm>| {
-        let jam = Trigger::Reading {
-            value: serde_json::json!(true),
-            device_time: 1,
-            arrival: 1,
-            message: None,
-        };
-        fold(raiser, &subject, state, open, &[jam])
-    };
-    let raised = store
-        .apply_alarm_step(&subject.tenant, &subject.device, &key, &raise, Default::default())
-        .await
-        .unwrap();
-    let alarm_id = raised[0].alarm.id.clone();
-    let [(state, _)]: [_; 1] = store
-        .alarm_snapshot(&subject.device, std::slice::from_ref(&key))
-        .await
-        .unwrap()
-        .try_into()
-        .unwrap();
+    let (alarm_id, state, _) = raise_jam(&store).await;
     store.close().await;
     // The staging file as the release before packs left it: its keeps table with one row.
     let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
@@ -507,4 +451,57 @@ async fn delivery_records_leave_the_moves_long() {
         "a catalog write is an API write"
     );
     store.close().await;
+}
+
+/// The device "d" (of tenant "t" and project "p") whose device alarm "jam" the keep tests raise:
+/// the subject, the raiser and its key.
+fn jammed() -> (gantry_core::alarm::Subject, gantry_core::alarm::Raiser<'static>, String) {
+    use gantry_core::ids::{DeviceId, ProjectId, TenantId};
+    let subject = gantry_core::alarm::Subject {
+        tenant: TenantId::from_string("t"),
+        project: ProjectId::from_string("p"),
+        device: DeviceId::from_string("d"),
+        device_name: "crane".to_owned(),
+        metadata: Default::default(),
+    };
+    let raiser = gantry_core::alarm::Raiser::Device("jam");
+    let key = raiser.key();
+    (subject, raiser, key)
+}
+
+/// A reading of "jam" at `time` (device and arrival time), a message of its own.
+fn jam(value: bool, time: i64) -> gantry_core::alarm::Trigger {
+    gantry_core::alarm::Trigger::Reading {
+        value: serde_json::json!(value),
+        device_time: time,
+        arrival: time,
+        message: Some(gantry_core::alarm::MessageKey::of_text(&format!("m{time}"))),
+    }
+}
+
+/// Raises "jam" in `store` by a reading at time 1: the alarm's id, and the key's state and open
+/// alarm after it.
+async fn raise_jam(
+    store: &SqlStore,
+) -> (
+    gantry_core::ids::AlarmId,
+    gantry_core::alarm::AlarmState,
+    Option<gantry_core::alarm::Alarm>,
+) {
+    use gantry_core::store::AlarmStore;
+    let (subject, raiser, key) = jammed();
+    let raise = |state: &gantry_core::alarm::AlarmState, open: Option<&gantry_core::alarm::Alarm>| {
+        gantry_core::alarm::fold(raiser, &subject, state, open, &[jam(true, 1)])
+    };
+    let raised = store
+        .apply_alarm_step(&subject.tenant, &subject.device, &key, &raise, Default::default())
+        .await
+        .unwrap();
+    let [(state, open)]: [_; 1] = store
+        .alarm_snapshot(&subject.device, std::slice::from_ref(&key))
+        .await
+        .unwrap()
+        .try_into()
+        .unwrap();
+    (raised[0].alarm.id.clone(), state, open)
 }
