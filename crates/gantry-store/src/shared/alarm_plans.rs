@@ -14,8 +14,9 @@ use gantry_core::ids::DeviceId;
 use gantry_core::store::AlarmPlan;
 use sqlx::AnyConnection;
 
+use super::alarm_reads::{COLUMNS, alarm_from_row};
 use super::alarm_states::{bind_state, state_from_row};
-use super::alarms::{COLUMNS, alarm_from_row, write_transition};
+use super::alarms::write_transition;
 use crate::SqlStore;
 use crate::error::db_error;
 use crate::row::{get, to_json};

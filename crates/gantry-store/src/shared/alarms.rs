@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use gantry_core::alarm::{Alarm, AlarmHistoryEntry, AlarmQuery, AlarmSort, AlarmState, AlarmWrite, Transition};
 use gantry_core::alarm_rule::AlarmRule;
-use gantry_core::enums::{AlarmSource, AlarmStatus, AlarmTransition, Severity, SortOrder};
+use gantry_core::enums::{AlarmStatus, AlarmTransition, Severity, SortOrder};
 use gantry_core::ids::{AlarmId, AlarmRuleId, DeviceId, ModelId, ProjectId, TenantId};
 use gantry_core::paging::{Page, PageRequest};
 use gantry_core::store::{AlarmChange, AlarmPlan, AlarmStep, AlarmStore};
@@ -32,43 +32,13 @@ use crate::outbox::{outbox_events, write_outbox};
 use crate::row::{get, json, spelled, to_json};
 use crate::sql::{Sql, fetch_page};
 
+use super::alarm_reads::{COLUMNS, alarm_from_row};
 use super::alarm_states::{RESET, hold_state, move_version, put_state, read_state};
 
 /// How often a step runs again over a state another writer changed before it gives up.
 const STEP_ATTEMPTS: usize = 16;
 
-pub const COLUMNS: &str = "id, tenant_id, project_id, device_id, device_name, rule_id, alarm_key, attribute_code, name, \
-                       severity, status, source, first_event_time, last_event_time, value, count, acknowledged_by, \
-                       acknowledged_time, cleared_by, cleared_time, created_time, updated_time";
-
 const HISTORY_COLUMNS: &str = "id, alarm_id, kind, severity, status, value, actor, time, text";
-
-pub(super) fn alarm_from_row(row: &AnyRow) -> Result<Alarm> {
-    Ok(Alarm {
-        id: AlarmId::from_string(get::<String>(row, "id")?),
-        tenant_id: TenantId::from_string(get::<String>(row, "tenant_id")?),
-        project_id: ProjectId::from_string(get::<String>(row, "project_id")?),
-        device_id: DeviceId::from_string(get::<String>(row, "device_id")?),
-        device_name: get(row, "device_name")?,
-        rule_id: get::<Option<String>>(row, "rule_id")?.map(AlarmRuleId::from_string),
-        alarm_key: get(row, "alarm_key")?,
-        attribute_code: get(row, "attribute_code")?,
-        name: get(row, "name")?,
-        severity: spelled(row, "severity", Severity::parse)?,
-        status: spelled(row, "status", AlarmStatus::parse)?,
-        source: spelled(row, "source", AlarmSource::parse)?,
-        first_event_time: get(row, "first_event_time")?,
-        last_event_time: get(row, "last_event_time")?,
-        value: json(row, "value")?,
-        count: get(row, "count")?,
-        acknowledged_by: get(row, "acknowledged_by")?,
-        acknowledged_time: get(row, "acknowledged_time")?,
-        cleared_by: get(row, "cleared_by")?,
-        cleared_time: get(row, "cleared_time")?,
-        created_time: get(row, "created_time")?,
-        updated_time: get(row, "updated_time")?,
-    })
-}
 
 fn history_from_row(row: &AnyRow) -> Result<AlarmHistoryEntry> {
     Ok(AlarmHistoryEntry {
@@ -491,7 +461,7 @@ impl AlarmStore for SqlStore {
         project: &ProjectId,
         devices: &[DeviceId],
     ) -> Result<Vec<(DeviceId, u64)>> {
-        super::alarm_console::count_open_device_alarms(self, tenant, project, devices).await
+        super::alarm_reads::count_open_device_alarms(self, tenant, project, devices).await
     }
 
     async fn device_alarm_periods(
@@ -502,7 +472,7 @@ impl AlarmStore for SqlStore {
         window: (i64, i64),
         limit: u32,
     ) -> Result<Vec<Alarm>> {
-        super::alarm_console::device_alarm_periods(self, tenant, device, attribute, window, limit).await
+        super::alarm_reads::device_alarm_periods(self, tenant, device, attribute, window, limit).await
     }
 
     async fn count_open_alarms(&self, project: Option<(&TenantId, &ProjectId)>) -> Result<Vec<(Severity, u64)>> {

@@ -4,8 +4,8 @@
 //! `SqlStore::begin_write` / `writes`; what differs between the engines' dialects (text
 //! collation, row locks) comes from `Dialect`, fixed at connect, never from a branch here.
 
-mod alarm_console;
 mod alarm_plans;
+mod alarm_reads;
 mod alarm_rules;
 mod alarm_states;
 mod alarms;
@@ -23,8 +23,8 @@ mod tenants;
 mod users;
 mod webhooks;
 
+pub use alarm_reads::COLUMNS as ALARM_COLUMNS;
 pub use alarm_states::{AnyQuery, bind_state as bind_alarm_state};
-pub use alarms::COLUMNS as ALARM_COLUMNS;
 
 /// "1 device", "3 devices".
 pub(crate) fn device_count(count: i64) -> String {

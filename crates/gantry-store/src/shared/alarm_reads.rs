@@ -1,15 +1,49 @@
-//! The alarm reads of the console's pages: open alarms per device of a listing, and a device's
-//! alarm periods under its chart.
+//! Alarms as rows (their columns, an alarm from its row), and the alarm reads of the console's
+//! pages: open alarms per device of a listing, and a device's alarm periods under its chart.
 
 use gantry_core::Result;
 use gantry_core::alarm::Alarm;
-use gantry_core::ids::{DeviceId, ProjectId, TenantId};
+use gantry_core::enums::{AlarmSource, AlarmStatus, Severity};
+use gantry_core::ids::{AlarmId, AlarmRuleId, DeviceId, ProjectId, TenantId};
+use sqlx::any::AnyRow;
 
-use super::alarms::{COLUMNS, alarm_from_row};
 use crate::SqlStore;
 use crate::error::db_error;
-use crate::row::get;
+use crate::row::{get, json, spelled};
 use crate::sql::Sql;
+
+/// The columns of an alarm's row, in `alarm_from_row`'s order.
+pub const COLUMNS: &str = "id, tenant_id, project_id, device_id, device_name, rule_id, alarm_key, attribute_code, name, \
+                       severity, status, source, first_event_time, last_event_time, value, count, acknowledged_by, \
+                       acknowledged_time, cleared_by, cleared_time, created_time, updated_time";
+
+/// The alarm a row of `COLUMNS` holds.
+pub(super) fn alarm_from_row(row: &AnyRow) -> Result<Alarm> {
+    Ok(Alarm {
+        id: AlarmId::from_string(get::<String>(row, "id")?),
+        tenant_id: TenantId::from_string(get::<String>(row, "tenant_id")?),
+        project_id: ProjectId::from_string(get::<String>(row, "project_id")?),
+        device_id: DeviceId::from_string(get::<String>(row, "device_id")?),
+        device_name: get(row, "device_name")?,
+        rule_id: get::<Option<String>>(row, "rule_id")?.map(AlarmRuleId::from_string),
+        alarm_key: get(row, "alarm_key")?,
+        attribute_code: get(row, "attribute_code")?,
+        name: get(row, "name")?,
+        severity: spelled(row, "severity", Severity::parse)?,
+        status: spelled(row, "status", AlarmStatus::parse)?,
+        source: spelled(row, "source", AlarmSource::parse)?,
+        first_event_time: get(row, "first_event_time")?,
+        last_event_time: get(row, "last_event_time")?,
+        value: json(row, "value")?,
+        count: get(row, "count")?,
+        acknowledged_by: get(row, "acknowledged_by")?,
+        acknowledged_time: get(row, "acknowledged_time")?,
+        cleared_by: get(row, "cleared_by")?,
+        cleared_time: get(row, "cleared_time")?,
+        created_time: get(row, "created_time")?,
+        updated_time: get(row, "updated_time")?,
+    })
+}
 
 /// The part of `AlarmStore` the console's pages read: open alarms per device of a listing, and a
 /// device's alarm periods under its chart.
