@@ -31,12 +31,9 @@ use sqlx::{Any, AnyPool, Transaction};
 use crate::engine::{ApiWrites, Connected, Dialect, EventEngine};
 pub use crate::stats::{PoolStats, StoreStats};
 
-/// The alarms' columns as the shared SQL reads them (an engine's view of the alarms lists them).
-pub use crate::shared::ALARM_COLUMNS;
-
-/// Binds an alarm state's columns from `raise_since` to `no_data`, in that order (an engine that
-/// stages states writes them as the shared SQL does).
-pub use crate::shared::bind_alarm_state;
+/// An alarm state's columns from `raise_since` to `no_data`, as the shared SQL stores them (an
+/// engine that stages states writes them the same way).
+pub use crate::shared::alarm_state_columns;
 
 /// A query of the Any driver, its parameters partly bound.
 pub use crate::shared::AnyQuery;

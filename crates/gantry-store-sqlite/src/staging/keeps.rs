@@ -20,6 +20,7 @@
 //! and a store that opens folds every pack left (`fold_packs`) before it serves.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -28,6 +29,7 @@ use gantry_core::Result;
 use gantry_core::alarm::{Alarm, AlarmState};
 use gantry_core::ids::{AlarmId, DeviceId};
 use gantry_core::store::AlarmKeep;
+use gantry_store::alarm_state_columns;
 use gantry_store::error::db_error;
 use gantry_store::row::to_json;
 use sqlx::{AnyConnection, AnyPool};
@@ -78,20 +80,23 @@ const COLUMNS: [&str; 15] = [
     "updated_time",
 ];
 
-/// `keep` as a pack's row (JSON), with the state version its step writes.
+/// `keep` as a pack's row (JSON), with the state version its step writes and the state's columns
+/// as the shared SQL stores them.
 fn row(keep: &AlarmKeep) -> Result<String> {
-    let (state, alarm) = (&keep.state, keep.alarm.as_ref());
+    let alarm = keep.alarm.as_ref();
+    let (raise_since, clear_since, levels, last_time, last_arrival, recent, no_data) =
+        alarm_state_columns(&keep.state)?;
     let row: Row = (
         keep.device.as_str(),
         &keep.key,
-        state.version + 1,
-        state.raise_since,
-        state.clear_since,
-        to_json(&state.levels)?,
-        state.last_time,
-        state.last_arrival,
-        to_json(&state.recent)?,
-        i64::from(state.no_data),
+        keep.state.version + 1,
+        raise_since,
+        clear_since,
+        levels,
+        last_time,
+        last_arrival,
+        recent,
+        no_data,
         alarm.map(|a| a.id.as_str()),
         alarm.map(|a| a.count),
         alarm.map(|a| to_json(&a.value)).transpose()?,
@@ -104,20 +109,19 @@ fn row(keep: &AlarmKeep) -> Result<String> {
 /// The temporary table a fold fills first (on the event-log writer, created with each of its
 /// connections): the newest keep per key of what is folded.
 pub(crate) fn folding_table() -> String {
-    let columns: Vec<&str> = COLUMNS.to_vec();
     format!(
         "CREATE TEMP TABLE IF NOT EXISTS alarm_folding ({}, PRIMARY KEY (device_id, alarm_key)) WITHOUT ROWID",
-        columns.join(", ")
+        COLUMNS.join(", ")
     )
 }
 
-/// Fills `temp.alarm_folding` with the rows read by `from` (aliased `j`, each row its `value`),
-/// the newest version per key.
-fn fill_text(from: &str) -> String {
+/// Fills `temp.alarm_folding` with the rows read by `from` (aliased `j`, each row its `value`)
+/// that `filter` keeps, the newest version per key.
+fn fill_text(from: &str, filter: &str) -> String {
     let values: Vec<String> = (0..COLUMNS.len()).map(|i| format!("j.value ->> {i}")).collect();
     let updates: Vec<String> = COLUMNS[2..].iter().map(|c| format!("{c} = excluded.{c}")).collect();
     format!(
-        "INSERT INTO temp.alarm_folding ({}) SELECT {} FROM {from} WHERE true \
+        "INSERT INTO temp.alarm_folding ({}) SELECT {} FROM {from} WHERE {filter} \
          ON CONFLICT (device_id, alarm_key) DO UPDATE SET {} WHERE excluded.version > alarm_folding.version",
         COLUMNS.join(", "),
         values.join(", "),
@@ -149,14 +153,18 @@ async fn fold_filled(conn: &mut AnyConnection) -> Result<()> {
     Ok(())
 }
 
-/// Folds `rows` (a pack's rows, as JSON) on the event-log writer's `conn`.
-async fn fold_rows(conn: &mut AnyConnection, rows: &[String]) -> Result<()> {
+/// A JSON array of `rows`, each JSON already: a pack.
+fn listed<'a>(rows: impl IntoIterator<Item = &'a str>) -> String {
+    format!("[{}]", rows.into_iter().collect::<Vec<_>>().join(","))
+}
+
+/// Folds `rows` (keeps as a pack's rows) on the event-log writer's `conn`.
+async fn fold_rows(conn: &mut AnyConnection, rows: &[&str]) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
-    let listed = format!("[{}]", rows.join(","));
-    sqlx::query(&fill_text("json_each($1) j"))
-        .bind(listed)
+    sqlx::query(&fill_text("json_each($1) j", "true"))
+        .bind(listed(rows.iter().copied()))
         .execute(&mut *conn)
         .await
         .map_err(db_error)?;
@@ -167,7 +175,7 @@ async fn fold_rows(conn: &mut AnyConnection, rows: &[String]) -> Result<()> {
 /// event-log file, then drops them: before the store serves, so that nothing else runs.
 pub(crate) async fn fold_packs(log_writer: &AnyPool, stager: &AnyPool, through: i64) -> Result<()> {
     let mut tx = log_writer.begin().await.map_err(db_error)?;
-    sqlx::query(&fill_text(&format!("{PACKS} p, json_each(p.keeps) j")).replace("WHERE true", "WHERE p.seq <= $1"))
+    sqlx::query(&fill_text(&format!("{PACKS} p, json_each(p.keeps) j"), "p.seq <= $1"))
         .bind(through)
         .execute(&mut *tx)
         .await
@@ -216,7 +224,7 @@ impl Unfolded {
     /// The pack of `keeps` (JSON), and its rows.
     pub(super) fn pack(keeps: &[AlarmKeep]) -> Result<(String, Vec<String>)> {
         let rows = keeps.iter().map(row).collect::<Result<Vec<_>>>()?;
-        Ok((format!("[{}]", rows.join(",")), rows))
+        Ok((listed(rows.iter().map(String::as_str)), rows))
     }
 
     /// Holds `keeps` (with their `rows`), committed in the pack numbered `seq`: each replaces an
@@ -238,11 +246,13 @@ impl Unfolded {
                     )
                 }),
             };
-            match newest.get_mut(&(keep.device.clone(), keep.key.clone())) {
-                Some(held) if held.state.version > keep.state.version => {}
-                Some(held) => *held = kept,
-                None => {
-                    newest.insert((keep.device.clone(), keep.key.clone()), kept);
+            match newest.entry((keep.device.clone(), keep.key.clone())) {
+                Entry::Occupied(held) if held.get().state.version > keep.state.version => {}
+                Entry::Occupied(mut held) => {
+                    held.insert(kept);
+                }
+                Entry::Vacant(free) => {
+                    free.insert(kept);
                 }
             }
         }
@@ -262,7 +272,8 @@ impl Unfolded {
     /// Folds the keeps of `devices` (all when None) numbered `through` or lower into `tx`, a
     /// transaction of the event-log writer. They stay held: only `fold_all` lets keeps go.
     pub(super) async fn fold(&self, tx: &mut AnyConnection, through: i64, devices: Option<&[&DeviceId]>) -> Result<()> {
-        let rows: Vec<String> = self.rows(through, devices).into_iter().map(|(_, _, row)| row).collect();
+        let taken = self.rows(through, devices);
+        let rows: Vec<&str> = taken.iter().map(|(_, _, row)| row.as_str()).collect();
         fold_rows(tx, &rows).await
     }
 
@@ -280,7 +291,7 @@ impl Unfolded {
         let taken = self.rows(through, None);
         if !taken.is_empty() {
             let mut tx = log_writer.begin().await.map_err(db_error)?;
-            let rows: Vec<String> = taken.iter().map(|(_, _, row)| row.clone()).collect();
+            let rows: Vec<&str> = taken.iter().map(|(_, _, row)| row.as_str()).collect();
             fold_rows(&mut tx, &rows).await?;
             tx.commit().await.map_err(db_error)?;
             let mut newest = self.lock();

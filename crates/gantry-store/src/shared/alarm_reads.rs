@@ -13,7 +13,7 @@ use crate::row::{get, json, spelled};
 use crate::sql::Sql;
 
 /// The columns of an alarm's row, in `alarm_from_row`'s order.
-pub const COLUMNS: &str = "id, tenant_id, project_id, device_id, device_name, rule_id, alarm_key, attribute_code, name, \
+pub(super) const COLUMNS: &str = "id, tenant_id, project_id, device_id, device_name, rule_id, alarm_key, attribute_code, name, \
                        severity, status, source, first_event_time, last_event_time, value, count, acknowledged_by, \
                        acknowledged_time, cleared_by, cleared_time, created_time, updated_time";
 

@@ -23,8 +23,7 @@ mod tenants;
 mod users;
 mod webhooks;
 
-pub use alarm_reads::COLUMNS as ALARM_COLUMNS;
-pub use alarm_states::{AnyQuery, bind_state as bind_alarm_state};
+pub use alarm_states::{AnyQuery, state_columns as alarm_state_columns};
 
 /// "1 device", "3 devices".
 pub(crate) fn device_count(count: i64) -> String {
