@@ -9,7 +9,9 @@
 //! since nothing is then written, so nothing is checked. Hence: an entry is put only when no
 //! change outside the plans (an operator's action, a rule's change, the locked path) was made
 //! since the caller read what it puts (a generation that every such change moves, after its
-//! commit), and never over an entry of a newer version.
+//! commit), and never over an entry of a newer version. A put refused for that reason drops the
+//! entries of its keys instead: its caller may have written past them (a keep is committed
+//! unchecked), and an entry left behind would be older than the store.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -62,14 +64,21 @@ impl StateCache {
         keys.iter().map(|key| held.and_then(|h| h.get(key)).cloned()).collect()
     }
 
-    /// Holds what was read or written at `generation`, unless something changed since or a newer
-    /// version is held.
+    /// Holds what was read or written at `generation`, unless a newer version is held. When
+    /// something changed since, it drops what it holds for those keys instead: the caller read
+    /// them before the change and may have written past them since, so they are out of date.
     pub(super) fn put(&self, generation: u64, device: &DeviceId, entries: impl IntoIterator<Item = (String, Held)>) {
         if !self.on.load(Ordering::Relaxed) {
             return;
         }
         let mut inner = self.lock();
         if inner.generation != generation {
+            let inner = &mut *inner;
+            if let Some(by_key) = inner.map.get_mut(device) {
+                for (key, _) in entries {
+                    inner.entries -= usize::from(by_key.remove(&key).is_some());
+                }
+            }
             return;
         }
         if inner.entries >= MAX_ENTRIES {
@@ -160,6 +169,26 @@ mod tests {
                 .as_ref()
                 .map(|h| h.0.version),
             Some(4)
+        );
+    }
+
+    #[test]
+    fn a_put_refused_drops_what_was_held_for_its_keys() {
+        let (cache, device, other) = (cache(), DeviceId::from_string("d"), DeviceId::from_string("o"));
+        let at = cache.generation();
+        cache.put(at, &device, [("k".to_owned(), held(3)), ("j".to_owned(), held(3))]);
+        // An evaluation read version 3 and wrote past it; meanwhile another device changed.
+        let read_at = cache.generation();
+        cache.forget(Some(&other), "k");
+        cache.put(read_at, &device, [("k".to_owned(), held(4))]);
+        assert_eq!(
+            cache.get(&device, &["k".to_owned()]),
+            vec![None],
+            "version 3 is out of date"
+        );
+        assert!(
+            cache.get(&device, &["j".to_owned()])[0].is_some(),
+            "a key not put is kept"
         );
     }
 
