@@ -67,7 +67,7 @@ pub struct AlarmService {
     catalog: Arc<CatalogService>,
     webhooks: Arc<WebhookService>,
     feeds: Arc<Feeds>,
-    rules: TtlCache<(TenantId, ModelId), Arc<Vec<AlarmRule>>>,
+    rules: TtlCache<(TenantId, ModelId), Arc<ModelRules>>,
     /// Moved by every rule write, after its commit: rules read before it are not cached, so a
     /// rule just deleted or changed is not put back by a read that raced the write.
     rules_generation: std::sync::Mutex<u64>,
@@ -293,13 +293,13 @@ impl AlarmService {
             .collect())
     }
 
-    async fn model_rules(&self, tenant: &TenantId, model: &ModelId) -> Result<Arc<Vec<AlarmRule>>> {
+    async fn model_rules(&self, tenant: &TenantId, model: &ModelId) -> Result<Arc<ModelRules>> {
         let key = (tenant.clone(), model.clone());
         if let Some(rules) = self.rules.get(&key) {
             return Ok(rules);
         }
         let read_at = *self.lock_rules_generation();
-        let rules = Arc::new(self.store.model_alarm_rules(tenant, model).await?);
+        let rules = Arc::new(ModelRules::new(self.store.model_alarm_rules(tenant, model).await?));
         let generation = self.lock_rules_generation();
         if *generation == read_at {
             self.rules.put(key, rules.clone());
@@ -318,6 +318,25 @@ impl AlarmService {
         self.rules_generation
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A model's rules as evaluations read them, each with the key of its alarms and states built
+/// once, not for every message.
+pub(super) struct ModelRules {
+    rules: Vec<AlarmRule>,
+    keys: Vec<String>,
+}
+
+impl ModelRules {
+    fn new(rules: Vec<AlarmRule>) -> Self {
+        let keys = rules.iter().map(|rule| Raiser::Rule(rule).key()).collect();
+        ModelRules { rules, keys }
+    }
+
+    /// The enabled rules, each with its key.
+    pub(super) fn enabled(&self) -> impl Iterator<Item = (&AlarmRule, &String)> {
+        self.rules.iter().zip(&self.keys).filter(|(rule, _)| rule.enabled)
     }
 }
 

@@ -43,7 +43,10 @@ impl MessageKey {
 
 impl serde::Serialize for MessageKey {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&format_args!("{:016x}", self.0))
+        // Written without the formatting machinery: every keep's state carries up to 16 of them.
+        let mut digits = [0u8; 16];
+        hex::encode_to_slice(self.0.to_be_bytes(), &mut digits).map_err(serde::ser::Error::custom)?;
+        serializer.serialize_str(std::str::from_utf8(&digits).map_err(serde::ser::Error::custom)?)
     }
 }
 

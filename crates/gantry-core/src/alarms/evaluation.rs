@@ -21,9 +21,9 @@ impl AlarmService {
             return Ok(false);
         };
         let rules = self.model_rules(&first.tenant_id, &first.model_id).await?;
-        Ok(events.iter().any(|e| {
-            e.channel == Channel::W || rules.iter().any(|r| r.enabled && r.attribute_code == e.attribute_code)
-        }))
+        Ok(events
+            .iter()
+            .any(|e| e.channel == Channel::W || rules.enabled().any(|(r, _)| r.attribute_code == e.attribute_code)))
     }
 
     /// Evaluates one device's committed events and writes what they change (the device's alarm
@@ -42,14 +42,13 @@ impl AlarmService {
             return Ok(None);
         };
         let rules = self.model_rules(&first.tenant_id, &first.model_id).await?;
-        let raisers = raisers_of(&rules, events);
+        let (raisers, keys) = raisers_of(&rules, events);
         if raisers.is_empty() {
             return Ok(None);
         }
         let device = self.catalog.load_device(&first.tenant_id, &first.device_id).await?;
         let subject = subject_of(&device);
         let webhooks = self.webhooks.subscribers(&first.project_id, StreamType::Alarm).await?;
-        let keys: Vec<String> = raisers.iter().map(|(raiser, _)| raiser.key()).collect();
         let generation = self.states.generation();
         let snapshot = self.snapshot(&subject.device, &keys, generation).await?;
         let mut steps = Vec::new();
@@ -110,8 +109,9 @@ impl AlarmService {
         // The snapshot was out of date: each key again, over the state the store holds (the
         // keeps written with the events are part of it).
         self.states.put(generation, &subject.device, kept_after);
-        for (raiser, triggers) in raisers_of(&rules, events) {
-            if planned_keys.contains(&raiser.key()) {
+        let (raisers, keys) = raisers_of(&rules, events);
+        for ((raiser, triggers), key) in raisers.into_iter().zip(keys) {
+            if planned_keys.contains(&key) {
                 self.apply(raiser, &subject, &triggers, webhooks).await?;
             }
         }
@@ -212,20 +212,30 @@ impl AlarmService {
 }
 
 /// Each enabled rule on an attribute of `events`, then each device alarm's attribute (channel
-/// w), with the readings that concern it, in the events' order.
-fn raisers_of<'a>(rules: &'a [AlarmRule], events: &'a [DeviceEvent]) -> Vec<(Raiser<'a>, Vec<Trigger>)> {
+/// w), with the readings that concern it, in the events' order; and the key of each.
+fn raisers_of<'a>(rules: &'a ModelRules, events: &'a [DeviceEvent]) -> (Vec<(Raiser<'a>, Vec<Trigger>)>, Vec<String>) {
+    // Each event read is made a reading once (its message key hashed once), however many
+    // rules read it.
+    let read: Vec<Option<Trigger>> = events
+        .iter()
+        .map(|e| {
+            let wanted = e.channel == Channel::W || rules.enabled().any(|(r, _)| r.attribute_code == e.attribute_code);
+            wanted.then(|| reading(e))
+        })
+        .collect();
     let readings = |code: &str, device_alarm: bool| -> Vec<Trigger> {
         events
             .iter()
-            .filter(|e| e.attribute_code == code && (!device_alarm || e.channel == Channel::W))
-            .map(reading)
+            .zip(&read)
+            .filter(|(e, _)| e.attribute_code == code && (!device_alarm || e.channel == Channel::W))
+            .filter_map(|(_, reading)| reading.clone())
             .collect()
     };
-    let mut raisers: Vec<(Raiser<'a>, Vec<Trigger>)> = rules
-        .iter()
-        .filter(|r| r.enabled && events.iter().any(|e| e.attribute_code == r.attribute_code))
-        .map(|r| (Raiser::Rule(r), readings(&r.attribute_code, false)))
-        .collect();
+    let (mut raisers, mut keys): (Vec<(Raiser<'a>, Vec<Trigger>)>, Vec<String>) = rules
+        .enabled()
+        .filter(|(r, _)| events.iter().any(|e| e.attribute_code == r.attribute_code))
+        .map(|(r, key)| ((Raiser::Rule(r), readings(&r.attribute_code, false)), key.clone()))
+        .unzip();
     let mut codes: Vec<&str> = events
         .iter()
         .filter(|e| e.channel == Channel::W)
@@ -233,12 +243,12 @@ fn raisers_of<'a>(rules: &'a [AlarmRule], events: &'a [DeviceEvent]) -> Vec<(Rai
         .collect();
     codes.sort_unstable();
     codes.dedup();
-    raisers.extend(
-        codes
-            .into_iter()
-            .map(|code| (Raiser::Device(code), readings(code, true))),
-    );
-    raisers
+    for code in codes {
+        let raiser = Raiser::Device(code);
+        keys.push(raiser.key());
+        raisers.push((raiser, readings(code, true)));
+    }
+    (raisers, keys)
 }
 
 fn reading(event: &DeviceEvent) -> Trigger {

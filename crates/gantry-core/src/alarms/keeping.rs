@@ -30,7 +30,7 @@ pub(super) struct DeviceLocks {
 
 #[derive(Default)]
 struct Locks {
-    by_device: HashMap<DeviceId, Weak<tokio::sync::Mutex<()>>>,
+    by_device: HashMap<DeviceId, Weak<tokio::sync::Mutex<()>>, foldhash::fast::RandomState>,
     /// The size at which dropped locks are swept out next: twice what the last sweep left.
     sweep_at: usize,
 }
@@ -58,7 +58,7 @@ impl DeviceLocks {
 
 /// What an evaluation computed from its snapshot (`AlarmService::plan`), not yet written.
 pub(super) struct Planned {
-    pub(super) rules: Arc<Vec<AlarmRule>>,
+    pub(super) rules: Arc<ModelRules>,
     pub(super) subject: Subject,
     pub(super) webhooks: Audience,
     /// The state cache's generation when the snapshot was read.

@@ -15,14 +15,20 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use foldhash::fast::RandomState;
 
 use crate::alarm::{Alarm, AlarmState};
 use crate::ids::DeviceId;
 
-/// Entries held at most; past it the cache starts empty again.
+/// Entries held at most; past it a shard starts empty again.
 const MAX_ENTRIES: usize = 200_000;
+/// Devices are spread over this many locks, so that evaluations of different devices on
+/// different threads seldom wait for each other.
+const SHARDS: usize = 16;
 
 /// A key's state and its open alarm, as the store holds them; shared, so that a lookup copies
 /// nothing.
@@ -31,16 +37,19 @@ pub(super) type Held = Arc<(AlarmState, Option<Alarm>)>;
 #[derive(Default)]
 pub(super) struct StateCache {
     on: AtomicBool,
-    inner: Mutex<Inner>,
+    /// Moved by every change made outside the plans, before the change's entries are dropped;
+    /// a `put` compares it under its shard's lock.
+    generation: AtomicU64,
+    shards: [Mutex<Shard>; SHARDS],
+    hasher: RandomState,
 }
 
 #[derive(Default)]
-struct Inner {
+struct Shard {
     /// Per device, per key: a lookup borrows both, allocating nothing.
-    map: HashMap<DeviceId, HashMap<String, Held>>,
+    map: HashMap<DeviceId, HashMap<String, Held, RandomState>, RandomState>,
     /// Entries in `map`.
     entries: usize,
-    generation: u64,
 }
 
 impl StateCache {
@@ -51,7 +60,7 @@ impl StateCache {
 
     /// The generation to give `put`: read it before reading the store.
     pub(super) fn generation(&self) -> u64 {
-        self.lock().generation
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// What is held for each of `keys` (None where nothing is, or the cache is off).
@@ -59,8 +68,8 @@ impl StateCache {
         if !self.on.load(Ordering::Relaxed) {
             return vec![None; keys.len()];
         }
-        let inner = self.lock();
-        let held = inner.map.get(device);
+        let shard = self.shard(device);
+        let held = shard.map.get(device);
         keys.iter().map(|key| held.and_then(|h| h.get(key)).cloned()).collect()
     }
 
@@ -71,26 +80,25 @@ impl StateCache {
         if !self.on.load(Ordering::Relaxed) {
             return;
         }
-        let mut inner = self.lock();
-        if inner.generation != generation {
-            let inner = &mut *inner;
-            if let Some(by_key) = inner.map.get_mut(device) {
+        let mut shard = self.shard(device);
+        let shard = &mut *shard;
+        if self.generation.load(Ordering::SeqCst) != generation {
+            if let Some(by_key) = shard.map.get_mut(device) {
                 for (key, _) in entries {
-                    inner.entries -= usize::from(by_key.remove(&key).is_some());
+                    shard.entries -= usize::from(by_key.remove(&key).is_some());
                 }
             }
             return;
         }
-        if inner.entries >= MAX_ENTRIES {
-            inner.map.clear();
-            inner.entries = 0;
+        if shard.entries >= MAX_ENTRIES / SHARDS {
+            shard.map.clear();
+            shard.entries = 0;
         }
-        let mut added = 0;
         // The device's id is copied only for its first entry.
-        if !inner.map.contains_key(device) {
-            inner.map.insert(device.clone(), HashMap::new());
+        if !shard.map.contains_key(device) {
+            shard.map.insert(device.clone(), HashMap::default());
         }
-        let by_key = inner.map.get_mut(device).expect("inserted above");
+        let by_key = shard.map.get_mut(device).expect("inserted above");
         for (key, held) in entries {
             match by_key.entry(key) {
                 Entry::Occupied(mut e) if e.get().0.version < held.0.version => {
@@ -99,42 +107,55 @@ impl StateCache {
                 Entry::Occupied(_) => {}
                 Entry::Vacant(e) => {
                     e.insert(held);
-                    added += 1;
+                    shard.entries += 1;
                 }
             }
         }
-        inner.entries += added;
     }
 
     /// Drops what is held for `key` of `device` (of every device when None): call it after a
     /// change made outside the plans is committed.
     pub(super) fn forget(&self, device: Option<&DeviceId>, key: &str) {
-        let mut inner = self.lock();
-        inner.generation += 1;
-        let removed = match device {
-            Some(device) => inner
-                .map
-                .get_mut(device)
-                .map_or(0, |by_key| usize::from(by_key.remove(key).is_some())),
-            None => inner
-                .map
-                .values_mut()
-                .map(|by_key| usize::from(by_key.remove(key).is_some()))
-                .sum(),
-        };
-        inner.entries -= removed;
+        // Moved before any shard is swept: a put that compares after this refuses, and one
+        // that compared before has put under its shard's lock, before the sweep takes it.
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        match device {
+            Some(device) => {
+                let mut shard = self.shard(device);
+                let shard = &mut *shard;
+                if let Some(by_key) = shard.map.get_mut(device) {
+                    shard.entries -= usize::from(by_key.remove(key).is_some());
+                }
+            }
+            None => {
+                for shard in &self.shards {
+                    let mut shard = lock(shard);
+                    let shard = &mut *shard;
+                    for by_key in shard.map.values_mut() {
+                        shard.entries -= usize::from(by_key.remove(key).is_some());
+                    }
+                }
+            }
+        }
     }
 
     fn forget_all(&self) {
-        let mut inner = self.lock();
-        inner.generation += 1;
-        inner.map.clear();
-        inner.entries = 0;
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        for shard in &self.shards {
+            let mut shard = lock(shard);
+            shard.map.clear();
+            shard.entries = 0;
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn shard(&self, device: &DeviceId) -> std::sync::MutexGuard<'_, Shard> {
+        let at = self.hasher.hash_one(device.as_str()) as usize % SHARDS;
+        lock(&self.shards[at])
     }
+}
+
+fn lock(shard: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
+    shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]
