@@ -194,8 +194,11 @@ async fn drop_packs(stager: &AnyPool, through: i64) -> Result<()> {
     Ok(())
 }
 
-/// How often every keep on disk is folded and the packs folded dropped.
-pub(crate) const FOLD_EVERY: Duration = Duration::from_secs(1);
+/// How often every keep on disk is folded and the packs folded dropped. A fold writes only the
+/// newest keep of each key, so the rarer it runs, the fewer rows it writes per event counted;
+/// reads fold first, so none waits for it. What it bounds: the packs a restart folds, and the
+/// staging file's share of packs not dropped yet.
+pub(crate) const FOLD_EVERY: Duration = Duration::from_secs(5);
 
 /// The newest keep per key not folded by `fold_all` yet, in memory: the engine's only copy to
 /// fold from (the packs are read only when the store opens).
