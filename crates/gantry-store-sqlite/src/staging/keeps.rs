@@ -291,7 +291,9 @@ impl Unfolded {
     /// passes no stager, so that it never waits for an ingest commit.)
     pub(crate) async fn fold_all(&self, log_writer: &AnyPool, stager: Option<&AnyPool>, through: i64) -> Result<()> {
         let _one = self.folding.lock().await;
+        let started = std::time::Instant::now();
         let taken = self.rows(through, None);
+        let folded = taken.len();
         if !taken.is_empty() {
             let mut tx = log_writer.begin().await.map_err(db_error)?;
             let rows: Vec<&str> = taken.iter().map(|(_, _, row)| row.as_str()).collect();
@@ -307,11 +309,15 @@ impl Unfolded {
         let Some(stager) = stager else {
             return Ok(());
         };
+        let fold_ms = started.elapsed().as_secs_f64() * 1e3;
         let dropped = self.dropped_through.load(Ordering::Relaxed);
         if self.staged_through.load(Ordering::Relaxed) > dropped && through > dropped {
             drop_packs(stager, through).await?;
             self.dropped_through.fetch_max(through, Ordering::Relaxed);
         }
+        // The drop holds the stager, where ingest commits wait: its time is worth watching.
+        let drop_ms = started.elapsed().as_secs_f64() * 1e3 - fold_ms;
+        tracing::debug!(folded, fold_ms, drop_ms, through, "folded alarm keeps");
         Ok(())
     }
 
