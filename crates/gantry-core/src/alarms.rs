@@ -338,6 +338,15 @@ impl ModelRules {
     pub(super) fn enabled(&self) -> impl Iterator<Item = (&AlarmRule, &String)> {
         self.rules.iter().zip(&self.keys).filter(|(rule, _)| rule.enabled)
     }
+
+    /// Whether `event` may change an alarm: a value on channel w, or of an attribute an
+    /// enabled rule reads.
+    pub(super) fn concern(&self, event: &DeviceEvent) -> bool {
+        event.channel == Channel::W
+            || self
+                .enabled()
+                .any(|(rule, _)| rule.attribute_code == event.attribute_code)
+    }
 }
 
 impl AlarmRule {

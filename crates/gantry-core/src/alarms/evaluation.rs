@@ -21,9 +21,7 @@ impl AlarmService {
             return Ok(false);
         };
         let rules = self.model_rules(&first.tenant_id, &first.model_id).await?;
-        Ok(events
-            .iter()
-            .any(|e| e.channel == Channel::W || rules.enabled().any(|(r, _)| r.attribute_code == e.attribute_code)))
+        Ok(events.iter().any(|e| rules.concern(e)))
     }
 
     /// Evaluates one device's committed events and writes what they change (the device's alarm
@@ -216,13 +214,7 @@ impl AlarmService {
 fn raisers_of<'a>(rules: &'a ModelRules, events: &'a [DeviceEvent]) -> (Vec<(Raiser<'a>, Vec<Trigger>)>, Vec<String>) {
     // Each event read is made a reading once (its message key hashed once), however many
     // rules read it.
-    let read: Vec<Option<Trigger>> = events
-        .iter()
-        .map(|e| {
-            let wanted = e.channel == Channel::W || rules.enabled().any(|(r, _)| r.attribute_code == e.attribute_code);
-            wanted.then(|| reading(e))
-        })
-        .collect();
+    let read: Vec<Option<Trigger>> = events.iter().map(|e| rules.concern(e).then(|| reading(e))).collect();
     let readings = |code: &str, device_alarm: bool| -> Vec<Trigger> {
         events
             .iter()

@@ -83,10 +83,8 @@ impl StateCache {
         let mut shard = self.shard(device);
         let shard = &mut *shard;
         if self.generation.load(Ordering::SeqCst) != generation {
-            if let Some(by_key) = shard.map.get_mut(device) {
-                for (key, _) in entries {
-                    shard.entries -= usize::from(by_key.remove(&key).is_some());
-                }
+            for (key, _) in entries {
+                shard.remove(device, &key);
             }
             return;
         }
@@ -120,13 +118,7 @@ impl StateCache {
         // that compared before has put under its shard's lock, before the sweep takes it.
         self.generation.fetch_add(1, Ordering::SeqCst);
         match device {
-            Some(device) => {
-                let mut shard = self.shard(device);
-                let shard = &mut *shard;
-                if let Some(by_key) = shard.map.get_mut(device) {
-                    shard.entries -= usize::from(by_key.remove(key).is_some());
-                }
-            }
+            Some(device) => self.shard(device).remove(device, key),
             None => {
                 for shard in &self.shards {
                     let mut shard = lock(shard);
@@ -151,6 +143,15 @@ impl StateCache {
     fn shard(&self, device: &DeviceId) -> std::sync::MutexGuard<'_, Shard> {
         let at = self.hasher.hash_one(device.as_str()) as usize % SHARDS;
         lock(&self.shards[at])
+    }
+}
+
+impl Shard {
+    /// Drops what is held for `key` of `device`.
+    fn remove(&mut self, device: &DeviceId, key: &str) {
+        if let Some(by_key) = self.map.get_mut(device) {
+            self.entries -= usize::from(by_key.remove(key).is_some());
+        }
     }
 }
 

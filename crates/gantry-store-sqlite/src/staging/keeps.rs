@@ -158,13 +158,10 @@ fn listed<'a>(rows: impl IntoIterator<Item = &'a str>) -> String {
     format!("[{}]", rows.into_iter().collect::<Vec<_>>().join(","))
 }
 
-/// Folds `rows` (keeps as a pack's rows) on the event-log writer's `conn`.
-async fn fold_rows(conn: &mut AnyConnection, rows: &[&str]) -> Result<()> {
-    if rows.is_empty() {
-        return Ok(());
-    }
+/// Folds `pack` (keeps as a pack's rows, a JSON array) on the event-log writer's `conn`.
+async fn fold_pack(conn: &mut AnyConnection, pack: String) -> Result<()> {
     sqlx::query(&fill_text("json_each($1) j", "true"))
-        .bind(listed(rows.iter().copied()))
+        .bind(pack)
         .execute(&mut *conn)
         .await
         .map_err(db_error)?;
@@ -204,13 +201,16 @@ pub(crate) const FOLD_EVERY: Duration = Duration::from_secs(5);
 /// fold from (the packs are read only when the store opens).
 #[derive(Debug, Default)]
 pub(crate) struct Unfolded {
-    newest: Mutex<HashMap<(DeviceId, String), Kept>>,
+    newest: Mutex<HashMap<KeepKey, Kept>>,
     /// The highest number of a pack staged, and of one dropped.
     staged_through: AtomicI64,
     dropped_through: AtomicI64,
     /// One `fold_all` at a time.
     folding: tokio::sync::Mutex<()>,
 }
+
+/// What a keep is held by: its device and its key.
+type KeepKey = (DeviceId, String);
 
 #[derive(Debug)]
 struct Kept {
@@ -262,22 +262,28 @@ impl Unfolded {
         self.staged_through.fetch_max(seq, Ordering::Relaxed);
     }
 
-    /// The rows of the keeps numbered `through` or lower, of `devices` (all when None).
-    fn rows(&self, through: i64, devices: Option<&[&DeviceId]>) -> Vec<((DeviceId, String), i64, String)> {
-        self.lock()
+    /// The keeps numbered `through` or lower, of `devices` (all when None): each as its key and
+    /// its pack's number, and all of them as one pack (None when there are none), their rows
+    /// copied once, into it.
+    fn taken(&self, through: i64, devices: Option<&[&DeviceId]>) -> (Vec<(KeepKey, i64)>, Option<String>) {
+        let newest = self.lock();
+        let taken: Vec<(&KeepKey, &Kept)> = newest
             .iter()
             .filter(|(_, kept)| kept.seq <= through)
             .filter(|((device, _), _)| devices.is_none_or(|d| d.contains(&device)))
-            .map(|(key, kept)| (key.clone(), kept.seq, kept.row.clone()))
-            .collect()
+            .collect();
+        let pack = (!taken.is_empty()).then(|| listed(taken.iter().map(|(_, kept)| kept.row.as_str())));
+        let keys = taken.into_iter().map(|(key, kept)| (key.clone(), kept.seq)).collect();
+        (keys, pack)
     }
 
     /// Folds the keeps of `devices` (all when None) numbered `through` or lower into `tx`, a
     /// transaction of the event-log writer. They stay held: only `fold_all` lets keeps go.
     pub(super) async fn fold(&self, tx: &mut AnyConnection, through: i64, devices: Option<&[&DeviceId]>) -> Result<()> {
-        let taken = self.rows(through, devices);
-        let rows: Vec<&str> = taken.iter().map(|(_, _, row)| row.as_str()).collect();
-        fold_rows(tx, &rows).await
+        match self.taken(through, devices) {
+            (_, Some(pack)) => fold_pack(tx, pack).await,
+            (_, None) => Ok(()),
+        }
     }
 
     /// Whether a keep numbered `through` or lower is held.
@@ -292,15 +298,14 @@ impl Unfolded {
     pub(crate) async fn fold_all(&self, log_writer: &AnyPool, stager: Option<&AnyPool>, through: i64) -> Result<()> {
         let _one = self.folding.lock().await;
         let started = std::time::Instant::now();
-        let taken = self.rows(through, None);
+        let (taken, pack) = self.taken(through, None);
         let folded = taken.len();
-        if !taken.is_empty() {
+        if let Some(pack) = pack {
             let mut tx = log_writer.begin().await.map_err(db_error)?;
-            let rows: Vec<&str> = taken.iter().map(|(_, _, row)| row.as_str()).collect();
-            fold_rows(&mut tx, &rows).await?;
+            fold_pack(&mut tx, pack).await?;
             tx.commit().await.map_err(db_error)?;
             let mut newest = self.lock();
-            for (key, seq, _) in taken {
+            for (key, seq) in taken {
                 if newest.get(&key).is_some_and(|kept| kept.seq == seq) {
                     newest.remove(&key);
                 }
@@ -352,7 +357,7 @@ impl Unfolded {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(DeviceId, String), Kept>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<KeepKey, Kept>> {
         self.newest.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
