@@ -31,10 +31,6 @@ use sqlx::{Any, AnyPool, Transaction};
 use crate::engine::{ApiWrites, Connected, Dialect, EventEngine};
 pub use crate::stats::{PoolStats, StoreStats};
 
-/// An alarm state's columns from `raise_since` to `no_data`, as the shared SQL stores them (an
-/// engine that stages states writes them the same way).
-pub use crate::shared::alarm_state_columns;
-
 /// A query of the Any driver, its parameters partly bound.
 pub use crate::shared::AnyQuery;
 

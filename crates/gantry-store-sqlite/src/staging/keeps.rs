@@ -20,16 +20,15 @@
 //! and a store that opens folds every pack left (`fold_packs`) before it serves.
 
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
 use gantry_core::Result;
-use gantry_core::alarm::{Alarm, AlarmState};
+use gantry_core::alarm::{Alarm, AlarmState, MessageKey};
 use gantry_core::ids::{AlarmId, DeviceId};
 use gantry_core::store::AlarmKeep;
-use gantry_store::alarm_state_columns;
 use gantry_store::error::db_error;
 use gantry_store::row::to_json;
 use sqlx::{AnyConnection, AnyPool};
@@ -43,16 +42,19 @@ const PACKS: &str = "staging.alarm_keep_packs";
 pub(super) const STAGE_TEXT: &str = "INSERT INTO staging.alarm_keep_packs (seq, keeps) VALUES (last_insert_rowid(), ?)";
 
 /// A keep as one row of a pack: the values of the event-log file's columns in `COLUMNS` order.
+/// `levels` and `recent` are JSON arrays in the row itself, not JSON text in a string: `->>`
+/// gives an array's text, the column's value, and a string's content alike, so a fold reads
+/// packs written either way, and each keep's 16 message ids are not escaped a second time.
 type Row<'a> = (
     &'a str,
     &'a str,
     i64,
     Option<i64>,
     Option<i64>,
-    String,
+    &'a [Option<i64>],
     Option<i64>,
     Option<i64>,
-    String,
+    &'a [MessageKey],
     i64,
     Option<&'a str>,
     Option<i64>,
@@ -84,19 +86,18 @@ const COLUMNS: [&str; 15] = [
 /// as the shared SQL stores them.
 fn row(keep: &AlarmKeep) -> Result<String> {
     let alarm = keep.alarm.as_ref();
-    let (raise_since, clear_since, levels, last_time, last_arrival, recent, no_data) =
-        alarm_state_columns(&keep.state)?;
+    let state = &keep.state;
     let row: Row = (
         keep.device.as_str(),
         &keep.key,
-        keep.state.version + 1,
-        raise_since,
-        clear_since,
-        levels,
-        last_time,
-        last_arrival,
-        recent,
-        no_data,
+        state.version + 1,
+        state.raise_since,
+        state.clear_since,
+        &state.levels,
+        state.last_time,
+        state.last_arrival,
+        &state.recent,
+        i64::from(state.no_data),
         alarm.map(|a| a.id.as_str()),
         alarm.map(|a| a.count),
         alarm.map(|a| to_json(&a.value)).transpose()?,
@@ -201,7 +202,7 @@ pub(crate) const FOLD_EVERY: Duration = Duration::from_secs(5);
 /// fold from (the packs are read only when the store opens).
 #[derive(Debug, Default)]
 pub(crate) struct Unfolded {
-    newest: Mutex<HashMap<KeepKey, Kept>>,
+    newest: Mutex<Newest>,
     /// The highest number of a pack staged, and of one dropped.
     staged_through: AtomicI64,
     dropped_through: AtomicI64,
@@ -211,6 +212,10 @@ pub(crate) struct Unfolded {
 
 /// What a keep is held by: its device and its key.
 type KeepKey = (DeviceId, String);
+
+/// The newest keeps, by device then key: an evaluation's snapshot and a keep's arrival look up
+/// one device's keys without building a key of their own.
+type Newest = HashMap<DeviceId, HashMap<String, Kept, RandomState>, RandomState>;
 
 #[derive(Debug)]
 struct Kept {
@@ -249,13 +254,15 @@ impl Unfolded {
                     )
                 }),
             };
-            match newest.entry((keep.device.clone(), keep.key.clone())) {
-                Entry::Occupied(held) if held.get().state.version > keep.state.version => {}
-                Entry::Occupied(mut held) => {
-                    held.insert(kept);
-                }
-                Entry::Vacant(free) => {
-                    free.insert(kept);
+            let device = match newest.get_mut(&keep.device) {
+                Some(device) => device,
+                None => newest.entry(keep.device.clone()).or_default(),
+            };
+            match device.get_mut(keep.key.as_str()) {
+                Some(held) if held.state.version > keep.state.version => {}
+                Some(held) => *held = kept,
+                None => {
+                    device.insert(keep.key.clone(), kept);
                 }
             }
         }
@@ -267,13 +274,23 @@ impl Unfolded {
     /// copied once, into it.
     fn taken(&self, through: i64, devices: Option<&[&DeviceId]>) -> (Vec<(KeepKey, i64)>, Option<String>) {
         let newest = self.lock();
-        let taken: Vec<(&KeepKey, &Kept)> = newest
-            .iter()
-            .filter(|(_, kept)| kept.seq <= through)
-            .filter(|((device, _), _)| devices.is_none_or(|d| d.contains(&device)))
+        let held: Vec<(&DeviceId, &HashMap<String, Kept, RandomState>)> = match devices {
+            Some(devices) => devices
+                .iter()
+                .filter_map(|device| newest.get_key_value(*device))
+                .collect(),
+            None => newest.iter().collect(),
+        };
+        let taken: Vec<(&DeviceId, &String, &Kept)> = held
+            .into_iter()
+            .flat_map(|(device, keeps)| keeps.iter().map(move |(key, kept)| (device, key, kept)))
+            .filter(|(_, _, kept)| kept.seq <= through)
             .collect();
-        let pack = (!taken.is_empty()).then(|| listed(taken.iter().map(|(_, kept)| kept.row.as_str())));
-        let keys = taken.into_iter().map(|(key, kept)| (key.clone(), kept.seq)).collect();
+        let pack = (!taken.is_empty()).then(|| listed(taken.iter().map(|(_, _, kept)| kept.row.as_str())));
+        let keys = taken
+            .into_iter()
+            .map(|(device, key, kept)| ((device.clone(), key.clone()), kept.seq))
+            .collect();
         (keys, pack)
     }
 
@@ -288,7 +305,10 @@ impl Unfolded {
 
     /// Whether a keep numbered `through` or lower is held.
     pub(super) fn waiting(&self, through: i64) -> bool {
-        self.lock().values().any(|kept| kept.seq <= through)
+        self.lock()
+            .values()
+            .flat_map(HashMap::values)
+            .any(|kept| kept.seq <= through)
     }
 
     /// Folds every keep numbered `through` or lower in a transaction of the event-log writer,
@@ -305,9 +325,13 @@ impl Unfolded {
             fold_pack(&mut tx, pack).await?;
             tx.commit().await.map_err(db_error)?;
             let mut newest = self.lock();
-            for (key, seq) in taken {
-                if newest.get(&key).is_some_and(|kept| kept.seq == seq) {
-                    newest.remove(&key);
+            for ((device, key), seq) in taken {
+                let Some(keeps) = newest.get_mut(&device) else { continue };
+                if keeps.get(&key).is_some_and(|kept| kept.seq == seq) {
+                    keeps.remove(&key);
+                }
+                if keeps.is_empty() {
+                    newest.remove(&device);
                 }
             }
         }
@@ -331,11 +355,11 @@ impl Unfolded {
     /// count, value and times over the open alarm it counted into.
     pub(crate) fn lay_over(&self, device: &DeviceId, read: &mut [(String, AlarmState, Option<Alarm>)]) {
         let newest = self.lock();
-        if newest.is_empty() {
+        let Some(keeps) = newest.get(device) else {
             return;
-        }
+        };
         for (key, state, open) in read.iter_mut() {
-            let Some(kept) = newest.get(&(device.clone(), key.clone())) else {
+            let Some(kept) = keeps.get(key.as_str()) else {
                 continue;
             };
             if kept.state.version < state.version {
@@ -357,7 +381,7 @@ impl Unfolded {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<KeepKey, Kept>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Newest> {
         self.newest.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

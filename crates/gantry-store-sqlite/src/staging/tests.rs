@@ -196,6 +196,78 @@ async fn a_batch_stages_its_events_keeps_and_webhook_events_together() {
     }
 }
 
+/// A keep's pack row holds its state's `levels` and `recent` as JSON arrays; packs left by a
+/// release that wrote them as JSON text in strings (and by the upgrade from one row per key)
+/// fold to the same state when the store opens.
+#[tokio::test]
+async fn packs_with_arrays_and_with_strings_fold_to_the_same_state() {
+    use gantry_core::alarm::{AlarmState, MessageKey};
+    use gantry_core::store::AlarmKeep;
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let store = open_store(&url).await.unwrap();
+    for device in ["dev-a", "dev-b"] {
+        sqlx::query(
+            "INSERT INTO logs.alarm_states (alarm_key, device_id, tenant_id, levels, recent, no_data, version) \
+             VALUES ('rule', ?, 't', '[]', '[]', 0, 0)",
+        )
+        .bind(device)
+        .execute(&store.database.log_writer)
+        .await
+        .unwrap();
+    }
+    let state = AlarmState {
+        levels: vec![Some(7), None],
+        last_time: Some(9),
+        recent: vec![MessageKey(0xab), MessageKey(0xcd)],
+        ..Default::default()
+    };
+    let keep = AlarmKeep {
+        device: DeviceId::from_string("dev-a"),
+        key: "rule".to_owned(),
+        state,
+        alarm: None,
+    };
+    store.stage(&[event("dev-a", 1)], &[], &[keep]).await.unwrap();
+    let numbered = store.stage(&[event("dev-b", 2)], &[], &[]).await.unwrap();
+    sqlx::query(
+        "INSERT INTO staging.alarm_keep_packs (seq, keeps) VALUES (?, json_array(json_array('dev-b', 'rule', 1, \
+         NULL, NULL, '[7,null]', 9, NULL, '[\"00000000000000ab\",\"00000000000000cd\"]', 0, NULL, NULL, NULL, \
+         NULL, NULL)))",
+    )
+    .bind(numbered[0].0)
+    .execute(&store.stager)
+    .await
+    .unwrap();
+    let forms: Vec<(String, String)> = sqlx::query_as(
+        "SELECT json_type(keeps, '$[0][5]'), json_type(keeps, '$[0][8]') FROM staging.alarm_keep_packs ORDER BY seq",
+    )
+    .fetch_all(&store.stager)
+    .await
+    .unwrap();
+    let form = |kind: &str| (kind.to_owned(), kind.to_owned());
+    assert_eq!(forms, [form("array"), form("text")], "one pack of each form staged");
+    store.close().await;
+    let store = open_store(&url).await.unwrap();
+    let folded: Vec<(String, i64, Option<i64>, String, String)> = sqlx::query_as(
+        "SELECT device_id, version, last_time, levels, recent FROM logs.alarm_states ORDER BY device_id",
+    )
+    .fetch_all(&store.database.pool)
+    .await
+    .unwrap();
+    let expected = |device: &str| {
+        (
+            device.to_owned(),
+            1,
+            Some(9),
+            "[7,null]".to_owned(),
+            r#"["00000000000000ab","00000000000000cd"]"#.to_owned(),
+        )
+    };
+    assert_eq!(folded, [expected("dev-a"), expected("dev-b")]);
+    store.close().await;
+}
+
 /// A round cut short after its first move (a crash between two of its transactions): reads
 /// stay exact before and after the store reopens, and the next round moves the rest without
 /// moving anything twice.

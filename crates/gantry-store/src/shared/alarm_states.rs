@@ -94,10 +94,10 @@ pub(super) async fn put_state(
 
 /// The values of a state's columns from `raise_since` to `no_data`, in that order, as they are
 /// stored.
-pub type StateColumns = (Option<i64>, Option<i64>, String, Option<i64>, Option<i64>, String, i64);
+type StateColumns = (Option<i64>, Option<i64>, String, Option<i64>, Option<i64>, String, i64);
 
 /// What `state` holds as the values of its columns (`StateColumns`).
-pub fn state_columns(state: &AlarmState) -> Result<StateColumns> {
+fn state_columns(state: &AlarmState) -> Result<StateColumns> {
     Ok((
         state.raise_since,
         state.clear_since,

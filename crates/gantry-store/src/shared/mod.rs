@@ -23,7 +23,7 @@ mod tenants;
 mod users;
 mod webhooks;
 
-pub use alarm_states::{AnyQuery, state_columns as alarm_state_columns};
+pub use alarm_states::AnyQuery;
 
 /// "1 device", "3 devices".
 pub(crate) fn device_count(count: i64) -> String {
