@@ -165,6 +165,7 @@ async fn a_keep_is_read_before_its_fold_and_folded_once() {
         key: key.clone(),
         alarm: kept.writes.last().map(|w| w.alarm.clone()),
         state: kept.state.clone(),
+        remembered: kept.state.remembered_since(&state),
     };
     let event = DeviceEvent {
         id: EventId::generate(),

@@ -57,6 +57,27 @@ impl<'de> serde::Deserialize<'de> for MessageKey {
     }
 }
 
+impl AlarmState {
+    /// Remembers `messages` (evaluated now, oldest first), forgetting the oldest beyond
+    /// `RECENT_MESSAGES`.
+    pub fn remember(&mut self, messages: &[MessageKey]) {
+        self.recent.extend_from_slice(messages);
+        let excess = self.recent.len().saturating_sub(RECENT_MESSAGES);
+        self.recent.drain(..excess);
+    }
+
+    /// The messages `self` remembers that `before` did not, oldest first: what a step from
+    /// `before` to `self` remembered, since a message is remembered once (a redelivered one
+    /// changes nothing). `before.remember(&added)` gives `self.recent` again.
+    pub fn remembered_since(&self, before: &AlarmState) -> Vec<MessageKey> {
+        self.recent
+            .iter()
+            .filter(|message| !before.recent.contains(message))
+            .copied()
+            .collect()
+    }
+}
+
 /// What a rule (or a device alarm's attribute) keeps per device between events.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AlarmState {
@@ -404,9 +425,7 @@ impl<'a> Step<'a> {
             return None;
         }
         if let Some(message) = self.message.take() {
-            self.state.recent.push(message);
-            let excess = self.state.recent.len().saturating_sub(RECENT_MESSAGES);
-            self.state.recent.drain(..excess);
+            self.state.remember(&[message]);
         }
         Some(Transition {
             state: self.state,

@@ -266,6 +266,34 @@ fn fold_equals_steps_one_by_one() {
     assert!(again.is_none(), "a redelivered message changes nothing");
 }
 
+/// What a step remembered, replayed over the state before it, gives the state's remembered
+/// messages again, also when the step pushes older ones out of the window.
+#[test]
+fn what_a_fold_remembered_replays_over_the_state_before() {
+    let r = rule(json!({"attributeCode": "wind", "severity": "MAJOR", "condition": {"op": ">", "value": 20}})).unwrap();
+    let reading = |s: i64| Trigger::Reading {
+        value: json!(25 + s),
+        device_time: s * 1000,
+        arrival: s * 1000,
+        message: Some(MessageKey::of_text(&format!("m{s}"))),
+    };
+    let subject = subject();
+    let mut state = AlarmState::default();
+    let mut open = None;
+    for batch in [1..4, 4..18, 18..40] {
+        let triggers: Vec<Trigger> = batch.map(reading).collect();
+        let folded = fold(Raiser::Rule(&r), &subject, &state, open.as_ref(), &triggers).expect("changes");
+        let remembered = folded.state.remembered_since(&state);
+        let mut replayed = state.clone();
+        replayed.remember(&remembered);
+        assert_eq!(replayed.recent, folded.state.recent);
+        assert_eq!(remembered.len(), triggers.len().min(16));
+        open = folded.writes.last().map(|w| w.alarm.clone());
+        state = folded.state;
+    }
+    assert_eq!(state.recent.len(), 16, "a window of the newest");
+}
+
 #[test]
 fn message_keys_are_stored_as_the_hex_digits_they_always_were() {
     let key = MessageKey(0x00ab_cdef_0123_4567);

@@ -51,10 +51,12 @@ impl AlarmService {
         let snapshot = self.snapshot(&subject.device, &keys, generation).await?;
         let mut steps = Vec::new();
         let mut after = Vec::new();
+        let mut remembered = Vec::new();
         for (((raiser, triggers), key), held) in raisers.iter().zip(keys).zip(snapshot) {
             let (state, open) = &*held;
             if let Some(transition) = fold(*raiser, &subject, state, open.as_ref(), triggers) {
                 after.push((key.clone(), held_after(&transition, open.as_ref())));
+                remembered.push(transition.state.remembered_since(state));
                 steps.push((key, transition));
             }
         }
@@ -68,6 +70,7 @@ impl AlarmService {
             webhooks,
             generation,
             steps,
+            remembered,
             after,
             kept: Vec::new(),
         }))
@@ -84,6 +87,7 @@ impl AlarmService {
             steps,
             after,
             kept,
+            ..
         } = planned;
         let kept_after: Vec<(String, Held)> = after.iter().filter(|(k, _)| kept.contains(k)).cloned().collect();
         if steps.is_empty() {

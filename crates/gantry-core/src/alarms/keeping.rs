@@ -65,6 +65,8 @@ pub(super) struct Planned {
     pub(super) generation: u64,
     /// The steps still to write, by key.
     pub(super) steps: Vec<(String, Transition)>,
+    /// Per step, the messages it remembered (`AlarmKeep::remembered`).
+    pub(super) remembered: Vec<Vec<crate::alarm::MessageKey>>,
     /// Per key stepped, what the store holds once its step is written.
     pub(super) after: Vec<(String, Held)>,
     /// The keys whose steps went with the events as keeps.
@@ -157,13 +159,15 @@ impl AlarmService {
 fn keeps_apart(mut planned: Planned) -> (Planned, Vec<AlarmKeep>) {
     let mut keeps = Vec::new();
     let mut steps = Vec::new();
-    for (key, mut transition) in std::mem::take(&mut planned.steps) {
+    let remembered = std::mem::take(&mut planned.remembered);
+    for ((key, mut transition), remembered) in std::mem::take(&mut planned.steps).into_iter().zip(remembered) {
         if is_keep(&transition) {
             keeps.push(AlarmKeep {
                 device: planned.subject.device.clone(),
                 key: key.clone(),
                 alarm: transition.writes.pop().map(|w| w.alarm),
                 state: transition.state,
+                remembered,
             });
             planned.kept.push(key);
         } else {

@@ -40,6 +40,9 @@ pub struct AlarmKeep {
     pub key: String,
     /// The state after the step; its `version` is the one it was computed over.
     pub state: AlarmState,
+    /// The messages the step remembered (`state.recent` less the state's before it), oldest
+    /// first: a store may write these instead of all of `state.recent` and replay them.
+    pub remembered: Vec<crate::alarm::MessageKey>,
     /// The open alarm after the step, when the step changed it.
     pub alarm: Option<Alarm>,
 }

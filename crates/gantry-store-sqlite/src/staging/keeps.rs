@@ -12,12 +12,17 @@
 //! (`Unfolded::fold_all`), which also lets the keeps and packs folded go. An evaluation's
 //! snapshot lays the newest keeps over what it read (`Unfolded::lay_over`), as a fold would.
 //!
-//! Invariants: a keep holds the whole state and the open alarm's count, value and times after its
-//! step, with the state version the step wrote, and is folded only over an older version: a fold
-//! that runs twice, or after a crash between the two files, changes nothing more. A fold takes
-//! only keeps whose commit is on disk (numbered no higher than `Staged::flushed_through`). A pack
-//! is dropped only once each of its keeps is folded or replaced by a newer one in a later pack,
-//! and a store that opens folds every pack left (`fold_packs`) before it serves.
+//! Invariants: a keep held in memory holds the whole state and the open alarm's count, value and
+//! times after its step, with the state version the step wrote, and is folded only over an older
+//! version: a fold that runs twice, or after a crash between the two files, changes nothing more.
+//! A fold takes only keeps whose commit is on disk (numbered no higher than
+//! `Staged::flushed_through`). A pack's row holds the same but for the state's remembered
+//! messages: only those its step remembered, so that a store that opens replays a key's rows in
+//! order over its stored state (replay.rs). So a pack is dropped only once every keep in it, and
+//! every keep of its keys before it, is folded (`Unfolded::fold_all`), and a store that opens
+//! folds every pack left (`fold_packs`) before it serves.
+
+mod replay;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -41,10 +46,12 @@ const PACKS: &str = "staging.alarm_keep_packs";
 /// commit with keeps has events).
 pub(super) const STAGE_TEXT: &str = "INSERT INTO staging.alarm_keep_packs (seq, keeps) VALUES (last_insert_rowid(), ?)";
 
-/// A keep as one row of a pack: the values of the event-log file's columns in `COLUMNS` order.
-/// `levels` and `recent` are JSON arrays in the row itself, not JSON text in a string: `->>`
-/// gives an array's text, the column's value, and a string's content alike, so a fold reads
-/// packs written either way, and each keep's 16 message ids are not escaped a second time.
+/// A keep as one row: the values of the event-log file's columns in `COLUMNS` order, then
+/// `REMEMBERED` (1) when `recent` holds only the messages its step remembered (a pack's row) or
+/// `WHOLE` (0) when it holds them all (a row folded from memory). `levels` and `recent` are JSON
+/// arrays in the row itself, not JSON text in a string: `->>` gives an array's text, the column's
+/// value, and a string's content alike, so a fold reads rows written either way (those of packs
+/// written before, 15 values, are whole).
 type Row<'a> = (
     &'a str,
     &'a str,
@@ -61,7 +68,14 @@ type Row<'a> = (
     Option<String>,
     Option<i64>,
     Option<i64>,
+    u8,
 );
+
+/// A row's last value when its `recent` holds only what its step remembered.
+const REMEMBERED: u8 = 1;
+
+/// A row's last value when its `recent` holds every message the state remembers.
+const WHOLE: u8 = 0;
 
 /// The folded columns, in a row's order.
 const COLUMNS: [&str; 15] = [
@@ -82,27 +96,58 @@ const COLUMNS: [&str; 15] = [
     "updated_time",
 ];
 
-/// `keep` as a pack's row (JSON), with the state version its step writes and the state's columns
-/// as the shared SQL stores them.
-fn row(keep: &AlarmKeep) -> Result<String> {
-    let alarm = keep.alarm.as_ref();
-    let state = &keep.state;
+/// What a step changed of the open alarm: its id, count, value and times.
+type Counted = (AlarmId, i64, serde_json::Value, i64, i64);
+
+fn counted(alarm: &Alarm) -> Counted {
+    (
+        alarm.id.clone(),
+        alarm.count,
+        alarm.value.clone(),
+        alarm.last_event_time,
+        alarm.updated_time,
+    )
+}
+
+/// `keep` as a pack's row (JSON, `REMEMBERED`).
+fn pack_row(keep: &AlarmKeep) -> Result<String> {
+    let alarm = keep
+        .alarm
+        .as_ref()
+        .map(|a| (&a.id, a.count, &a.value, a.last_event_time, a.updated_time));
+    row(
+        (&keep.device, &keep.key),
+        &keep.state,
+        alarm,
+        (&keep.remembered, REMEMBERED),
+    )
+}
+
+/// A row (JSON) of the keep of `key` whose step left `state` and `alarm`, with the state version
+/// it writes, `recent` for the state's remembered messages (all of them or those of the step).
+fn row(
+    (device, key): (&DeviceId, &str),
+    state: &AlarmState,
+    alarm: Option<(&AlarmId, i64, &serde_json::Value, i64, i64)>,
+    (recent, form): (&[MessageKey], u8),
+) -> Result<String> {
     let row: Row = (
-        keep.device.as_str(),
-        &keep.key,
+        device.as_str(),
+        key,
         state.version + 1,
         state.raise_since,
         state.clear_since,
         &state.levels,
         state.last_time,
         state.last_arrival,
-        &state.recent,
+        recent,
         i64::from(state.no_data),
-        alarm.map(|a| a.id.as_str()),
-        alarm.map(|a| a.count),
-        alarm.map(|a| to_json(&a.value)).transpose()?,
-        alarm.map(|a| a.last_event_time),
-        alarm.map(|a| a.updated_time),
+        alarm.map(|a| a.0.as_str()),
+        alarm.map(|a| a.1),
+        alarm.map(|a| to_json(a.2)).transpose()?,
+        alarm.map(|a| a.3),
+        alarm.map(|a| a.4),
+        form,
     );
     to_json(&row)
 }
@@ -170,15 +215,13 @@ async fn fold_pack(conn: &mut AnyConnection, pack: String) -> Result<()> {
 }
 
 /// Folds every pack numbered `through` or lower (all on disk when the store opens) into the
-/// event-log file, then drops them: before the store serves, so that nothing else runs.
+/// event-log file, each key's rows replayed in order over its stored state (replay.rs), then
+/// drops them: before the store serves, so that nothing else runs.
 pub(crate) async fn fold_packs(log_writer: &AnyPool, stager: &AnyPool, through: i64) -> Result<()> {
     let mut tx = log_writer.begin().await.map_err(db_error)?;
-    sqlx::query(&fill_text(&format!("{PACKS} p, json_each(p.keeps) j"), "p.seq <= $1"))
-        .bind(through)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
-    fold_filled(&mut tx).await?;
+    if let Some(pack) = replay::replayed(&mut tx, stager, through).await? {
+        fold_pack(&mut tx, pack).await?;
+    }
     tx.commit().await.map_err(db_error)?;
     drop_packs(stager, through).await
 }
@@ -213,6 +256,9 @@ pub(crate) struct Unfolded {
 /// What a keep is held by: its device and its key.
 type KeepKey = (DeviceId, String);
 
+/// Keeps taken to fold: each by its key and its pack's number, and all of them as one pack.
+type Taken = (Vec<(KeepKey, i64)>, Option<String>);
+
 /// The newest keeps, by device then key: an evaluation's snapshot and a keep's arrival look up
 /// one device's keys without building a key of their own.
 type Newest = HashMap<DeviceId, HashMap<String, Kept, RandomState>, RandomState>;
@@ -221,38 +267,43 @@ type Newest = HashMap<DeviceId, HashMap<String, Kept, RandomState>, RandomState>
 struct Kept {
     /// The pack's number.
     seq: i64,
-    row: String,
+    /// The number of the oldest pack with a keep of this key not folded: packs from it on are
+    /// replayed for the key if the store stops now.
+    since: i64,
     /// The state after the step; its `version` is the one the step was computed over.
     state: AlarmState,
-    /// What the step changed of the open alarm: its id, count, value and times.
-    counted: Option<(AlarmId, i64, serde_json::Value, i64, i64)>,
+    /// What the step changed of the open alarm.
+    counted: Option<Counted>,
+}
+
+impl Kept {
+    /// This keep as a row with every message its state remembers (`WHOLE`).
+    fn row(&self, key: (&DeviceId, &str)) -> Result<String> {
+        let alarm = self
+            .counted
+            .as_ref()
+            .map(|(id, count, value, last, updated)| (id, *count, value, *last, *updated));
+        row(key, &self.state, alarm, (&self.state.recent, WHOLE))
+    }
 }
 
 impl Unfolded {
-    /// The pack of `keeps` (JSON), and its rows.
-    pub(super) fn pack(keeps: &[AlarmKeep]) -> Result<(String, Vec<String>)> {
-        let rows = keeps.iter().map(row).collect::<Result<Vec<_>>>()?;
-        Ok((listed(rows.iter().map(String::as_str)), rows))
+    /// The pack of `keeps` (JSON).
+    pub(super) fn pack(keeps: &[AlarmKeep]) -> Result<String> {
+        let rows = keeps.iter().map(pack_row).collect::<Result<Vec<_>>>()?;
+        Ok(listed(rows.iter().map(String::as_str)))
     }
 
-    /// Holds `keeps` (with their `rows`), committed in the pack numbered `seq`: each replaces an
-    /// older keep of its key.
-    pub(super) fn add(&self, seq: i64, keeps: &[AlarmKeep], rows: Vec<String>) {
+    /// Holds `keeps`, committed in the pack numbered `seq`: each replaces an older keep of its
+    /// key.
+    pub(super) fn add(&self, seq: i64, keeps: &[AlarmKeep]) {
         let mut newest = self.lock();
-        for (keep, row) in keeps.iter().zip(rows) {
-            let kept = Kept {
+        for keep in keeps {
+            let mut kept = Kept {
                 seq,
-                row,
+                since: seq,
                 state: keep.state.clone(),
-                counted: keep.alarm.as_ref().map(|a| {
-                    (
-                        a.id.clone(),
-                        a.count,
-                        a.value.clone(),
-                        a.last_event_time,
-                        a.updated_time,
-                    )
-                }),
+                counted: keep.alarm.as_ref().map(counted),
             };
             let device = match newest.get_mut(&keep.device) {
                 Some(device) => device,
@@ -260,7 +311,10 @@ impl Unfolded {
             };
             match device.get_mut(keep.key.as_str()) {
                 Some(held) if held.state.version > keep.state.version => {}
-                Some(held) => *held = kept,
+                Some(held) => {
+                    kept.since = held.since;
+                    *held = kept;
+                }
                 None => {
                     device.insert(keep.key.clone(), kept);
                 }
@@ -270,9 +324,8 @@ impl Unfolded {
     }
 
     /// The keeps numbered `through` or lower, of `devices` (all when None): each as its key and
-    /// its pack's number, and all of them as one pack (None when there are none), their rows
-    /// copied once, into it.
-    fn taken(&self, through: i64, devices: Option<&[&DeviceId]>) -> (Vec<(KeepKey, i64)>, Option<String>) {
+    /// its pack's number, and all of them as one pack of `WHOLE` rows (None when there are none).
+    fn taken(&self, through: i64, devices: Option<&[&DeviceId]>) -> Result<Taken> {
         let newest = self.lock();
         let held: Vec<(&DeviceId, &HashMap<String, Kept, RandomState>)> = match devices {
             Some(devices) => devices
@@ -286,18 +339,22 @@ impl Unfolded {
             .flat_map(|(device, keeps)| keeps.iter().map(move |(key, kept)| (device, key, kept)))
             .filter(|(_, _, kept)| kept.seq <= through)
             .collect();
-        let pack = (!taken.is_empty()).then(|| listed(taken.iter().map(|(_, _, kept)| kept.row.as_str())));
+        let rows = taken
+            .iter()
+            .map(|(device, key, kept)| kept.row((device, key)))
+            .collect::<Result<Vec<_>>>()?;
+        let pack = (!rows.is_empty()).then(|| listed(rows.iter().map(String::as_str)));
         let keys = taken
             .into_iter()
             .map(|(device, key, kept)| ((device.clone(), key.clone()), kept.seq))
             .collect();
-        (keys, pack)
+        Ok((keys, pack))
     }
 
     /// Folds the keeps of `devices` (all when None) numbered `through` or lower into `tx`, a
     /// transaction of the event-log writer. They stay held: only `fold_all` lets keeps go.
     pub(super) async fn fold(&self, tx: &mut AnyConnection, through: i64, devices: Option<&[&DeviceId]>) -> Result<()> {
-        match self.taken(through, devices) {
+        match self.taken(through, devices)? {
             (_, Some(pack)) => fold_pack(tx, pack).await,
             (_, None) => Ok(()),
         }
@@ -313,12 +370,13 @@ impl Unfolded {
 
     /// Folds every keep numbered `through` or lower in a transaction of the event-log writer,
     /// lets go of those no newer keep replaced meanwhile, and with `stager` drops the packs that
-    /// low: each of their keeps is folded now or replaced by a keep of a later pack. (A read
-    /// passes no stager, so that it never waits for an ingest commit.)
+    /// low but for those a held keep may still be replayed from (`Kept::since`): every keep of
+    /// the packs dropped is folded. (A read passes no stager, so that it never waits for an
+    /// ingest commit.)
     pub(crate) async fn fold_all(&self, log_writer: &AnyPool, stager: Option<&AnyPool>, through: i64) -> Result<()> {
         let _one = self.folding.lock().await;
         let started = std::time::Instant::now();
-        let (taken, pack) = self.taken(through, None);
+        let (taken, pack) = self.taken(through, None)?;
         let folded = taken.len();
         if let Some(pack) = pack {
             let mut tx = log_writer.begin().await.map_err(db_error)?;
@@ -339,14 +397,21 @@ impl Unfolded {
             return Ok(());
         };
         let fold_ms = started.elapsed().as_secs_f64() * 1e3;
+        let held_since = self
+            .lock()
+            .values()
+            .flat_map(HashMap::values)
+            .map(|kept| kept.since)
+            .min();
+        let droppable = held_since.map_or(through, |since| through.min(since - 1));
         let dropped = self.dropped_through.load(Ordering::Relaxed);
-        if self.staged_through.load(Ordering::Relaxed) > dropped && through > dropped {
-            drop_packs(stager, through).await?;
-            self.dropped_through.fetch_max(through, Ordering::Relaxed);
+        if self.staged_through.load(Ordering::Relaxed) > dropped && droppable > dropped {
+            drop_packs(stager, droppable).await?;
+            self.dropped_through.fetch_max(droppable, Ordering::Relaxed);
         }
         // The drop holds the stager, where ingest commits wait: its time is worth watching.
         let drop_ms = started.elapsed().as_secs_f64() * 1e3 - fold_ms;
-        tracing::debug!(folded, fold_ms, drop_ms, through, "folded alarm keeps");
+        tracing::debug!(folded, fold_ms, drop_ms, through, droppable, "folded alarm keeps");
         Ok(())
     }
 

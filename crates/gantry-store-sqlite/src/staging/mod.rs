@@ -285,7 +285,7 @@ impl StagingEvents {
         }
         let query = events.iter().try_fold(sqlx::query(&text), bind_event)?;
         let query = match &pack {
-            Some((packed, _)) => query.bind(packed.as_str()),
+            Some(packed) => query.bind(packed.as_str()),
             None => query,
         };
         let query = outbox.iter().fold(query, bind_row);
@@ -308,8 +308,8 @@ impl StagingEvents {
         for (chunk, row) in events.chunks(ROWS_PER_STATEMENT).zip(&rows) {
             all.extend(numbered(chunk, row)?);
         }
-        if let (Some((_, rows)), Some((last, _, _))) = (pack, all.last()) {
-            self.keeps.add(*last, keeps, rows);
+        if let (Some(_), Some((last, _, _))) = (pack, all.last()) {
+            self.keeps.add(*last, keeps);
         }
         Ok(all)
     }
