@@ -92,34 +92,17 @@ pub(super) async fn put_state(
     Ok(written.rows_affected() == 1)
 }
 
-/// The values of a state's columns from `raise_since` to `no_data`, in that order, as they are
-/// stored.
-type StateColumns = (Option<i64>, Option<i64>, String, Option<i64>, Option<i64>, String, i64);
-
-/// What `state` holds as the values of its columns (`StateColumns`).
-fn state_columns(state: &AlarmState) -> Result<StateColumns> {
-    Ok((
-        state.raise_since,
-        state.clear_since,
-        to_json(&state.levels)?,
-        state.last_time,
-        state.last_arrival,
-        to_json(&state.recent)?,
-        i64::from(state.no_data),
-    ))
-}
-
-/// Binds what a state holds, in the order of the columns from `raise_since` to `no_data`.
+/// Binds what a state holds, in the order of the columns from `raise_since` to `no_data`, as
+/// they are stored.
 pub(super) fn bind_state<'q>(query: AnyQuery<'q>, state: &AlarmState) -> Result<AnyQuery<'q>> {
-    let (raise_since, clear_since, levels, last_time, last_arrival, recent, no_data) = state_columns(state)?;
     Ok(query
-        .bind(raise_since)
-        .bind(clear_since)
-        .bind(levels)
-        .bind(last_time)
-        .bind(last_arrival)
-        .bind(recent)
-        .bind(no_data))
+        .bind(state.raise_since)
+        .bind(state.clear_since)
+        .bind(to_json(&state.levels)?)
+        .bind(state.last_time)
+        .bind(state.last_arrival)
+        .bind(to_json(&state.recent)?)
+        .bind(i64::from(state.no_data)))
 }
 
 /// A query of the Any driver, its parameters partly bound.
