@@ -366,4 +366,4 @@ mod states;
 mod writer;
 
 pub use evaluation::NO_DATA_SWEEP;
-pub use keeping::Evaluation;
+pub use keeping::{Concern, Evaluation};

@@ -218,17 +218,19 @@ impl TelemetryService {
         let woken = !outbox.is_empty();
         // A rule lookup that fails must not refuse the events: they are evaluated anyway, and
         // a failed evaluation is logged and counted.
-        let alarming = self.alarms.concerns(&events).await.unwrap_or(true);
-        if !alarming {
+        let Some(concern) = self.alarms.concerns(&events).await else {
             self.ingest.submit_with(events, outbox).await?;
             if woken {
                 self.webhooks.wake();
             }
             return Ok(());
-        }
+        };
         // The device's alarm writes wait from the evaluation's snapshot until what it computed
         // is durable; the steps that only count into open alarms go with the events.
-        let mut evaluation = self.alarms.begin(&events, self.store.keeps_alarms_with_events()).await;
+        let mut evaluation = self
+            .alarms
+            .begin(&events, concern, self.store.keeps_alarms_with_events())
+            .await;
         let keeps = evaluation.take_keeps();
         let evaluated = if evaluation.reads_events_again() {
             events.clone()

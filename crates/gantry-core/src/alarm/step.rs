@@ -61,9 +61,12 @@ impl AlarmState {
     /// Remembers `messages` (evaluated now, oldest first), forgetting the oldest beyond
     /// `RECENT_MESSAGES`.
     pub fn remember(&mut self, messages: &[MessageKey]) {
+        // The oldest go first, so that a full list takes a new message in place, without
+        // growing past `RECENT_MESSAGES` (a reallocation on every step that counts).
+        let messages = &messages[messages.len().saturating_sub(RECENT_MESSAGES)..];
+        let excess = (self.recent.len() + messages.len()).saturating_sub(RECENT_MESSAGES);
+        self.recent.drain(..excess.min(self.recent.len()));
         self.recent.extend_from_slice(messages);
-        let excess = self.recent.len().saturating_sub(RECENT_MESSAGES);
-        self.recent.drain(..excess);
     }
 
     /// The messages `self` remembers that `before` did not, oldest first: what a step from
@@ -186,9 +189,10 @@ struct Step<'a> {
     subject: &'a Subject,
     before: &'a AlarmState,
     state: AlarmState,
-    open: Option<Alarm>,
+    /// The open alarm as the step found it: copied only by a step that writes it.
+    open: Option<&'a Alarm>,
     writes: Vec<AlarmWrite>,
-    value: Value,
+    value: &'a Value,
     time: i64,
     late: bool,
     message: Option<MessageKey>,
@@ -199,8 +203,8 @@ impl<'a> Step<'a> {
         raiser: Raiser<'a>,
         subject: &'a Subject,
         before: &'a AlarmState,
-        open: Option<&Alarm>,
-        trigger: &Trigger,
+        open: Option<&'a Alarm>,
+        trigger: &'a Trigger,
     ) -> Self {
         let Trigger::Reading {
             value,
@@ -224,9 +228,9 @@ impl<'a> Step<'a> {
             subject,
             before,
             state,
-            open: open.cloned(),
+            open,
             writes: Vec::new(),
-            value: value.clone(),
+            value,
             time: *device_time,
             late,
             message: *message,
@@ -235,10 +239,10 @@ impl<'a> Step<'a> {
 
     /// A device alarm: a value other than false, 0 or "" raises (or keeps) it, one of those clears it.
     fn device(&mut self, code: &str) {
-        let raised = !is_off(&self.value);
+        let raised = !is_off(self.value);
         match self.open.take() {
-            Some(alarm) if raised => self.keep(alarm),
-            Some(alarm) if !self.late => self.clear(alarm, "DEVICE"),
+            Some(alarm) if raised => self.keep(alarm.clone()),
+            Some(alarm) if !self.late => self.clear(alarm.clone(), "DEVICE"),
             Some(alarm) => self.open = Some(alarm),
             None if raised && !self.late => self.raise(code, code, Severity::Major, None),
             None => {}
@@ -250,36 +254,36 @@ impl<'a> Step<'a> {
         let subject = self.subject;
         let metadata = &subject.metadata;
         let holds = match &rule.condition {
-            Some(condition) => condition.holds(&self.value, metadata)?,
+            Some(condition) => condition.holds(self.value, metadata)?,
             None => false,
         };
         if self.state.no_data {
             self.state.no_data = false;
             if let Some(alarm) = self.open.take() {
-                self.clear(alarm, &format!("rule:{} (data arrived)", rule.id));
+                self.clear(alarm.clone(), &format!("rule:{} (data arrived)", rule.id));
             }
         }
         if self.late {
             if let Some(alarm) = self.open.take()
                 && holds
             {
-                self.keep(alarm);
+                self.keep(alarm.clone());
             }
             return Some(());
         }
         let level = self.levels(rule);
-        let Some(mut alarm) = self.open.take() else {
+        let Some(open) = self.open.take() else {
             self.maybe_raise(rule, holds, level);
             return Some(());
         };
         let clears = match &rule.clear_condition {
-            Some(condition) => condition.holds(&self.value, metadata).unwrap_or(false),
+            Some(condition) => condition.holds(self.value, metadata).unwrap_or(false),
             None => !holds,
         };
         if clears {
             let since = *self.state.clear_since.get_or_insert(self.time);
             if self.time - since >= rule.clear_for_seconds * 1000 {
-                self.clear(alarm, &format!("rule:{}", rule.id));
+                self.clear(open.clone(), &format!("rule:{}", rule.id));
                 return Some(());
             }
         } else {
@@ -289,16 +293,22 @@ impl<'a> Step<'a> {
         let target = level
             .filter(|l| l.rank() > rule.severity.rank())
             .unwrap_or(rule.severity);
-        let entry = self.resize(&mut alarm, target, rule);
-        let resized = entry.as_ref().map(|_| alarm.id.clone());
-        if holds {
-            self.keep(alarm);
-        } else if entry.is_some() {
-            self.put(alarm);
-        }
-        if let (Some(entry), Some(id)) = (entry, resized) {
-            let write = self.writes.iter_mut().find(|w| w.alarm.id == id).expect("just put");
-            write.history.push(entry);
+        match self.resize(open, target, rule) {
+            Some((alarm, entry)) => {
+                if holds {
+                    self.keep(alarm);
+                } else {
+                    self.put(alarm);
+                }
+                let write = self
+                    .writes
+                    .iter_mut()
+                    .find(|w| w.alarm.id == open.id)
+                    .expect("just put");
+                write.history.push(entry);
+            }
+            None if holds => self.keep(open.clone()),
+            None => {}
         }
         Some(())
     }
@@ -310,7 +320,7 @@ impl<'a> Step<'a> {
         for (since, escalation) in self.state.levels.iter_mut().zip(&rule.escalations) {
             let holds = escalation
                 .condition
-                .holds(&self.value, &self.subject.metadata)
+                .holds(self.value, &self.subject.metadata)
                 .unwrap_or(false);
             *since = holds.then(|| since.unwrap_or(self.time));
             if let Some(since) = since
@@ -338,11 +348,13 @@ impl<'a> Step<'a> {
         }
     }
 
-    /// Moves the open alarm's severity to `target`; the history entry when it moved.
-    fn resize(&mut self, alarm: &mut Alarm, target: Severity, rule: &AlarmRule) -> Option<AlarmHistoryEntry> {
-        if alarm.severity == target {
+    /// The open alarm with its severity moved to `target`, and the history entry; None when it
+    /// is at `target` already.
+    fn resize(&mut self, open: &Alarm, target: Severity, rule: &AlarmRule) -> Option<(Alarm, AlarmHistoryEntry)> {
+        if open.severity == target {
             return None;
         }
+        let mut alarm = open.clone();
         let kind = if target.rank() > alarm.severity.rank() {
             AlarmTransition::Escalated
         } else {
@@ -351,13 +363,8 @@ impl<'a> Step<'a> {
         alarm.severity = target;
         alarm.value = self.value.clone();
         alarm.updated_time = crate::time::now_ms();
-        Some(AlarmHistoryEntry::of(
-            alarm,
-            kind,
-            &format!("rule:{}", rule.id),
-            alarm.updated_time,
-            None,
-        ))
+        let entry = AlarmHistoryEntry::of(&alarm, kind, &format!("rule:{}", rule.id), alarm.updated_time, None);
+        Some((alarm, entry))
     }
 
     fn raise(&mut self, name: &str, code: &str, severity: Severity, rule: Option<&AlarmRule>) {
@@ -367,7 +374,7 @@ impl<'a> Step<'a> {
             self.subject,
             (name, code),
             severity,
-            (&self.value, self.time),
+            (self.value, self.time),
             now,
         );
         let by = rule.map_or("DEVICE".to_owned(), |r| format!("rule:{}", r.id));

@@ -294,6 +294,26 @@ fn what_a_fold_remembered_replays_over_the_state_before() {
     assert_eq!(state.recent.len(), 16, "a window of the newest");
 }
 
+/// The window keeps the newest messages in order, one at a time or many at once, and a full
+/// window takes a new message in place.
+#[test]
+fn remembering_keeps_the_newest_messages_in_a_window_that_does_not_grow() {
+    let keys: Vec<MessageKey> = (0..40).map(MessageKey).collect();
+    let mut state = AlarmState::default();
+    state.remember(&keys[..16]);
+    let capacity = state.recent.capacity();
+    for key in &keys[16..24] {
+        state.remember(std::slice::from_ref(key));
+    }
+    assert_eq!(state.recent, keys[8..24]);
+    assert_eq!(state.recent.capacity(), capacity, "no reallocation once full");
+    state.remember(&keys[24..40]);
+    assert_eq!(state.recent, keys[24..40], "many at once push all the older out");
+    let mut short = AlarmState::default();
+    short.remember(&keys);
+    assert_eq!(short.recent, keys[24..40], "more than the window keeps its newest");
+}
+
 #[test]
 fn message_keys_are_stored_as_the_hex_digits_they_always_were() {
     let key = MessageKey(0x00ab_cdef_0123_4567);

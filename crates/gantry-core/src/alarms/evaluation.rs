@@ -15,31 +15,37 @@ pub const NO_DATA_SWEEP: Duration = Duration::from_secs(1);
 
 impl AlarmService {
     /// Whether any of `events` (one device's) may change an alarm: a cache lookup, so that
-    /// ingest pays nothing more for models without rules.
-    pub async fn concerns(&self, events: &[DeviceEvent]) -> Result<bool> {
-        let Some(first) = events.first() else {
-            return Ok(false);
-        };
-        let rules = self.model_rules(&first.tenant_id, &first.model_id).await?;
-        Ok(events.iter().any(|e| rules.concern(e)))
+    /// ingest pays nothing more for models without rules. The rules found go on to `begin`.
+    /// A lookup that fails concerns alarms (the evaluation reads the rules again): it must not
+    /// refuse the events.
+    pub async fn concerns(&self, events: &[DeviceEvent]) -> Option<Concern> {
+        let first = events.first()?;
+        match self.model_rules(&first.tenant_id, &first.model_id).await {
+            Ok(rules) if events.iter().any(|e| rules.concern(e)) => Some(Concern(Some(rules))),
+            Ok(_) => None,
+            Err(_) => Some(Concern(None)),
+        }
     }
 
     /// Evaluates one device's committed events and writes what they change (the device's alarm
     /// writes held by the caller: `keeping.rs`).
     pub(super) async fn try_evaluate(&self, events: &[DeviceEvent]) -> Result<()> {
-        match self.plan(events).await? {
+        match self.plan(events, None).await? {
             Some(planned) => self.write_planned(planned, events).await,
             None => Ok(()),
         }
     }
 
     /// What `events` (one device's) change, computed from the snapshot of their keys, unwritten;
-    /// None when they change nothing.
-    pub(super) async fn plan(&self, events: &[DeviceEvent]) -> Result<Option<Planned>> {
+    /// None when they change nothing. `rules` are their model's, when the caller has them.
+    pub(super) async fn plan(&self, events: &[DeviceEvent], rules: Option<Arc<ModelRules>>) -> Result<Option<Planned>> {
         let Some(first) = events.first() else {
             return Ok(None);
         };
-        let rules = self.model_rules(&first.tenant_id, &first.model_id).await?;
+        let rules = match rules {
+            Some(rules) => rules,
+            None => self.model_rules(&first.tenant_id, &first.model_id).await?,
+        };
         let (raisers, keys) = raisers_of(&rules, events);
         if raisers.is_empty() {
             return Ok(None);
@@ -55,6 +61,7 @@ impl AlarmService {
         for (((raiser, triggers), key), held) in raisers.iter().zip(keys).zip(snapshot) {
             let (state, open) = &*held;
             if let Some(transition) = fold(*raiser, &subject, state, open.as_ref(), triggers) {
+                let key = key.into_owned();
                 after.push((key.clone(), held_after(&transition, open.as_ref())));
                 remembered.push(transition.state.remembered_since(state));
                 steps.push((key, transition));
@@ -89,9 +96,8 @@ impl AlarmService {
             kept,
             ..
         } = planned;
-        let kept_after: Vec<(String, Held)> = after.iter().filter(|(k, _)| kept.contains(k)).cloned().collect();
         if steps.is_empty() {
-            self.states.put(generation, &subject.device, kept_after);
+            self.states.put(generation, &subject.device, kept);
             return Ok(());
         }
         let planned_keys: Vec<String> = steps.iter().map(|(key, _)| key.clone()).collect();
@@ -102,18 +108,17 @@ impl AlarmService {
             webhooks,
         };
         if let Some(written) = self.writer.commit(plan).await {
-            let after: Vec<(String, Held)> = after.into_iter().filter(|(k, _)| !kept.contains(k)).collect();
-            let held = with_stored(after, &written).into_iter().chain(kept_after);
+            let held = with_stored(after, &written).into_iter().chain(kept);
             self.states.put(generation, &subject.device, held);
             self.announce_writes(&written, webhooks);
             return Ok(());
         }
         // The snapshot was out of date: each key again, over the state the store holds (the
         // keeps written with the events are part of it).
-        self.states.put(generation, &subject.device, kept_after);
+        self.states.put(generation, &subject.device, kept);
         let (raisers, keys) = raisers_of(&rules, events);
         for ((raiser, triggers), key) in raisers.into_iter().zip(keys) {
-            if planned_keys.contains(&key) {
+            if planned_keys.iter().any(|k| *k == key) {
                 self.apply(raiser, &subject, &triggers, webhooks).await?;
             }
         }
@@ -122,13 +127,13 @@ impl AlarmService {
 
     /// The states and open alarms of `keys`: those this node holds, the others read from the
     /// store in one query (and held from now on).
-    async fn snapshot(&self, device: &DeviceId, keys: &[String], generation: u64) -> Result<Vec<Held>> {
+    async fn snapshot(&self, device: &DeviceId, keys: &[Key<'_>], generation: u64) -> Result<Vec<Held>> {
         let mut held = self.states.get(device, keys);
         let missing: Vec<String> = keys
             .iter()
             .zip(&held)
             .filter(|(_, h)| h.is_none())
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| k.to_string())
             .collect();
         if missing.is_empty() {
             return Ok(held.into_iter().flatten().collect());
@@ -213,9 +218,12 @@ impl AlarmService {
     }
 }
 
+/// A raiser's key: a rule's is borrowed from its model's rules, copied only for a step.
+type Key<'a> = std::borrow::Cow<'a, str>;
+
 /// Each enabled rule on an attribute of `events`, then each device alarm's attribute (channel
 /// w), with the readings that concern it, in the events' order; and the key of each.
-fn raisers_of<'a>(rules: &'a ModelRules, events: &'a [DeviceEvent]) -> (Vec<(Raiser<'a>, Vec<Trigger>)>, Vec<String>) {
+fn raisers_of<'a>(rules: &'a ModelRules, events: &'a [DeviceEvent]) -> (Vec<(Raiser<'a>, Vec<Trigger>)>, Vec<Key<'a>>) {
     // Each event read is made a reading once (its message key hashed once), however many
     // rules read it.
     let read: Vec<Option<Trigger>> = events.iter().map(|e| rules.concern(e).then(|| reading(e))).collect();
@@ -227,10 +235,15 @@ fn raisers_of<'a>(rules: &'a ModelRules, events: &'a [DeviceEvent]) -> (Vec<(Rai
             .filter_map(|(_, reading)| reading.clone())
             .collect()
     };
-    let (mut raisers, mut keys): (Vec<(Raiser<'a>, Vec<Trigger>)>, Vec<String>) = rules
+    let (mut raisers, mut keys): (Vec<(Raiser<'a>, Vec<Trigger>)>, Vec<Key<'a>>) = rules
         .enabled()
         .filter(|(r, _)| events.iter().any(|e| e.attribute_code == r.attribute_code))
-        .map(|(r, key)| ((Raiser::Rule(r), readings(&r.attribute_code, false)), key.clone()))
+        .map(|(r, key)| {
+            (
+                (Raiser::Rule(r), readings(&r.attribute_code, false)),
+                Key::Borrowed(key.as_str()),
+            )
+        })
         .unzip();
     let mut codes: Vec<&str> = events
         .iter()
@@ -241,7 +254,7 @@ fn raisers_of<'a>(rules: &'a ModelRules, events: &'a [DeviceEvent]) -> (Vec<(Rai
     codes.dedup();
     for code in codes {
         let raiser = Raiser::Device(code);
-        keys.push(raiser.key());
+        keys.push(Key::Owned(raiser.key()));
         raisers.push((raiser, readings(code, true)));
     }
     (raisers, keys)

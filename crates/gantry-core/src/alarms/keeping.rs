@@ -56,6 +56,10 @@ impl DeviceLocks {
     }
 }
 
+/// That events concern alarms (`AlarmService::concerns`), with their model's rules when the
+/// lookup found them.
+pub struct Concern(pub(super) Option<Arc<ModelRules>>);
+
 /// What an evaluation computed from its snapshot (`AlarmService::plan`), not yet written.
 pub(super) struct Planned {
     pub(super) rules: Arc<ModelRules>,
@@ -67,10 +71,10 @@ pub(super) struct Planned {
     pub(super) steps: Vec<(String, Transition)>,
     /// Per step, the messages it remembered (`AlarmKeep::remembered`).
     pub(super) remembered: Vec<Vec<crate::alarm::MessageKey>>,
-    /// Per key stepped, what the store holds once its step is written.
+    /// Per step still to write (in `steps` order), what the store holds once it is written.
     pub(super) after: Vec<(String, Held)>,
-    /// The keys whose steps went with the events as keeps.
-    pub(super) kept: Vec<String>,
+    /// The same for the steps that went with the events as keeps.
+    pub(super) kept: Vec<(String, Held)>,
 }
 
 /// An evaluation begun before its events' commit (`AlarmService::begin`); the device's alarm
@@ -112,7 +116,7 @@ impl AlarmService {
     /// writes keeps with events), what only counts into open alarms is computed now and
     /// handed out (`Evaluation::take_keeps`); the rest is written by `finish` once the events
     /// are durable.
-    pub async fn begin(&self, events: &[DeviceEvent], keeping: bool) -> Evaluation {
+    pub async fn begin(&self, events: &[DeviceEvent], concern: Concern, keeping: bool) -> Evaluation {
         let device = match events.first() {
             Some(first) => first.device_id.clone(),
             None => DeviceId::from_string(String::new()),
@@ -120,7 +124,7 @@ impl AlarmService {
         let held = self.locks.hold(&device).await;
         let (pending, keeps) = match keeping {
             false => (Pending::EvaluateAfter, Vec::new()),
-            true => match self.plan(events).await {
+            true => match self.plan(events, concern.0).await {
                 Ok(Some(planned)) => {
                     let (planned, keeps) = keeps_apart(planned);
                     (Pending::Write(Box::new(planned)), keeps)
@@ -159,22 +163,26 @@ impl AlarmService {
 fn keeps_apart(mut planned: Planned) -> (Planned, Vec<AlarmKeep>) {
     let mut keeps = Vec::new();
     let mut steps = Vec::new();
+    let mut after = Vec::new();
     let remembered = std::mem::take(&mut planned.remembered);
-    for ((key, mut transition), remembered) in std::mem::take(&mut planned.steps).into_iter().zip(remembered) {
+    let stepped = std::mem::take(&mut planned.steps).into_iter().zip(remembered);
+    for (((key, mut transition), remembered), held) in stepped.zip(std::mem::take(&mut planned.after)) {
         if is_keep(&transition) {
             keeps.push(AlarmKeep {
                 device: planned.subject.device.clone(),
-                key: key.clone(),
+                key,
                 alarm: transition.writes.pop().map(|w| w.alarm),
                 state: transition.state,
                 remembered,
             });
-            planned.kept.push(key);
+            planned.kept.push(held);
         } else {
             steps.push((key, transition));
+            after.push(held);
         }
     }
     planned.steps = steps;
+    planned.after = after;
     (planned, keeps)
 }
 

@@ -64,13 +64,15 @@ impl StateCache {
     }
 
     /// What is held for each of `keys` (None where nothing is, or the cache is off).
-    pub(super) fn get(&self, device: &DeviceId, keys: &[String]) -> Vec<Option<Held>> {
+    pub(super) fn get(&self, device: &DeviceId, keys: &[impl AsRef<str>]) -> Vec<Option<Held>> {
         if !self.on.load(Ordering::Relaxed) {
             return vec![None; keys.len()];
         }
         let shard = self.shard(device);
         let held = shard.map.get(device);
-        keys.iter().map(|key| held.and_then(|h| h.get(key)).cloned()).collect()
+        keys.iter()
+            .map(|key| held.and_then(|h| h.get(key.as_ref())).cloned())
+            .collect()
     }
 
     /// Holds what was read or written at `generation`, unless a newer version is held. When
