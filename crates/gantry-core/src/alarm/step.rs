@@ -65,7 +65,7 @@ impl AlarmState {
         // growing past `RECENT_MESSAGES` (a reallocation on every step that counts).
         let messages = &messages[messages.len().saturating_sub(RECENT_MESSAGES)..];
         let excess = (self.recent.len() + messages.len()).saturating_sub(RECENT_MESSAGES);
-        self.recent.drain(..excess.min(self.recent.len()));
+        self.recent.drain(..excess);
         self.recent.extend_from_slice(messages);
     }
 

@@ -57,14 +57,14 @@ impl AlarmService {
         let snapshot = self.snapshot(&subject.device, &keys, generation).await?;
         let mut steps = Vec::new();
         let mut after = Vec::new();
-        let mut remembered = Vec::new();
+        let mut before = Vec::new();
         for (((raiser, triggers), key), held) in raisers.iter().zip(keys).zip(snapshot) {
             let (state, open) = &*held;
             if let Some(transition) = fold(*raiser, &subject, state, open.as_ref(), triggers) {
                 let key = key.into_owned();
                 after.push((key.clone(), held_after(&transition, open.as_ref())));
-                remembered.push(transition.state.remembered_since(state));
                 steps.push((key, transition));
+                before.push(held);
             }
         }
         if steps.is_empty() {
@@ -77,7 +77,7 @@ impl AlarmService {
             webhooks,
             generation,
             steps,
-            remembered,
+            before,
             after,
             kept: Vec::new(),
         }))

@@ -69,8 +69,9 @@ pub(super) struct Planned {
     pub(super) generation: u64,
     /// The steps still to write, by key.
     pub(super) steps: Vec<(String, Transition)>,
-    /// Per step, the messages it remembered (`AlarmKeep::remembered`).
-    pub(super) remembered: Vec<Vec<crate::alarm::MessageKey>>,
+    /// Per step (in `steps` order), the state and open alarm it was computed from: what a keep
+    /// remembered is told from it (`AlarmKeep::remembered`).
+    pub(super) before: Vec<Held>,
     /// Per step still to write (in `steps` order), what the store holds once it is written.
     pub(super) after: Vec<(String, Held)>,
     /// The same for the steps that went with the events as keeps.
@@ -164,16 +165,16 @@ fn keeps_apart(mut planned: Planned) -> (Planned, Vec<AlarmKeep>) {
     let mut keeps = Vec::new();
     let mut steps = Vec::new();
     let mut after = Vec::new();
-    let remembered = std::mem::take(&mut planned.remembered);
-    let stepped = std::mem::take(&mut planned.steps).into_iter().zip(remembered);
-    for (((key, mut transition), remembered), held) in stepped.zip(std::mem::take(&mut planned.after)) {
+    let before = std::mem::take(&mut planned.before);
+    let stepped = std::mem::take(&mut planned.steps).into_iter().zip(before);
+    for (((key, mut transition), before), held) in stepped.zip(std::mem::take(&mut planned.after)) {
         if is_keep(&transition) {
             keeps.push(AlarmKeep {
                 device: planned.subject.device.clone(),
                 key,
                 alarm: transition.writes.pop().map(|w| w.alarm),
+                remembered: transition.state.remembered_since(&before.0),
                 state: transition.state,
-                remembered,
             });
             planned.kept.push(held);
         } else {

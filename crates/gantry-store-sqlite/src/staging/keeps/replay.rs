@@ -15,6 +15,7 @@ use gantry_core::Result;
 use gantry_core::alarm::{AlarmState, MessageKey};
 use gantry_core::error::Error;
 use gantry_store::error::db_error;
+use serde::Deserialize;
 use serde_json::Value;
 use sqlx::{AnyConnection, AnyPool};
 
@@ -132,8 +133,7 @@ impl Replay {
 
 /// The row's value at `index`, a string.
 fn text(row: &[Value], index: usize) -> Result<String> {
-    let value = row.get(index).cloned().unwrap_or_default();
-    serde_json::from_value(value).map_err(Error::serialization)
+    String::deserialize(row.get(index).unwrap_or(&Value::Null)).map_err(Error::serialization)
 }
 
 /// Messages as a row holds them: a JSON array, or JSON text of one in a string (rows written
@@ -141,6 +141,6 @@ fn text(row: &[Value], index: usize) -> Result<String> {
 fn messages(value: &Value) -> Result<Vec<MessageKey>> {
     match value {
         Value::String(text) => serde_json::from_str(text).map_err(Error::serialization),
-        value => serde_json::from_value(value.clone()).map_err(Error::serialization),
+        value => Vec::deserialize(value).map_err(Error::serialization),
     }
 }
