@@ -9,10 +9,44 @@ use serde_json::Value;
 
 use crate::enums::{AlarmSource, AlarmStatus, AlarmTransition, Severity};
 use crate::ids::{AlarmId, AlarmRuleId, DeviceId, ProjectId, TenantId};
+use crate::records::JsonMap;
 
 mod step;
 
-pub use step::{AlarmState, AlarmWrite, MessageKey, Raiser, Subject, Transition, Trigger, fold, step};
+pub use step::{AlarmState, AlarmWrite, MessageKey, Raiser, Transition, Trigger, fold, step};
+
+/// Where an alarm is raised: the tenant, project and device, and the device's metadata, borrowed
+/// from the device (an evaluation copies none of them; only an alarm raised does).
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    pub tenant: &'a TenantId,
+    pub project: &'a ProjectId,
+    pub device: &'a DeviceId,
+    pub device_name: &'a str,
+    pub metadata: &'a JsonMap,
+}
+
+/// A subject's parts, owned: for a caller that holds no device to borrow them from (a test).
+#[derive(Debug, Clone)]
+pub struct SubjectParts {
+    pub tenant: TenantId,
+    pub project: ProjectId,
+    pub device: DeviceId,
+    pub device_name: String,
+    pub metadata: JsonMap,
+}
+
+impl SubjectParts {
+    pub fn subject(&self) -> Subject<'_> {
+        Subject {
+            tenant: &self.tenant,
+            project: &self.project,
+            device: &self.device,
+            device_name: &self.device_name,
+            metadata: &self.metadata,
+        }
+    }
+}
 
 /// An alarm, from its raise to its clear.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -91,7 +91,7 @@ async fn event_logs_are_written_while_the_main_writer_is_held() {
 /// holds it): alarms are in the event-log file, written through its writer.
 #[tokio::test]
 async fn alarm_plans_are_written_while_the_main_writer_is_held() {
-    use gantry_core::alarm::{AlarmState, Raiser, Subject, Trigger, fold};
+    use gantry_core::alarm::{AlarmState, Raiser, SubjectParts, Trigger, fold};
     use gantry_core::ids::{DeviceId, ProjectId, TenantId};
     use gantry_core::store::{AlarmPlan, AlarmStore};
     let dir = tempfile::tempdir().unwrap();
@@ -106,7 +106,7 @@ async fn alarm_plans_are_written_while_the_main_writer_is_held() {
         "the event-log writer checkpoints as seldom as the main one"
     );
     let store = SqlStore::from_engine(connected);
-    let subject = Subject {
+    let subject = SubjectParts {
         tenant: TenantId::from_string("t"),
         project: ProjectId::from_string("p"),
         device: DeviceId::from_string("d"),
@@ -120,7 +120,7 @@ async fn alarm_plans_are_written_while_the_main_writer_is_held() {
         message: None,
     };
     let raiser = Raiser::Device("jam");
-    let transition = fold(raiser, &subject, &AlarmState::default(), None, &[jammed]).expect("a raise");
+    let transition = fold(raiser, &subject.subject(), &AlarmState::default(), None, &[jammed]).expect("a raise");
     let plan = AlarmPlan {
         tenant: subject.tenant.clone(),
         device: subject.device.clone(),
@@ -158,13 +158,23 @@ async fn a_keep_is_read_before_its_fold_and_folded_once() {
     let (subject, raiser, key) = jammed();
     let store = connect(&url).await.unwrap();
     let (alarm_id, state, open) = raise_jam(&store).await;
-    let kept = fold(raiser, &subject, &state, open.as_ref(), &[jam(true, 2), jam(true, 3)]).expect("a keep");
+    let kept = fold(
+        raiser,
+        &subject.subject(),
+        &state,
+        open.as_ref(),
+        &[jam(true, 2), jam(true, 3)],
+    )
+    .expect("a keep");
     assert!(kept.writes.iter().all(|w| !w.new && w.history.is_empty()), "{kept:?}");
+    let after = AlarmState {
+        version: kept.state.version + 1,
+        ..kept.state.clone()
+    };
     let keep = AlarmKeep {
         device: subject.device.clone(),
         key: key.clone(),
-        alarm: kept.writes.last().map(|w| w.alarm.clone()),
-        state: kept.state.clone(),
+        after: std::sync::Arc::new((after, kept.writes.last().map(|w| w.alarm.clone()))),
         remembered: kept.state.remembered_since(&state),
     };
     let event = DeviceEvent {
@@ -228,7 +238,7 @@ async fn a_keep_is_read_before_its_fold_and_folded_once() {
     // A clear written over the stored state: the keep is folded in first, so the state it is
     // written over is the keep's, and the cleared alarm keeps the keep's count.
     let clear = |state: &AlarmState, open: Option<&gantry_core::alarm::Alarm>| {
-        fold(raiser, &subject, state, open, &[jam(false, 4)])
+        fold(raiser, &subject.subject(), state, open, &[jam(false, 4)])
     };
     let cleared = store
         .apply_alarm_step(&subject.tenant, &subject.device, &key, &clear, Default::default())
@@ -456,9 +466,13 @@ async fn delivery_records_leave_the_moves_long() {
 
 /// The device "d" (of tenant "t" and project "p") whose device alarm "jam" the keep tests raise:
 /// the subject, the raiser and its key.
-fn jammed() -> (gantry_core::alarm::Subject, gantry_core::alarm::Raiser<'static>, String) {
+fn jammed() -> (
+    gantry_core::alarm::SubjectParts,
+    gantry_core::alarm::Raiser<'static>,
+    String,
+) {
     use gantry_core::ids::{DeviceId, ProjectId, TenantId};
-    let subject = gantry_core::alarm::Subject {
+    let subject = gantry_core::alarm::SubjectParts {
         tenant: TenantId::from_string("t"),
         project: ProjectId::from_string("p"),
         device: DeviceId::from_string("d"),
@@ -492,7 +506,7 @@ async fn raise_jam(
     use gantry_core::store::AlarmStore;
     let (subject, raiser, key) = jammed();
     let raise = |state: &gantry_core::alarm::AlarmState, open: Option<&gantry_core::alarm::Alarm>| {
-        gantry_core::alarm::fold(raiser, &subject, state, open, &[jam(true, 1)])
+        gantry_core::alarm::fold(raiser, &subject.subject(), state, open, &[jam(true, 1)])
     };
     let raised = store
         .apply_alarm_step(&subject.tenant, &subject.device, &key, &raise, Default::default())

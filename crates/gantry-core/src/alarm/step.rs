@@ -4,11 +4,10 @@
 
 use serde_json::Value;
 
-use super::{Alarm, AlarmHistoryEntry};
+use super::{Alarm, AlarmHistoryEntry, Subject};
 use crate::alarm_rule::AlarmRule;
 use crate::enums::{AlarmSource, AlarmStatus, AlarmTransition, Severity};
-use crate::ids::{AlarmId, DeviceId, ProjectId, TenantId};
-use crate::records::JsonMap;
+use crate::ids::AlarmId;
 
 /// Message ids a state remembers, so that a redelivered message is not counted twice.
 const RECENT_MESSAGES: usize = 16;
@@ -102,16 +101,6 @@ pub struct AlarmState {
     pub version: i64,
 }
 
-/// Where an alarm is raised: the tenant, project and device, and the device's metadata.
-#[derive(Debug, Clone)]
-pub struct Subject {
-    pub tenant: TenantId,
-    pub project: ProjectId,
-    pub device: DeviceId,
-    pub device_name: String,
-    pub metadata: JsonMap,
-}
-
 /// What raises an alarm.
 #[derive(Debug, Clone, Copy)]
 pub enum Raiser<'a> {
@@ -163,7 +152,7 @@ pub struct Transition {
 /// None when nothing changes (or the device cannot be evaluated).
 pub fn step(
     raiser: Raiser<'_>,
-    subject: &Subject,
+    subject: &Subject<'_>,
     state: &AlarmState,
     open: Option<&Alarm>,
     trigger: &Trigger,
@@ -186,7 +175,7 @@ pub fn step(
 /// A reading's step under way.
 struct Step<'a> {
     raiser: Raiser<'a>,
-    subject: &'a Subject,
+    subject: &'a Subject<'a>,
     before: &'a AlarmState,
     state: AlarmState,
     /// The open alarm as the step found it: copied only by a step that writes it.
@@ -201,7 +190,7 @@ struct Step<'a> {
 impl<'a> Step<'a> {
     fn new(
         raiser: Raiser<'a>,
-        subject: &'a Subject,
+        subject: &'a Subject<'a>,
         before: &'a AlarmState,
         open: Option<&'a Alarm>,
         trigger: &'a Trigger,
@@ -252,7 +241,7 @@ impl<'a> Step<'a> {
     /// A rule's reading; None when the device cannot be evaluated.
     fn rule(&mut self, rule: &AlarmRule) -> Option<()> {
         let subject = self.subject;
-        let metadata = &subject.metadata;
+        let metadata = subject.metadata;
         let holds = match &rule.condition {
             Some(condition) => condition.holds(self.value, metadata)?,
             None => false,
@@ -320,7 +309,7 @@ impl<'a> Step<'a> {
         for (since, escalation) in self.state.levels.iter_mut().zip(&rule.escalations) {
             let holds = escalation
                 .condition
-                .holds(self.value, &self.subject.metadata)
+                .holds(self.value, self.subject.metadata)
                 .unwrap_or(false);
             *since = holds.then(|| since.unwrap_or(self.time));
             if let Some(since) = since
@@ -477,7 +466,7 @@ pub(super) fn is_off(value: &Value) -> bool {
 /// A no-data alarm when the rule's clock has run out at `now` and nothing is open.
 fn silence(
     rule: &AlarmRule,
-    subject: &Subject,
+    subject: &Subject<'_>,
     state: &AlarmState,
     open: Option<&Alarm>,
     now: i64,
@@ -513,7 +502,7 @@ fn silence(
 
 fn new_alarm(
     raiser: Raiser<'_>,
-    subject: &Subject,
+    subject: &Subject<'_>,
     (name, code): (&str, &str),
     severity: Severity,
     (value, time): (&Value, i64),
@@ -528,7 +517,7 @@ fn new_alarm(
         tenant_id: subject.tenant.clone(),
         project_id: subject.project.clone(),
         device_id: subject.device.clone(),
-        device_name: subject.device_name.clone(),
+        device_name: subject.device_name.to_owned(),
         rule_id,
         alarm_key: raiser.key(),
         attribute_code: code.to_owned(),
@@ -555,7 +544,7 @@ fn new_alarm(
 /// together are evaluated so, and written in one go.
 pub fn fold(
     raiser: Raiser<'_>,
-    subject: &Subject,
+    subject: &Subject<'_>,
     state: &AlarmState,
     open: Option<&Alarm>,
     triggers: &[Trigger],

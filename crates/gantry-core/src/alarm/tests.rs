@@ -5,8 +5,8 @@ use super::*;
 use crate::alarm_rule::tests::rule;
 use crate::records::JsonMap;
 
-fn subject() -> Subject {
-    Subject {
+fn subject() -> SubjectParts {
+    SubjectParts {
         tenant: TenantId::default_tenant(),
         project: ProjectId::generate(),
         device: DeviceId::generate(),
@@ -18,7 +18,7 @@ fn subject() -> Subject {
 /// Feeds readings (value, device second) through `step` as a store would, keeping the state and
 /// the open alarm; returns every write.
 struct Run {
-    subject: Subject,
+    subject: SubjectParts,
     state: AlarmState,
     open: Option<Alarm>,
     writes: Vec<AlarmWrite>,
@@ -45,7 +45,13 @@ impl Run {
     }
 
     fn apply(&mut self, raiser: Raiser<'_>, trigger: &Trigger) -> bool {
-        let Some(t) = step(raiser, &self.subject, &self.state, self.open.as_ref(), trigger) else {
+        let Some(t) = step(
+            raiser,
+            &self.subject.subject(),
+            &self.state,
+            self.open.as_ref(),
+            trigger,
+        ) else {
             return false;
         };
         self.state = t.state;
@@ -240,7 +246,14 @@ fn fold_equals_steps_one_by_one() {
     for t in &triggers {
         run.apply(Raiser::Rule(&r), t);
     }
-    let folded = fold(Raiser::Rule(&r), &run.subject, &AlarmState::default(), None, &triggers).expect("changes");
+    let folded = fold(
+        Raiser::Rule(&r),
+        &run.subject.subject(),
+        &AlarmState::default(),
+        None,
+        &triggers,
+    )
+    .expect("changes");
     assert_eq!(folded.state, run.state);
     assert_eq!(folded.writes.len(), 2, "the first alarm, cleared, and the second");
     let (first, second) = (&folded.writes[0].alarm, &folded.writes[1].alarm);
@@ -258,7 +271,7 @@ fn fold_equals_steps_one_by_one() {
     assert!(folded.writes.iter().all(|w| w.new), "nothing was open before");
     let again = fold(
         Raiser::Rule(&r),
-        &run.subject,
+        &run.subject.subject(),
         &folded.state,
         Some(second),
         &triggers[3..],
@@ -282,7 +295,7 @@ fn what_a_fold_remembered_replays_over_the_state_before() {
     let mut open = None;
     for batch in [1..4, 4..18, 18..40] {
         let triggers: Vec<Trigger> = batch.map(reading).collect();
-        let folded = fold(Raiser::Rule(&r), &subject, &state, open.as_ref(), &triggers).expect("changes");
+        let folded = fold(Raiser::Rule(&r), &subject.subject(), &state, open.as_ref(), &triggers).expect("changes");
         let remembered = folded.state.remembered_since(&state);
         let mut replayed = state.clone();
         replayed.remember(&remembered);

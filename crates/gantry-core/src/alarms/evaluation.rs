@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use super::keeping::Planned;
-use super::states::Held;
+use super::states::{Held, held_after};
 use super::*;
-use crate::alarm::{AlarmState, MessageKey, Transition, fold};
+use crate::alarm::{AlarmState, MessageKey, fold};
 use crate::store::AlarmPlan;
 use crate::webhook::Audience;
 
@@ -54,16 +54,13 @@ impl AlarmService {
         let subject = subject_of(&device);
         let webhooks = self.webhooks.subscribers(&first.project_id, StreamType::Alarm).await?;
         let generation = self.states.generation();
-        let snapshot = self.snapshot(&subject.device, &keys, generation).await?;
+        let snapshot = self.snapshot(&device.id, &keys, generation).await?;
         let mut steps = Vec::new();
-        let mut after = Vec::new();
         let mut before = Vec::new();
         for (((raiser, triggers), key), held) in raisers.iter().zip(keys).zip(snapshot) {
             let (state, open) = &*held;
             if let Some(transition) = fold(*raiser, &subject, state, open.as_ref(), triggers) {
-                let key = key.into_owned();
-                after.push((key.clone(), held_after(&transition, open.as_ref())));
-                steps.push((key, transition));
+                steps.push((key.into_owned(), transition));
                 before.push(held);
             }
         }
@@ -73,12 +70,11 @@ impl AlarmService {
         drop(raisers);
         Ok(Some(Planned {
             rules,
-            subject,
+            device,
             webhooks,
             generation,
             steps,
             before,
-            after,
             kept: Vec::new(),
         }))
     }
@@ -88,37 +84,41 @@ impl AlarmService {
     pub(super) async fn write_planned(&self, planned: Planned, events: &[DeviceEvent]) -> Result<()> {
         let Planned {
             rules,
-            subject,
+            device,
             webhooks,
             generation,
             steps,
-            after,
+            before,
             kept,
-            ..
         } = planned;
         if steps.is_empty() {
-            self.states.put(generation, &subject.device, kept);
+            self.states.put(generation, &device.id, kept);
             return Ok(());
         }
-        let planned_keys: Vec<String> = steps.iter().map(|(key, _)| key.clone()).collect();
+        let after: Vec<(String, Held)> = steps
+            .iter()
+            .zip(&before)
+            .map(|((key, transition), before)| (key.clone(), held_after(transition.clone(), before.1.as_ref())))
+            .collect();
         let plan = AlarmPlan {
-            tenant: subject.tenant.clone(),
-            device: subject.device.clone(),
+            tenant: device.record.tenant_id.clone(),
+            device: device.id.clone(),
             steps,
             webhooks,
         };
         if let Some(written) = self.writer.commit(plan).await {
             let held = with_stored(after, &written).into_iter().chain(kept);
-            self.states.put(generation, &subject.device, held);
+            self.states.put(generation, &device.id, held);
             self.announce_writes(&written, webhooks);
             return Ok(());
         }
         // The snapshot was out of date: each key again, over the state the store holds (the
         // keeps written with the events are part of it).
-        self.states.put(generation, &subject.device, kept);
+        self.states.put(generation, &device.id, kept);
+        let subject = subject_of(&device);
         let (raisers, keys) = raisers_of(&rules, events);
         for ((raiser, triggers), key) in raisers.into_iter().zip(keys) {
-            if planned_keys.iter().any(|k| *k == key) {
+            if after.iter().any(|(k, _)| *k == key) {
                 self.apply(raiser, &subject, &triggers, webhooks).await?;
             }
         }
@@ -180,7 +180,7 @@ impl AlarmService {
     async fn apply(
         &self,
         raiser: Raiser<'_>,
-        subject: &Subject,
+        subject: &Subject<'_>,
         triggers: &[Trigger],
         webhooks: Audience,
     ) -> Result<usize> {
@@ -188,9 +188,9 @@ impl AlarmService {
         let key = raiser.key();
         let written = self
             .store
-            .apply_alarm_step(&subject.tenant, &subject.device, &key, &run, webhooks)
+            .apply_alarm_step(subject.tenant, subject.device, &key, &run, webhooks)
             .await;
-        self.states.forget(Some(&subject.device), &key);
+        self.states.forget(Some(subject.device), &key);
         Ok(self.announce_writes(&written?, webhooks))
     }
 
@@ -269,13 +269,13 @@ fn reading(event: &DeviceEvent) -> Trigger {
     }
 }
 
-pub(super) fn subject_of(device: &Device) -> Subject {
+pub(super) fn subject_of(device: &Device) -> Subject<'_> {
     Subject {
-        tenant: device.record.tenant_id.clone(),
-        project: device.project_id.clone(),
-        device: device.id.clone(),
-        device_name: device.device_name.clone(),
-        metadata: device.metadata.clone(),
+        tenant: &device.record.tenant_id,
+        project: &device.project_id,
+        device: &device.id,
+        device_name: &device.device_name,
+        metadata: &device.metadata,
     }
 }
 
@@ -283,19 +283,6 @@ pub(super) fn subject_of(device: &Device) -> Subject {
 /// may send one correlationId with every event).
 fn message_key(id: &str, event: &DeviceEvent) -> MessageKey {
     MessageKey::hash_of((id, event.device_timestamp, event.attribute_data.to_string()))
-}
-
-/// What the store holds for a key once `transition` is written over `open`: its state one
-/// version on, and the alarm it left open.
-fn held_after(transition: &Transition, open: Option<&Alarm>) -> Held {
-    let mut state = transition.state.clone();
-    state.version += 1;
-    let open = match transition.writes.last() {
-        Some(write) if write.alarm.status == AlarmStatus::Cleared => None,
-        Some(write) => Some(write.alarm.clone()),
-        None => open.cloned(),
-    };
-    Arc::new((state, open))
 }
 
 /// `after` with each open alarm as the store wrote it (a new alarm may have met one another

@@ -11,7 +11,7 @@ use std::sync::{Mutex, Weak};
 
 use tokio::sync::OwnedMutexGuard;
 
-use super::states::Held;
+use super::states::{Held, held_after};
 use super::*;
 use crate::alarm::Transition;
 use crate::store::AlarmKeep;
@@ -63,18 +63,17 @@ pub struct Concern(pub(super) Option<Arc<ModelRules>>);
 /// What an evaluation computed from its snapshot (`AlarmService::plan`), not yet written.
 pub(super) struct Planned {
     pub(super) rules: Arc<ModelRules>,
-    pub(super) subject: Subject,
+    /// The device evaluated, as the catalog holds it (`Subject` borrows from it).
+    pub(super) device: Arc<Device>,
     pub(super) webhooks: Audience,
     /// The state cache's generation when the snapshot was read.
     pub(super) generation: u64,
     /// The steps still to write, by key.
     pub(super) steps: Vec<(String, Transition)>,
-    /// Per step (in `steps` order), the state and open alarm it was computed from: what a keep
-    /// remembered is told from it (`AlarmKeep::remembered`).
+    /// Per step (in `steps` order), the state and open alarm it was computed from.
     pub(super) before: Vec<Held>,
-    /// Per step still to write (in `steps` order), what the store holds once it is written.
-    pub(super) after: Vec<(String, Held)>,
-    /// The same for the steps that went with the events as keeps.
+    /// What the store holds of each key whose step went with the events as a keep, once
+    /// they are written.
     pub(super) kept: Vec<(String, Held)>,
 }
 
@@ -160,30 +159,31 @@ impl AlarmService {
 }
 
 /// `planned` less its keeps, and the keeps: steps over a stored state that write no new alarm
-/// and no history entry (so no transition, and nothing for the stream or the webhooks).
+/// and no history entry (so no transition, and nothing for the stream or the webhooks). A keep's
+/// state and alarm move into what the cache holds next, which the keep shares.
 fn keeps_apart(mut planned: Planned) -> (Planned, Vec<AlarmKeep>) {
     let mut keeps = Vec::new();
     let mut steps = Vec::new();
-    let mut after = Vec::new();
+    let mut befores = Vec::new();
     let before = std::mem::take(&mut planned.before);
-    let stepped = std::mem::take(&mut planned.steps).into_iter().zip(before);
-    for (((key, mut transition), before), held) in stepped.zip(std::mem::take(&mut planned.after)) {
-        if is_keep(&transition) {
-            keeps.push(AlarmKeep {
-                device: planned.subject.device.clone(),
-                key,
-                alarm: transition.writes.pop().map(|w| w.alarm),
-                remembered: transition.state.remembered_since(&before.0),
-                state: transition.state,
-            });
-            planned.kept.push(held);
-        } else {
+    for ((key, transition), before) in std::mem::take(&mut planned.steps).into_iter().zip(before) {
+        if !is_keep(&transition) {
             steps.push((key, transition));
-            after.push(held);
+            befores.push(before);
+            continue;
         }
+        let remembered = transition.state.remembered_since(&before.0);
+        let after = held_after(transition, before.1.as_ref());
+        keeps.push(AlarmKeep {
+            device: planned.device.id.clone(),
+            key: key.clone(),
+            after: after.clone(),
+            remembered,
+        });
+        planned.kept.push((key, after));
     }
     planned.steps = steps;
-    planned.after = after;
+    planned.before = befores;
     (planned, keeps)
 }
 

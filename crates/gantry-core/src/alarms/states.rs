@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex};
 
 use foldhash::fast::RandomState;
 
-use crate::alarm::{Alarm, AlarmState};
+use crate::alarm::{Alarm, AlarmState, Transition};
+use crate::enums::AlarmStatus;
 use crate::ids::DeviceId;
 
 /// Entries held at most; past it a shard starts empty again.
@@ -33,6 +34,19 @@ const SHARDS: usize = 16;
 /// A key's state and its open alarm, as the store holds them; shared, so that a lookup copies
 /// nothing.
 pub(super) type Held = Arc<(AlarmState, Option<Alarm>)>;
+
+/// What the store holds for a key once `transition` is written over `open`: its state one
+/// version on, and the alarm it left open.
+pub(super) fn held_after(transition: Transition, open: Option<&Alarm>) -> Held {
+    let Transition { mut state, mut writes } = transition;
+    state.version += 1;
+    let open = match writes.pop() {
+        Some(write) if write.alarm.status == AlarmStatus::Cleared => None,
+        Some(write) => Some(write.alarm),
+        None => open.cloned(),
+    };
+    Arc::new((state, open))
+}
 
 #[derive(Default)]
 pub(super) struct StateCache {

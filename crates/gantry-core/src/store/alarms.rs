@@ -2,6 +2,7 @@
 //! device, and the ways evaluation writes them (plans, keeps, locked steps).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
@@ -32,19 +33,19 @@ pub struct AlarmPlan {
 /// A step of one device's rule (or device alarm) that raises, escalates, de-escalates and clears
 /// nothing: it counts events into the open alarm (its count, value and times) or moves the
 /// state's timers and remembered message ids. Computed like a plan's step, over the state version
-/// it read (`state.version`), while the device's alarm writes wait (`AlarmService`); written with
+/// it read (one before `after`'s), while the device's alarm writes wait (`AlarmService`); written with
 /// the events it counts (`EventStore::commit_events_keeping`).
 #[derive(Debug, Clone)]
 pub struct AlarmKeep {
     pub device: DeviceId,
     pub key: String,
-    /// The state after the step; its `version` is the one it was computed over.
-    pub state: AlarmState,
+    /// What the store holds of the key once the keep is written: the state after the step, its
+    /// `version` one past the one the step was computed over, and the alarm open then (counted
+    /// into by the step, or left as it was). Shared with the evaluation, which holds it next.
+    pub after: Arc<(AlarmState, Option<Alarm>)>,
     /// The messages the step remembered (`state.recent` less the state's before it), oldest
     /// first: a store may write these instead of all of `state.recent` and replay them.
     pub remembered: Vec<crate::alarm::MessageKey>,
-    /// The open alarm after the step, when the step changed it.
-    pub alarm: Option<Alarm>,
 }
 
 /// An operator's change of an alarm, computed from the alarm as the store holds it: the alarm

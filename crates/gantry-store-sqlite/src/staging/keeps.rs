@@ -25,8 +25,8 @@
 mod replay;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use foldhash::fast::RandomState;
@@ -96,45 +96,30 @@ const COLUMNS: [&str; 15] = [
     "updated_time",
 ];
 
-/// What a step changed of the open alarm: its id, count, value and times.
-type Counted = (AlarmId, i64, serde_json::Value, i64, i64);
+/// A keep's open alarm as a row's columns: its id, count, value and times.
+type Counted<'a> = (&'a AlarmId, i64, &'a serde_json::Value, i64, i64);
 
-fn counted(alarm: &Alarm) -> Counted {
-    (
-        alarm.id.clone(),
-        alarm.count,
-        alarm.value.clone(),
-        alarm.last_event_time,
-        alarm.updated_time,
-    )
+/// `keep` as a pack's row (`REMEMBERED`).
+fn pack_row(keep: &AlarmKeep) -> Result<Row<'_>> {
+    row((&keep.device, &keep.key), &keep.after, (&keep.remembered, REMEMBERED))
 }
 
-/// `keep` as a pack's row (JSON, `REMEMBERED`).
-fn pack_row(keep: &AlarmKeep) -> Result<String> {
-    let alarm = keep
-        .alarm
+/// The row of the keep of `key` after which the store holds `after` (the state, with the
+/// version the keep writes, and the open alarm), with `recent` for the state's remembered
+/// messages (all of them or those of the step).
+fn row<'a>(
+    (device, key): (&'a DeviceId, &'a str),
+    after: &'a (AlarmState, Option<Alarm>),
+    (recent, form): (&'a [MessageKey], u8),
+) -> Result<Row<'a>> {
+    let (state, open) = after;
+    let alarm: Option<Counted> = open
         .as_ref()
         .map(|a| (&a.id, a.count, &a.value, a.last_event_time, a.updated_time));
-    row(
-        (&keep.device, &keep.key),
-        &keep.state,
-        alarm,
-        (&keep.remembered, REMEMBERED),
-    )
-}
-
-/// A row (JSON) of the keep of `key` whose step left `state` and `alarm`, with the state version
-/// it writes, `recent` for the state's remembered messages (all of them or those of the step).
-fn row(
-    (device, key): (&DeviceId, &str),
-    state: &AlarmState,
-    alarm: Option<(&AlarmId, i64, &serde_json::Value, i64, i64)>,
-    (recent, form): (&[MessageKey], u8),
-) -> Result<String> {
     let row: Row = (
         device.as_str(),
         key,
-        state.version + 1,
+        state.version,
         state.raise_since,
         state.clear_since,
         &state.levels,
@@ -149,7 +134,7 @@ fn row(
         alarm.map(|a| a.4),
         form,
     );
-    to_json(&row)
+    Ok(row)
 }
 
 /// The temporary table a fold fills first (on the event-log writer, created with each of its
@@ -270,20 +255,19 @@ struct Kept {
     /// The number of the oldest pack with a keep of this key not folded: packs from it on are
     /// replayed for the key if the store stops now.
     since: i64,
-    /// The state after the step; its `version` is the one the step was computed over.
-    state: AlarmState,
-    /// What the step changed of the open alarm.
-    counted: Option<Counted>,
+    /// What the store holds of the key after the step (`AlarmKeep::after`), shared with the
+    /// evaluation: the state, with the version the keep writes, and the open alarm.
+    after: Arc<(AlarmState, Option<Alarm>)>,
 }
 
 impl Kept {
     /// This keep as a row with every message its state remembers (`WHOLE`).
-    fn row(&self, key: (&DeviceId, &str)) -> Result<String> {
-        let alarm = self
-            .counted
-            .as_ref()
-            .map(|(id, count, value, last, updated)| (id, *count, value, *last, *updated));
-        row(key, &self.state, alarm, (&self.state.recent, WHOLE))
+    fn row<'a>(&'a self, key: (&'a DeviceId, &'a str)) -> Result<Row<'a>> {
+        row(key, &self.after, (&self.after.0.recent, WHOLE))
+    }
+
+    fn version(&self) -> i64 {
+        self.after.0.version
     }
 }
 
@@ -291,7 +275,7 @@ impl Unfolded {
     /// The pack of `keeps` (JSON).
     pub(super) fn pack(keeps: &[AlarmKeep]) -> Result<String> {
         let rows = keeps.iter().map(pack_row).collect::<Result<Vec<_>>>()?;
-        Ok(listed(rows.iter().map(String::as_str)))
+        to_json(&rows)
     }
 
     /// Holds `keeps`, committed in the pack numbered `seq`: each replaces an older keep of its
@@ -302,15 +286,14 @@ impl Unfolded {
             let mut kept = Kept {
                 seq,
                 since: seq,
-                state: keep.state.clone(),
-                counted: keep.alarm.as_ref().map(counted),
+                after: keep.after.clone(),
             };
             let device = match newest.get_mut(&keep.device) {
                 Some(device) => device,
                 None => newest.entry(keep.device.clone()).or_default(),
             };
             match device.get_mut(keep.key.as_str()) {
-                Some(held) if held.state.version > keep.state.version => {}
+                Some(held) if held.version() > kept.version() => {}
                 Some(held) => {
                     kept.since = held.since;
                     *held = kept;
@@ -343,7 +326,7 @@ impl Unfolded {
             .iter()
             .map(|(device, key, kept)| kept.row((device, key)))
             .collect::<Result<Vec<_>>>()?;
-        let pack = (!rows.is_empty()).then(|| listed(rows.iter().map(String::as_str)));
+        let pack = (!rows.is_empty()).then(|| to_json(&rows)).transpose()?;
         let keys = taken
             .into_iter()
             .map(|(device, key, kept)| ((device.clone(), key.clone()), kept.seq))
@@ -427,21 +410,17 @@ impl Unfolded {
             let Some(kept) = keeps.get(key.as_str()) else {
                 continue;
             };
-            if kept.state.version < state.version {
+            if kept.version() <= state.version {
                 continue;
             }
-            *state = AlarmState {
-                version: kept.state.version + 1,
-                ..kept.state.clone()
-            };
-            if let (Some(open), Some((id, count, value, last_event_time, updated_time))) =
-                (open.as_mut(), kept.counted.as_ref())
-                && &open.id == id
+            *state = kept.after.0.clone();
+            if let (Some(open), Some(counted)) = (open.as_mut(), kept.after.1.as_ref())
+                && open.id == counted.id
             {
-                open.count = *count;
-                open.value = value.clone();
-                open.last_event_time = *last_event_time;
-                open.updated_time = *updated_time;
+                open.count = counted.count;
+                open.value = counted.value.clone();
+                open.last_event_time = counted.last_event_time;
+                open.updated_time = counted.updated_time;
             }
         }
     }

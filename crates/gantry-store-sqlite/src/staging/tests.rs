@@ -140,9 +140,14 @@ async fn a_batch_stages_its_events_keeps_and_webhook_events_together() {
     let keep = |device: &str| AlarmKeep {
         device: DeviceId::from_string(device),
         key: "rule".to_owned(),
-        state: Default::default(),
+        after: std::sync::Arc::new((
+            gantry_core::alarm::AlarmState {
+                version: 1,
+                ..Default::default()
+            },
+            None,
+        )),
         remembered: Vec::new(),
-        alarm: None,
     };
     // The keys' stored states: a keep of a key with none would be dropped as gone.
     for device in ["dev-a", "dev-b"] {
@@ -221,14 +226,16 @@ fn keep_of(device: &str, version: i64, recent: &[u64], time: i64) -> gantry_core
         device: DeviceId::from_string(device),
         key: "rule".to_owned(),
         remembered: recent[recent.len() - 1..].to_vec(),
-        state: AlarmState {
-            levels: vec![Some(7), None],
-            last_time: Some(time),
-            recent,
-            version,
-            ..Default::default()
-        },
-        alarm: None,
+        after: std::sync::Arc::new((
+            AlarmState {
+                levels: vec![Some(7), None],
+                last_time: Some(time),
+                recent,
+                version: version + 1,
+                ..Default::default()
+            },
+            None,
+        )),
     }
 }
 

@@ -32,13 +32,13 @@ fn rule_on(model: &DeviceModel, over: f64) -> AlarmRule {
     .unwrap()
 }
 
-fn subject_of(device: &Device) -> Subject {
+fn subject_of(device: &Device) -> Subject<'_> {
     Subject {
-        tenant: device.record.tenant_id.clone(),
-        project: device.project_id.clone(),
-        device: device.id.clone(),
-        device_name: device.device_name.clone(),
-        metadata: device.metadata.clone(),
+        tenant: &device.record.tenant_id,
+        project: &device.project_id,
+        device: &device.id,
+        device_name: &device.device_name,
+        metadata: &device.metadata,
     }
 }
 

@@ -362,6 +362,54 @@ async fn for_seconds_escalations_and_hysteresis_over_mqtt() {
     app.stop().await;
 }
 
+/// A value between the raise and the clear thresholds moves only the rule's timers: the open
+/// alarm keeps the count, value and time of the events that kept it raised, when read at once
+/// and after a restart.
+#[tokio::test]
+async fn a_value_between_the_thresholds_keeps_the_count() {
+    let app = spawn_app().await;
+    let project = app.create_project(&app.admin).await;
+    let model = alarm_model(&app).await;
+    let device = device_with(&app, &project, &model, json!({})).await;
+    rule(
+        &app,
+        &model,
+        json!({"name": "wind", "attributeCode": "wind", "severity": "MINOR",
+        "condition": {"op": ">", "value": 20}, "clearCondition": {"op": "<", "value": 15}}),
+    )
+    .await;
+    post(&app, &device, "wind", json!(25.0), T0).await;
+    post(&app, &device, "wind", json!(26.0), T0 + 1000).await;
+    post(&app, &device, "wind", json!(18.0), T0 + 2000).await;
+    let seen = |alarms: Vec<Value>| {
+        assert_eq!(alarms.len(), 1, "{alarms:?}");
+        let a = &alarms[0];
+        (
+            a["status"].clone(),
+            a["count"].clone(),
+            a["value"].clone(),
+            a["lastEventTime"].clone(),
+        )
+    };
+    let counted = (json!("ACTIVE"), json!(2), json!(26.0), json!(T0 + 1000));
+    assert_eq!(seen(device_alarms(&app, &project, &device).await), counted);
+    let (admin, database_url) = (app.admin.clone(), app.database_url());
+    let dir = app.stop_keep_data().await.unwrap();
+    let mut config = gantry::config::ServeConfig::local(dir.path().to_path_buf());
+    config.admin_token = Some(admin.clone());
+    config.database_url = Some(database_url);
+    let again = spawn_with(config, dir, admin).await;
+    assert_eq!(
+        seen(device_alarms(&again, &project, &device).await),
+        counted,
+        "after a restart"
+    );
+    post(&again, &device, "wind", json!(27.0), T0 + 3000).await;
+    let one_more = (json!("ACTIVE"), json!(3), json!(27.0), json!(T0 + 3000));
+    assert_eq!(seen(device_alarms(&again, &project, &device).await), one_more);
+    again.stop().await;
+}
+
 #[tokio::test]
 async fn a_device_alarm_from_channel_w_and_what_operators_do() {
     let app = spawn_app().await;
