@@ -54,6 +54,17 @@ async fn rule(app: &TestApp, model: &Value, body: Value) -> Value {
     .result()
 }
 
+/// A server with one device of a fresh model that carries the rule `body`: the app, the
+/// project, the model and the device.
+async fn one_rule(body: Value) -> (TestApp, Value, Value, Value) {
+    let app = spawn_app().await;
+    let project = app.create_project(&app.admin).await;
+    let model = alarm_model(&app).await;
+    let device = device_with(&app, &project, &model, json!({})).await;
+    rule(&app, &model, body).await;
+    (app, project, model, device)
+}
+
 /// Posts one event over REST at `device_ms` (device time).
 async fn post(app: &TestApp, device: &Value, code: &str, value: Value, device_ms: i64) {
     app.post(
@@ -286,19 +297,11 @@ async fn value_from_reads_each_devices_metadata() {
 
 #[tokio::test]
 async fn for_seconds_escalations_and_hysteresis_over_mqtt() {
-    let app = spawn_app().await;
-    let project = app.create_project(&app.admin).await;
-    let model = alarm_model(&app).await;
-    let device = device_with(&app, &project, &model, json!({})).await;
-    rule(
-        &app,
-        &model,
-        json!({"name": "wind", "attributeCode": "wind", "severity": "MINOR",
-        "condition": {"op": ">", "value": 20}, "forSeconds": 10,
-        "clearCondition": {"op": "<", "value": 15}, "clearForSeconds": 5,
-        "escalations": [{"severity": "MAJOR", "condition": {"op": ">", "value": 30}},
-                        {"severity": "CRITICAL", "condition": {"op": ">", "value": 40}, "forSeconds": 2}]}),
-    )
+    let (app, project, _, device) = one_rule(json!({"name": "wind", "attributeCode": "wind", "severity": "MINOR",
+    "condition": {"op": ">", "value": 20}, "forSeconds": 10,
+    "clearCondition": {"op": "<", "value": 15}, "clearForSeconds": 5,
+    "escalations": [{"severity": "MAJOR", "condition": {"op": ">", "value": 30}},
+                    {"severity": "CRITICAL", "condition": {"op": ">", "value": 40}, "forSeconds": 2}]}))
     .await;
     let mut mqtt = DeviceClient::connect(app.mqtt, "gantry", id(&device), device["accessToken"].as_str().unwrap())
         .await
@@ -367,16 +370,8 @@ async fn for_seconds_escalations_and_hysteresis_over_mqtt() {
 /// and after a restart.
 #[tokio::test]
 async fn a_value_between_the_thresholds_keeps_the_count() {
-    let app = spawn_app().await;
-    let project = app.create_project(&app.admin).await;
-    let model = alarm_model(&app).await;
-    let device = device_with(&app, &project, &model, json!({})).await;
-    rule(
-        &app,
-        &model,
-        json!({"name": "wind", "attributeCode": "wind", "severity": "MINOR",
-        "condition": {"op": ">", "value": 20}, "clearCondition": {"op": "<", "value": 15}}),
-    )
+    let (app, project, _, device) = one_rule(json!({"name": "wind", "attributeCode": "wind", "severity": "MINOR",
+    "condition": {"op": ">", "value": 20}, "clearCondition": {"op": "<", "value": 15}}))
     .await;
     post(&app, &device, "wind", json!(25.0), T0).await;
     post(&app, &device, "wind", json!(26.0), T0 + 1000).await;
@@ -393,12 +388,7 @@ async fn a_value_between_the_thresholds_keeps_the_count() {
     };
     let counted = (json!("ACTIVE"), json!(2), json!(26.0), json!(T0 + 1000));
     assert_eq!(seen(device_alarms(&app, &project, &device).await), counted);
-    let (admin, database_url) = (app.admin.clone(), app.database_url());
-    let dir = app.stop_keep_data().await.unwrap();
-    let mut config = gantry::config::ServeConfig::local(dir.path().to_path_buf());
-    config.admin_token = Some(admin.clone());
-    config.database_url = Some(database_url);
-    let again = spawn_with(config, dir, admin).await;
+    let again = app.restarted().await;
     assert_eq!(
         seen(device_alarms(&again, &project, &device).await),
         counted,
@@ -586,16 +576,8 @@ async fn deleting_a_rule_clears_its_alarms_and_a_condition_holding_again_opens_a
 
 #[tokio::test]
 async fn concurrent_mqtt_and_rest_ingest_and_a_redelivery_raise_one_alarm() {
-    let app = spawn_app().await;
-    let project = app.create_project(&app.admin).await;
-    let model = alarm_model(&app).await;
-    let device = device_with(&app, &project, &model, json!({})).await;
-    rule(
-        &app,
-        &model,
-        json!({"name": "wind", "attributeCode": "wind", "severity": "MAJOR",
-        "condition": {"op": ">", "value": 20}}),
-    )
+    let (app, project, _, device) = one_rule(json!({"name": "wind", "attributeCode": "wind", "severity": "MAJOR",
+    "condition": {"op": ">", "value": 20}}))
     .await;
     let token = device["accessToken"].as_str().unwrap().to_owned();
     let mut mqtt = DeviceClient::connect(app.mqtt, "gantry", id(&device), &token)
@@ -650,25 +632,12 @@ async fn concurrent_mqtt_and_rest_ingest_and_a_redelivery_raise_one_alarm() {
 
 #[tokio::test]
 async fn a_restart_inside_a_for_seconds_window_continues_it() {
-    let app = spawn_app().await;
-    let project = app.create_project(&app.admin).await;
-    let model = alarm_model(&app).await;
-    let device = device_with(&app, &project, &model, json!({})).await;
-    rule(
-        &app,
-        &model,
-        json!({"name": "wind", "attributeCode": "wind", "severity": "MAJOR",
-        "condition": {"op": ">", "value": 20}, "forSeconds": 10}),
-    )
+    let (app, project, _, device) = one_rule(json!({"name": "wind", "attributeCode": "wind", "severity": "MAJOR",
+    "condition": {"op": ">", "value": 20}, "forSeconds": 10}))
     .await;
     post(&app, &device, "wind", json!(25), T0).await;
     post(&app, &device, "wind", json!(25), T0 + 6000).await;
-    let (admin, database_url) = (app.admin.clone(), app.database_url());
-    let dir = app.stop_keep_data().await.unwrap();
-    let mut config = gantry::config::ServeConfig::local(dir.path().to_path_buf());
-    config.admin_token = Some(admin.clone());
-    config.database_url = Some(database_url);
-    let again = spawn_with(config, dir, admin).await;
+    let again = app.restarted().await;
     post(&again, &device, "wind", json!(25), T0 + 9000).await;
     assert!(device_alarms(&again, &project, &device).await.is_empty(), "9 s of 10");
     post(&again, &device, "wind", json!(26), T0 + 10_000).await;
@@ -680,16 +649,8 @@ async fn a_restart_inside_a_for_seconds_window_continues_it() {
 
 #[tokio::test]
 async fn no_data_raises_and_the_next_value_clears() {
-    let app = spawn_app().await;
-    let project = app.create_project(&app.admin).await;
-    let model = alarm_model(&app).await;
-    let device = device_with(&app, &project, &model, json!({})).await;
-    rule(
-        &app,
-        &model,
-        json!({"name": "silent", "attributeCode": "wind", "severity": "WARNING", "noDataSeconds": 2}),
-    )
-    .await;
+    let (app, project, _, device) =
+        one_rule(json!({"name": "silent", "attributeCode": "wind", "severity": "WARNING", "noDataSeconds": 2})).await;
     post(&app, &device, "wind", json!(5), T0).await;
     assert!(device_alarms(&app, &project, &device).await.is_empty());
     let raised = wait_for(Duration::from_secs(10), async || {

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::console::Console;
 use crate::events::event;
-use crate::helpers::{TestApp, model_body, spawn_app, spawn_with, unique, wait_for};
+use crate::helpers::{TestApp, model_body, spawn_app, unique, wait_for};
 use crate::users::{PASSWORD, create_user};
 
 /// The number in the element with `id` on `page`, if it is there.
@@ -98,8 +98,7 @@ async fn the_overview_counts_a_projects_events_and_no_other_tenants() {
     assert_eq!(count_in(&page, "count-online"), Some(0), "{page}");
 
     // The counts are written at shutdown at the latest: a restarted server shows them.
-    let (admin, database_url) = (app.admin.clone(), app.database_url());
-    let again = restart(app, admin, database_url).await;
+    let again = app.restarted().await;
     let console = Console::sign_in(&again, &again.admin).await.expect("signed in");
     let (_, page) = console.get(&path).await;
     assert_eq!(count_in(&page, "events-hour"), Some(5), "{page}");
@@ -199,12 +198,4 @@ async fn the_map_counts_every_device_that_reports_a_position() {
         }
     }
     app.stop().await;
-}
-
-async fn restart(app: TestApp, admin: String, database_url: String) -> TestApp {
-    let dir = app.stop_keep_data().await.unwrap();
-    let mut config = gantry::config::ServeConfig::local(dir.path().to_path_buf());
-    config.admin_token = Some(admin.clone());
-    config.database_url = Some(database_url);
-    spawn_with(config, dir, admin).await
 }

@@ -468,13 +468,7 @@ async fn waiting_controls_and_desired_values_survive_a_restart() {
     let admin = app.admin.clone();
     send_waiting(&app, &world, "kept", 600).await;
     patch(&app, &world, &admin, json!({"on": true}), None).await.0.result();
-    let database_url = app.database_url();
-    let dir = app.stop_keep_data().await.unwrap();
-
-    let mut config = gantry::config::ServeConfig::local(dir.path().to_path_buf());
-    config.admin_token = Some(admin.clone());
-    config.database_url = Some(database_url);
-    let again = crate::helpers::spawn_with(config, dir, admin).await;
+    let again = app.restarted().await;
     assert_eq!(desired(&again, &world).await["attributes"]["on"]["status"], "pending");
     let mut device = connect(&again, &world).await;
     assert_eq!(next(&mut device).await["payload"]["attrs"][0]["value"], "kept");

@@ -288,6 +288,17 @@ impl TestApp {
         self.stop_keep_data().await;
     }
 
+    /// Stops the server as SIGTERM would and starts it again on the same data dir and database,
+    /// with the same administrator token.
+    pub async fn restarted(self) -> TestApp {
+        let (admin, database_url) = (self.admin.clone(), self.database_url());
+        let dir = self.stop_keep_data().await.expect("the server's data dir");
+        let mut config = ServeConfig::local(dir.path().to_path_buf());
+        config.admin_token = Some(admin.clone());
+        config.database_url = Some(database_url);
+        spawn_with(config, dir, admin).await
+    }
+
     /// Stops the server and hands over its data dir, which lives on while the caller holds it.
     pub async fn stop_keep_data(mut self) -> Option<tempfile::TempDir> {
         if let Some(stop) = self.stop.take() {
