@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::enums::{AlarmSource, AlarmStatus, AlarmTransition, Severity};
 use crate::ids::{AlarmId, AlarmRuleId, DeviceId, ProjectId, TenantId};
-use crate::records::JsonMap;
+use crate::records::{Device, JsonMap};
 
 mod step;
 
@@ -24,6 +24,19 @@ pub struct Subject<'a> {
     pub device: &'a DeviceId,
     pub device_name: &'a str,
     pub metadata: &'a JsonMap,
+}
+
+impl<'a> Subject<'a> {
+    /// The subject of `device`, borrowed from it.
+    pub fn of(device: &'a Device) -> Self {
+        Subject {
+            tenant: &device.record.tenant_id,
+            project: &device.project_id,
+            device: &device.id,
+            device_name: &device.device_name,
+            metadata: &device.metadata,
+        }
+    }
 }
 
 /// A subject's parts, owned: for a caller that holds no device to borrow them from (a test).

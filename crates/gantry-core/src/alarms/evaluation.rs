@@ -51,7 +51,7 @@ impl AlarmService {
             return Ok(None);
         }
         let device = self.catalog.load_device(&first.tenant_id, &first.device_id).await?;
-        let subject = subject_of(&device);
+        let subject = Subject::of(&device);
         let webhooks = self.webhooks.subscribers(&first.project_id, StreamType::Alarm).await?;
         let generation = self.states.generation();
         let snapshot = self.snapshot(&device.id, &keys, generation).await?;
@@ -98,7 +98,10 @@ impl AlarmService {
         let after: Vec<(String, Held)> = steps
             .iter()
             .zip(&before)
-            .map(|((key, transition), before)| (key.clone(), held_after(transition.clone(), before.1.as_ref())))
+            .map(|((key, t), before)| {
+                let last = t.writes.last().map(|w| w.alarm.clone());
+                (key.clone(), held_after(t.state.clone(), last, before.1.as_ref()))
+            })
             .collect();
         let plan = AlarmPlan {
             tenant: device.record.tenant_id.clone(),
@@ -115,7 +118,7 @@ impl AlarmService {
         // The snapshot was out of date: each key again, over the state the store holds (the
         // keeps written with the events are part of it).
         self.states.put(generation, &device.id, kept);
-        let subject = subject_of(&device);
+        let subject = Subject::of(&device);
         let (raisers, keys) = raisers_of(&rules, events);
         for ((raiser, triggers), key) in raisers.into_iter().zip(keys) {
             if after.iter().any(|(k, _)| *k == key) {
@@ -166,7 +169,7 @@ impl AlarmService {
                     Err(e) => return Err(e),
                 };
                 let webhooks = self.webhooks.subscribers(&device.project_id, StreamType::Alarm).await?;
-                let subject = subject_of(&device);
+                let subject = Subject::of(&device);
                 let silence = [Trigger::Silence { now }];
                 let _held = self.locks.hold(&device.id).await;
                 raised += self.apply(Raiser::Rule(&rule), &subject, &silence, webhooks).await?;
@@ -266,16 +269,6 @@ fn reading(event: &DeviceEvent) -> Trigger {
         device_time: event.device_timestamp,
         arrival: event.ingress_time_stamp,
         message: event.correlation_id.as_deref().map(|id| message_key(id, event)),
-    }
-}
-
-pub(super) fn subject_of(device: &Device) -> Subject<'_> {
-    Subject {
-        tenant: &device.record.tenant_id,
-        project: &device.project_id,
-        device: &device.id,
-        device_name: &device.device_name,
-        metadata: &device.metadata,
     }
 }
 

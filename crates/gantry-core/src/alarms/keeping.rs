@@ -166,14 +166,15 @@ fn keeps_apart(mut planned: Planned) -> (Planned, Vec<AlarmKeep>) {
     let mut steps = Vec::new();
     let mut befores = Vec::new();
     let before = std::mem::take(&mut planned.before);
-    for ((key, transition), before) in std::mem::take(&mut planned.steps).into_iter().zip(before) {
+    for ((key, mut transition), before) in std::mem::take(&mut planned.steps).into_iter().zip(before) {
         if !is_keep(&transition) {
             steps.push((key, transition));
             befores.push(before);
             continue;
         }
         let remembered = transition.state.remembered_since(&before.0);
-        let after = held_after(transition, before.1.as_ref());
+        let last = transition.writes.pop().map(|w| w.alarm);
+        let after = held_after(transition.state, last, before.1.as_ref());
         keeps.push(AlarmKeep {
             device: planned.device.id.clone(),
             key: key.clone(),

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use foldhash::fast::RandomState;
 
-use crate::alarm::{Alarm, AlarmState, Transition};
+use crate::alarm::{Alarm, AlarmState};
 use crate::enums::AlarmStatus;
 use crate::ids::DeviceId;
 
@@ -35,14 +35,14 @@ const SHARDS: usize = 16;
 /// nothing.
 pub(super) type Held = Arc<(AlarmState, Option<Alarm>)>;
 
-/// What the store holds for a key once `transition` is written over `open`: its state one
-/// version on, and the alarm it left open.
-pub(super) fn held_after(transition: Transition, open: Option<&Alarm>) -> Held {
-    let Transition { mut state, mut writes } = transition;
+/// What the store holds for a key once a transition is written over `open`: `state` (the
+/// transition's) one version on, and the alarm left open, given `last`, the transition's last
+/// alarm written.
+pub(super) fn held_after(mut state: AlarmState, last: Option<Alarm>, open: Option<&Alarm>) -> Held {
     state.version += 1;
-    let open = match writes.pop() {
-        Some(write) if write.alarm.status == AlarmStatus::Cleared => None,
-        Some(write) => Some(write.alarm),
+    let open = match last {
+        Some(alarm) if alarm.status == AlarmStatus::Cleared => None,
+        Some(alarm) => Some(alarm),
         None => open.cloned(),
     };
     Arc::new((state, open))

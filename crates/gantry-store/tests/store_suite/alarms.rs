@@ -32,16 +32,6 @@ fn rule_on(model: &DeviceModel, over: f64) -> AlarmRule {
     .unwrap()
 }
 
-fn subject_of(device: &Device) -> Subject<'_> {
-    Subject {
-        tenant: &device.record.tenant_id,
-        project: &device.project_id,
-        device: &device.id,
-        device_name: &device.device_name,
-        metadata: &device.metadata,
-    }
-}
-
 /// Evaluates one reading of `raiser` on `device` through the store, as ingest does.
 async fn feed(
     store: &SqlStore,
@@ -51,7 +41,7 @@ async fn feed(
     second: i64,
     message: &str,
 ) {
-    let subject = subject_of(device);
+    let subject = Subject::of(device);
     let trigger = Trigger::Reading {
         value,
         device_time: second * 1000,
@@ -162,7 +152,7 @@ pub(crate) async fn the_store_holds_one_open_alarm_per_key(store: SqlStore) {
     let model = new_model(&store, &tenant, "m", DeviceType::Crane, false).await;
     let project = new_project(&store, &tenant, "p").await;
     let device = new_device(&store, &tenant, "d", &project, &model).await;
-    let subject = subject_of(&device);
+    let subject = Subject::of(&device);
     let trigger = Trigger::Reading {
         value: json!(true),
         device_time: 5_000,
@@ -412,7 +402,7 @@ async fn plan(
         arrival: second * 1000,
         message: Some(MessageKey::of_text(&format!("m{second}"))),
     };
-    let transition = fold(raiser, &subject_of(device), state, open.as_ref(), &[trigger]).expect("a change");
+    let transition = fold(raiser, &Subject::of(device), state, open.as_ref(), &[trigger]).expect("a change");
     AlarmPlan {
         tenant: device.record.tenant_id.clone(),
         device: device.id.clone(),
